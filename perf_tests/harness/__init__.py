@@ -1,0 +1,1 @@
+"""How the suite measures: timing, sync counting, baselines, the report, the pytest plugin."""

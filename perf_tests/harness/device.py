@@ -1,0 +1,54 @@
+"""The device a session measures on: a CUDA GPU, or the CPU for smoke runs."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from . import baselines, syncs
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> dict:
+    return baselines.environment()
+
+
+@dataclass
+class Device:
+    name: str  # torch device string: "cuda" or "cpu"
+    env: dict
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name.startswith("cuda")
+
+    def synchronize(self) -> None:
+        if self.is_gpu:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def reset_peak_memory(self) -> None:
+        if self.is_gpu:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+
+    def peak_memory_gb(self) -> float | None:
+        if not self.is_gpu:
+            return None
+        import torch
+
+        return torch.cuda.max_memory_allocated() / 1e9
+
+    def count_syncs(self, step, steps: int, trace_path) -> syncs.SyncCount | None:
+        """Profile `steps` steps into `trace_path` and count their syncs; None without a GPU."""
+        if not self.is_gpu:
+            return None
+        return syncs.profile_steps(step, steps, trace_path)
+
+
+def detect_device() -> Device:
+    import torch
+
+    return Device("cuda" if torch.cuda.is_available() else "cpu", environment())

@@ -1,0 +1,145 @@
+"""Options (`--perf-...`), their validation, and the resolved settings of one test.
+
+Precedence for the per-test numbers: `@pytest.mark.perf(...)` > command line > ini file > default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value}")
+    return value
+
+
+def percent(text: str) -> float:
+    try:
+        value = float(str(text).rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5 or 7.5, got {text!r}") from None
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage from 0 to below 100, got {value}")
+    return value
+
+
+def report_path(text: str) -> Path:
+    """--perf-report PATH writes PATH.md and PATH.json; a .md or .json suffix given is dropped."""
+    path = Path(text)
+    if path.suffix in (".md", ".json"):
+        path = path.with_suffix("")
+    if path.name in ("", ".", ".."):
+        raise argparse.ArgumentTypeError(f"expected a file path such as reports/perf, got {text!r}")
+    return path
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How one test is measured; every field can be set by marker, option, ini or default."""
+
+    warmup: int = 5  # steps before the first round; the workload may ask for more (loader prefetch)
+    rounds: int = 5  # timed rounds, each a pytest-benchmark round
+    steps: int = 10  # training steps per round
+    profile_steps: int = 3  # steps in the separate profiled window that counts syncs
+    tolerance: float = 5.0  # % below the baseline allowed, on top of twice the baseline's spread
+
+
+MEASURE_TYPES = {"warmup": positive_int, "rounds": positive_int, "steps": positive_int, "profile_steps": positive_int, "tolerance": percent}
+MEASURE_HELP = {
+    "warmup": "warm-up steps before the timed rounds (compilation happens here)",
+    "rounds": "timed rounds per test; each is a pytest-benchmark round",
+    "steps": "training steps per timed round",
+    "profile_steps": "steps in the profiled window that counts host-device syncs",
+    "tolerance": "percent a test may fall below its baseline, plus twice the baseline's recorded spread",
+}
+
+
+def default_workers() -> int:
+    """The ladder's DataLoader workers: the machine's cores, capped at 8."""
+    return min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+
+
+def add_options(parser) -> None:
+    group = parser.getgroup("perf", "performance regression suite")
+    for name, default in ((f.name, f.default) for f in fields(Measure)):
+        flag = "--perf-" + name.replace("_", "-")
+        group.addoption(flag, type=MEASURE_TYPES[name], default=None, help=f"{MEASURE_HELP[name]} (default: {default}; ini: perf_{name})")
+        parser.addini(f"perf_{name}", f"{MEASURE_HELP[name]} (default: {default})", default=None)
+    group.addoption("--perf-strict", action="store_true", default=None, help="nightly mode: a missing GPU, baseline or predecessor fails instead of skipping, and so does comparing with another GPU's saved run (default: off; ini: perf_strict)")
+    parser.addini("perf_strict", "strict mode (see --perf-strict)", type="bool", default=False)
+    group.addoption("--perf-update-baselines", action="store_true", default=False, help="record the measured tests into baselines/<gpu>.json, keeping every other entry (default: off)")
+    group.addoption("--perf-baseline-dir", type=Path, default=None, help="folder of the per-GPU baseline files (default: baselines/ in the rootdir; ini: perf_baseline_dir)")
+    parser.addini("perf_baseline_dir", "folder of the per-GPU baseline files (default: baselines)", default="baselines")
+    group.addoption("--perf-report", type=report_path, default=None, metavar="PATH", help="also write the session report to PATH.md and PATH.json (default: terminal only)")
+    group.addoption("--perf-trace-dir", type=Path, default=None, metavar="DIR", help="keep the profiler trace (gzipped Chrome trace) of every failed test in DIR (default: not kept)")
+    group.addoption("--perf-smoke", action="store_true", default=False, help="run every scenario for a couple of steps at a tiny image size on whatever device exists, without throughput or sync assertions (default: off)")
+    group.addoption("--perf-workers", type=positive_int, default=None, help=f"DataLoader workers for the ladder's multi-worker steps (default: the machine's cores capped at 8, here {default_workers()})")
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    strict: bool
+    update_baselines: bool
+    baseline_dir: Path
+    report: Path | None
+    trace_dir: Path | None
+    smoke: bool
+    workers: int
+    measure: Measure  # command line > ini > default; markers are applied per test
+
+    @classmethod
+    def from_config(cls, config) -> "SessionSettings":
+        opt = config.getoption
+        strict = opt("--perf-strict")
+        baseline_dir = opt("--perf-baseline-dir") or Path(config.getini("perf_baseline_dir"))
+        if not baseline_dir.is_absolute():
+            baseline_dir = Path(config.rootpath) / baseline_dir
+        return cls(
+            strict=config.getini("perf_strict") if strict is None else strict,
+            update_baselines=opt("--perf-update-baselines"),
+            baseline_dir=baseline_dir,
+            report=opt("--perf-report"),
+            trace_dir=opt("--perf-trace-dir"),
+            smoke=opt("--perf-smoke"),
+            workers=opt("--perf-workers") or default_workers(),
+            measure=_measure_from(config),
+        )
+
+
+def _measure_from(config) -> Measure:
+    import pytest
+
+    values = {}
+    for name, convert in MEASURE_TYPES.items():
+        value = config.getoption("--perf-" + name.replace("_", "-"))
+        if value is None and config.getini(f"perf_{name}") not in (None, ""):
+            raw = config.getini(f"perf_{name}")
+            try:
+                value = convert(raw)
+            except argparse.ArgumentTypeError as e:
+                raise pytest.UsageError(f"ini option perf_{name} = {raw!r}: {e}") from None
+        if value is not None:
+            values[name] = value
+    return Measure(**values)
+
+
+def for_marker(measure: Measure, marker_kwargs: dict, test_id: str) -> Measure:
+    """Apply `@pytest.mark.perf(...)` settings; unknown names or bad values name the test."""
+    unknown = set(marker_kwargs) - set(MEASURE_TYPES)
+    if unknown:
+        raise ValueError(f"{test_id}: @pytest.mark.perf got unknown settings {sorted(unknown)}; known: {sorted(MEASURE_TYPES)}")
+    checked = {}
+    for name, value in marker_kwargs.items():
+        try:
+            checked[name] = MEASURE_TYPES[name](str(value))
+        except argparse.ArgumentTypeError as e:
+            raise ValueError(f"{test_id}: @pytest.mark.perf({name}={value!r}): {e}") from None
+    return replace(measure, **checked)

@@ -1,0 +1,317 @@
+"""Host-device syncs per training step, counted in a torch.profiler Chrome trace.
+
+What counts as one sync (only inside a step range, `perf_step_<i>`):
+- a CUDA runtime or driver call that blocks the host: cudaStreamSynchronize, cudaDeviceSynchronize,
+  cudaEventSynchronize, blocking cudaMemcpy (and their cu* driver twins);
+- a pageable memcpy on the GPU (`Memcpy HtoD (Pageable -> Device)` or its DtoH twin) whose op did
+  not already block in one of the calls above: a pageable `non_blocking=True` copy shows no
+  synchronize call, and `torch.cuda.set_sync_debug_mode` misses it too.
+
+Where each sync comes from:
+- the torch op around it (`aten::item > aten::_local_scalar_dense`) and the Python functions on the
+  stack (the profiler's `python_function` events: their line numbers are where a function starts);
+- the exact lines, where `torch.cuda.set_sync_debug_mode("warn")` saw the sync: `sync_sites()`
+  writes a `perf_sync_site|...` marker into the trace right after each warned sync, so a saved trace
+  carries its own attribution.
+
+The analysis reads the Chrome trace format only, so live runs and committed trace files take the
+same path.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import gzip
+import json
+import os
+import sys
+import sysconfig
+import traceback
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STEP_PREFIX = "perf_step_"
+SITE_PREFIX = "perf_sync_site|"
+BLOCKING_CALLS = {
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+    "cuEventSynchronize",
+}
+PAGEABLE_COPIES = {"Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)"}
+HOST_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+_SYNC_WARNING = "synchronizing CUDA operation"
+
+
+class TraceError(ValueError):
+    """A trace that cannot be analysed: the message names the file and what is missing."""
+
+
+@dataclass(frozen=True)
+class SyncSource:
+    """Where one kind of sync comes from; the key of a row in the per-step table."""
+
+    call: str  # "cudaStreamSynchronize", or the pageable memcpy's name
+    ops: str  # outermost > innermost torch op around it, "" outside any op
+    user_line: str  # "fixtures/recipes.py:88 in train_step", or the best guess from the stack
+    library_line: str  # "torchmetrics/aggregation.py:93 in _cast_and_nan_check_input", or ""
+
+    def describe(self) -> str:
+        where = f" in {self.ops}" if self.ops else ""
+        lines = [f"{self.call}{where}", f"    user code: {self.user_line or '(not seen)'}"]
+        if self.library_line:
+            lines.append(f"    library:   {self.library_line}")
+        return "\n".join(lines)
+
+
+@dataclass
+class SyncCount:
+    steps: int
+    sources: Counter = field(default_factory=Counter)  # SyncSource -> count over all steps
+
+    @property
+    def total(self) -> int:
+        return sum(self.sources.values())
+
+    @property
+    def per_step(self) -> float:
+        return self.total / self.steps if self.steps else 0.0
+
+    def describe(self) -> str:
+        if not self.sources:
+            return "no host-device syncs"
+        rows = []
+        for source, n in self.sources.most_common():
+            rows.append(f"  {n / self.steps:.2f}/step  " + source.describe().replace("\n", "\n           "))
+        return "\n".join(rows)
+
+
+# --- reading traces --------------------------------------------------------------------------
+
+
+def load_trace(path: str | os.PathLike) -> dict:
+    """Read a Chrome trace written by `prof.export_chrome_trace` (plain or .gz)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            trace = json.load(f)
+    except (OSError, EOFError, json.JSONDecodeError) as e:
+        raise TraceError(f"{path}: not a readable Chrome trace ({e}); record it again") from e
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise TraceError(f"{path}: no 'traceEvents' list; is this a torch.profiler Chrome trace?")
+    return trace
+
+
+def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
+    """Count the syncs inside `perf_step_<i>` ranges of a Chrome trace, and name their sources."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and "ts" in e]
+    steps = sorted(
+        (_span(e) for e in events if e.get("cat") == "user_annotation" and e["name"].startswith(STEP_PREFIX)),
+    )
+    if not steps:
+        raise TraceError(f"{source}: no '{STEP_PREFIX}<i>' ranges; the steps were not marked, so nothing can be counted")
+    by_thread: dict[tuple, list[dict]] = {}
+    for e in events:
+        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    for thread_events in by_thread.values():
+        thread_events.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))
+
+    def in_steps(ts: float) -> bool:
+        i = bisect.bisect_right(steps, (ts, float("inf"))) - 1
+        return i >= 0 and steps[i][0] <= ts <= steps[i][1]
+
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in HOST_CATEGORIES and "correlation" in e.get("args", {})
+    }
+    syncs = [e for e in events if e.get("cat") in HOST_CATEGORIES and _base(e["name"]) in BLOCKING_CALLS]
+    for copy in (e for e in events if e["name"] in PAGEABLE_COPIES):
+        launch = launches.get(copy.get("args", {}).get("correlation"))
+        if launch is None or _blocks_in_same_op(launch, by_thread):
+            continue
+        syncs.append({**launch, "name": copy["name"]})
+
+    counted = SyncCount(steps=len(steps))
+    sites = _sites_by_sync(syncs, by_thread)
+    for sync in syncs:
+        if in_steps(sync["ts"]):
+            counted.sources[_source(sync, by_thread, sites.get(id(sync)))] += 1
+    return counted
+
+
+def _span(e: dict) -> tuple[float, float]:
+    return (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+
+
+def _base(name: str) -> str:
+    # cudaStreamSynchronize_ptsz and friends are the per-thread-stream variants of the same call
+    return name.split("_ptsz")[0].split("_v2")[0]
+
+
+def _thread(e: dict, by_thread: dict) -> list[dict]:
+    return by_thread.get((e.get("pid"), e.get("tid")), [])
+
+
+def _enclosing(e: dict, by_thread: dict, cat: str) -> list[dict]:
+    """Events of category `cat` on e's thread whose interval contains e, outermost first."""
+    start, end = _span(e)
+    return [
+        o
+        for o in _thread(e, by_thread)
+        if o.get("cat") == cat and o is not e and _span(o)[0] <= start and end <= _span(o)[1]
+    ]
+
+
+def _blocks_in_same_op(launch: dict, by_thread: dict) -> bool:
+    ops = _enclosing(launch, by_thread, "cpu_op")
+    if not ops:
+        return False
+    lo, hi = _span(ops[-1])
+    return any(
+        o.get("cat") in HOST_CATEGORIES and _base(o["name"]) in BLOCKING_CALLS and lo <= o["ts"] <= hi
+        for o in _thread(launch, by_thread)
+    )
+
+
+def _sites_by_sync(syncs: list[dict], by_thread: dict) -> dict[int, str]:
+    """Match each `perf_sync_site` marker to the latest unmatched sync before it on its thread.
+
+    torch issues the debug-mode warning when the synchronizing call returns to Python, so the
+    marker follows its sync; an op that syncs twice gives two markers with the same lines.
+    """
+    matched: dict[int, str] = {}
+    for thread_events in by_thread.values():
+        sync_ids = {id(s) for s in syncs}
+        pending: list[dict] = []
+        timeline = sorted(
+            [s for s in syncs if (s.get("pid"), s.get("tid")) == _key(thread_events)]
+            + [e for e in thread_events if e.get("cat") == "user_annotation" and e["name"].startswith(SITE_PREFIX)],
+            key=lambda e: e["ts"],
+        )
+        for e in timeline:
+            if id(e) in sync_ids:
+                if not e["name"] in PAGEABLE_COPIES:  # the debug mode never warns for those
+                    pending.append(e)
+            elif pending:
+                matched[id(pending.pop())] = e["name"]
+    return matched
+
+
+def _key(thread_events: list[dict]) -> tuple:
+    e = thread_events[0]
+    return (e.get("pid"), e.get("tid"))
+
+
+def _source(sync: dict, by_thread: dict, site: str | None) -> SyncSource:
+    ops = " > ".join(o["name"] for o in _enclosing(sync, by_thread, "cpu_op"))
+    if site:
+        fields = dict(part.split("=", 1) for part in site[len(SITE_PREFIX) :].split("|") if "=" in part)
+        return SyncSource(sync["name"], ops, fields.get("user", ""), fields.get("lib", ""))
+    stack = [f["name"] for f in _enclosing(sync, by_thread, "python_function")]
+    user = [s for s in stack if not _is_library(s.split("(")[0])]
+    library = [s for s in stack if _is_library(s.split("(")[0]) and not s.startswith("<built-in")]
+    user_line = f"{_short(user[-1])} (line where the function starts)" if user else ""
+    if not stack:
+        user_line = "(no Python stack: the op ran on a C++ thread, e.g. autograd's backward)"
+    library_line = _short(library[-1]) if library and user and stack.index(library[-1]) > stack.index(user[-1]) else ""
+    return SyncSource(sync["name"], ops, user_line, library_line)
+
+
+# --- classifying files ------------------------------------------------------------------------
+
+_LIBRARY_ROOTS = tuple(
+    {os.path.realpath(p) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]) if p}
+)
+_HARNESS_DIR = os.path.dirname(os.path.realpath(__file__))
+
+
+def _is_library(filename: str) -> bool:
+    f = filename.replace("\\", "/")
+    if "site-packages/" in f or "dist-packages/" in f or f.startswith("<"):
+        return True
+    real = os.path.realpath(filename) if os.path.isabs(filename) else filename
+    return real.startswith(_LIBRARY_ROOTS) or real.startswith(_HARNESS_DIR)
+
+
+def _short(where: str) -> str:
+    """site-packages paths from the package down, project paths relative to the working directory."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in where:
+            return where.split(marker, 1)[1]
+    cwd = os.getcwd() + os.sep
+    return where[len(cwd) :] if where.startswith(cwd) else where
+
+
+# --- recording --------------------------------------------------------------------------------
+
+
+def _site_of(stack: list[traceback.FrameSummary]) -> str:
+    frames = [f for f in stack if not f.filename.startswith(_HARNESS_DIR)]
+    user = [f for f in frames if not _is_library(f.filename)]
+    if not user:
+        return ""
+    u = user[-1]
+    inner = [f for f in frames[frames.index(u) + 1 :] if "site-packages" in f.filename or "dist-packages" in f.filename]
+    lib = f"|lib={_short(inner[-1].filename)}:{inner[-1].lineno} in {inner[-1].name}" if inner else ""
+    return f"{SITE_PREFIX}user={_short(u.filename)}:{u.lineno} in {u.name}{lib}"
+
+
+@contextlib.contextmanager
+def sync_sites():
+    """Mark each sync that `torch.cuda.set_sync_debug_mode` sees with its exact lines.
+
+    Inside an active torch.profiler window, every debug-mode warning becomes a zero-length
+    `perf_sync_site|user=...|lib=...` range in the trace. The debug mode and the warning filters
+    are restored on exit; other warnings pass through untouched.
+    """
+    import torch
+
+    previous_mode = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        passthrough = warnings.showwarning
+
+        def mark(message, category, filename, lineno, file=None, line=None):
+            if _SYNC_WARNING not in str(message):
+                return passthrough(message, category, filename, lineno, file, line)
+            site = _site_of(traceback.extract_stack()[:-1])
+            if site:
+                with torch.profiler.record_function(site):
+                    pass
+
+        warnings.showwarning = mark
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield
+        finally:
+            torch.cuda.set_sync_debug_mode(previous_mode)
+
+
+def profile_steps(step, steps: int, trace_path: str | os.PathLike) -> SyncCount:
+    """Run `steps` calls of `step` under torch.profiler (CPU + CUDA), save the trace, count syncs."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True) as prof:
+        with sync_sites():
+            for i in range(steps):
+                with record_function(f"{STEP_PREFIX}{i}"):
+                    step()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(str(trace_path))
+    return count_syncs(load_trace(trace_path), source=str(trace_path))
+
+
+if __name__ == "__main__":  # python -m perf_tests.harness.syncs TRACE.json[.gz]
+    for p in sys.argv[1:]:
+        c = count_syncs(load_trace(p), source=p)
+        print(f"{p}: {c.per_step:.2f} syncs/step over {c.steps} steps\n{c.describe()}")
