@@ -65,6 +65,7 @@ class PerfSession:
         self.device = device.detect_device()
         self.results: dict[str, Result] = {}
         self.updates: dict[str, dict] = {}
+        self.sections: dict[str, list[dict]] = {}
         self.baseline_file: baselines.BaselineFile | None = None
         if self.device.is_gpu and not self.settings.smoke:
             gpu = self.device.env["gpu"]
@@ -183,41 +184,48 @@ class Perf:
             raise RuntimeError(f"{self.test_id}: no sync count; syncs are counted only on a CUDA GPU outside --perf-smoke")
         return result.syncs
 
-    def sibling(self, param_id: str) -> Result | None:
-        """The result of the same test function with another parameter id, measured in this run."""
-        base = self.test_id.split("[", 1)[0]
-        return self._session.results.get(f"{base}[{param_id}]")
+    def result_of(self, test: str) -> Result | None:
+        """The result of another test measured in this run: a full test id, or a parameter id of
+        this test function ("baseline" for test_ladder[baseline])."""
+        if "::" not in test:
+            test = f"{self.test_id.split('[', 1)[0]}[{test}]"
+        return self._session.results.get(test)
+
+    @staticmethod
+    def ratio(result: Result, other: Result | None) -> float | None:
+        return result.samples_per_s / other.samples_per_s if other else None
 
     def assert_faster(self, result: Result, than: str, by: float) -> None:
-        """At least `by` times the samples/s of sibling `than`, measured in this pytest run."""
+        """At least `by` times the samples/s of test `than`, measured in this pytest run."""
         self._compare(result, than, by, f"at least {by:g}x")
 
     def assert_not_slower(self, result: Result, than: str, noise_pct: float) -> None:
-        """No slower than sibling `than` beyond `noise_pct` percent (a step the article says did not help)."""
-        self._compare(result, than, 1 - noise_pct / 100, f"no slower than {noise_pct:g}% below")
+        """No slower than test `than` beyond `noise_pct` percent (a step the article says did not help)."""
+        self._compare(result, than, 1 - noise_pct / 100, f"no less than {1 - noise_pct / 100:g}x")
 
-    def _compare(self, result: Result, than: str, ratio: float, wanted: str) -> None:
+    def _compare(self, result: Result, than: str, at_least: float, wanted: str) -> None:
         if self.smoke:
             return
-        other = self.sibling(than)
+        other = self.result_of(than)
         if other is None:
-            msg = (
-                f"{self.test_id}: [{than}] was not measured in this run, so the gain over it is not checked; "
-                "run the whole parametrized test to check it"
-            )
+            msg = f"{self.test_id}: {than} was not measured in this run, so the comparison with it is not made"
             if self.strict:
                 pytest.fail(msg, pytrace=False)
-            result.notes.append(f"not compared with [{than}]")
+            result.notes.append(f"not compared with {than}")
             warnings.warn(PerfWarning(msg), stacklevel=3)
             return
-        got = result.samples_per_s / other.samples_per_s
+        got = self.ratio(result, other)
         result.extra[f"vs {than}"] = got
-        if got < ratio:
+        if got < at_least:
             pytest.fail(
-                f"{self.test_id}: {result.samples_per_s:,.0f} samples/s is {got:.2f}x [{than}] "
-                f"({other.samples_per_s:,.0f} samples/s, same run); expected {wanted} that",
+                f"{self.test_id}: {result.samples_per_s:,.0f} samples/s is {got:.3f}x {than} "
+                f"({other.samples_per_s:,.0f} samples/s in this run); expected {wanted}",
                 pytrace=False,
             )
+
+    def add_row(self, section: str, **columns) -> None:
+        """Add a row to a table of its own in the session report (the ladder's, say)."""
+        self._session.sections.setdefault(section, []).append(columns)
 
     def assert_baseline(self, result: Result) -> None:
         """Not slower than this GPU's baseline beyond the tolerance (plus twice the recorded spread)."""
@@ -281,6 +289,12 @@ def perf(request, benchmark) -> Perf:
     return Perf(session, request, benchmark)
 
 
+@pytest.fixture
+def perf_session(request) -> PerfSession:
+    """The session's settings and the results measured so far, for checks across tests."""
+    return request.config.stash[SESSION]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -314,13 +328,13 @@ def pytest_terminal_summary(terminalreporter, config):
     perf = config.stash.get(SESSION, None)
     if not perf or not perf.results:
         return
-    text = report.markdown(perf.results.values(), perf.device.env)
+    text = report.markdown(perf.results.values(), perf.device.env, perf.sections)
     terminalreporter.section("perf report")
     terminalreporter.write_line(text)
     if perf.updates:
         terminalreporter.write_line(f"recorded {len(perf.updates)} baseline(s) into {perf.baseline_file.path}")
     if perf.settings.report:
-        written = report.write(perf.settings.report, perf.results.values(), perf.device.env)
+        written = report.write(perf.settings.report, perf.results.values(), perf.device.env, perf.sections)
         terminalreporter.write_line("perf report written to " + ", ".join(map(str, written)))
 
 

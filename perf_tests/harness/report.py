@@ -32,7 +32,22 @@ def rows(results) -> list[dict]:
     return out
 
 
-def markdown(results, env: dict) -> str:
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+    return str(value)
+
+
+def section(title: str, table: list[dict]) -> str:
+    columns = list(dict.fromkeys(k for row in table for k in row))
+    lines = [f"### {title}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in table]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(results, env: dict, sections: dict | None = None) -> str:
     results = list(results)
     head = (
         f"GPU: {env.get('gpu')} | driver {env.get('driver')} | CUDA {env.get('cuda')} | torch {env.get('torch')} | "
@@ -49,13 +64,14 @@ def markdown(results, env: dict) -> str:
             f"| {row['test']} | {row['samples_per_s']:,.0f} | {_fmt(row['change_pct'], '+.1f')}% | "
             f"{row['spread_pct']:.2f}% | {_fmt(row['syncs_per_step'], '.2f')} | {_fmt(row['peak_mem_gb'], '.2f')} GB | {notes} |"
         )
-    return head + "\n".join(lines).replace("| -% |", "| - |") + "\n"
+    text = head + "\n".join(lines).replace("| -% |", "| - |").replace("| - GB |", "| - |") + "\n"
+    return "\n".join([text, *(section(t, table) for t, table in (sections or {}).items())])
 
 
-def write(path: Path, results, env: dict) -> list[Path]:
+def write(path: Path, results, env: dict, sections: dict | None = None) -> list[Path]:
     results = list(results)
     path.parent.mkdir(parents=True, exist_ok=True)
     md, js = Path(f"{path}.md"), Path(f"{path}.json")
-    md.write_text(markdown(results, env))
-    js.write_text(json.dumps({"env": env, "tests": rows(results)}, indent=1) + "\n")
+    md.write_text(markdown(results, env, sections))
+    js.write_text(json.dumps({"env": env, "tests": rows(results), "sections": sections or {}}, indent=1) + "\n")
     return [md, js]

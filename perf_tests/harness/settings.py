@@ -62,9 +62,14 @@ MEASURE_HELP = {
 }
 
 
+def cpu_count() -> int:
+    """CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def default_workers() -> int:
     """The ladder's DataLoader workers: the machine's cores, capped at 8."""
-    return min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+    return min(cpu_count(), 8)
 
 
 def add_options(parser) -> None:
