@@ -1,7 +1,8 @@
 """The pytest plugin: options, the `perf` fixture, baselines, the session report.
 
-A test measures a workload (anything with `step()` and `batch_size`, optionally `warmup_steps`)
-and states its expectations:
+A test measures a workload (anything with `step()` and `batch_size`; optionally `warmup_steps`, the
+steps it needs to reach its steady state, and `cycle_steps`, the period of its data's arrival, to
+which the steps per round are rounded up) and states its expectations:
 
     result = perf.measure(workload)
     perf.assert_syncs(result, per_step=0)
@@ -115,6 +116,8 @@ class Perf:
         dev = self._session.device
         warmup, rounds, steps, profile_steps = s.warmup, s.rounds, s.steps, s.profile_steps
         warmup = max(warmup, getattr(workload, "warmup_steps", 0))
+        cycle = getattr(workload, "cycle_steps", 1)
+        steps = -(-steps // cycle) * cycle  # whole loader cycles: 8 workers deliver 8 batches at a time
         if self.smoke:
             warmup, rounds, steps = 1, 1, 2
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STEP_PREFIX = "perf_step_"
+PERIODIC_PREFIX = "perf_periodic:"  # a phase that runs every k steps (computing metrics, say)
 SITE_PREFIX = "perf_sync_site|"
 BLOCKING_CALLS = {
     "cudaStreamSynchronize",
@@ -74,6 +75,8 @@ class SyncSource:
 class SyncCount:
     steps: int
     sources: Counter = field(default_factory=Counter)  # SyncSource -> count over all steps
+    periodic: Counter = field(default_factory=Counter)  # SyncSource -> count inside perf_periodic:* ranges
+    periodic_runs: Counter = field(default_factory=Counter)  # range name -> times it ran in the steps
 
     @property
     def total(self) -> int:
@@ -84,11 +87,13 @@ class SyncCount:
         return self.total / self.steps if self.steps else 0.0
 
     def describe(self) -> str:
-        if not self.sources:
-            return "no host-device syncs"
-        rows = []
+        rows = [] if self.sources else ["no host-device syncs in the steps"]
         for source, n in self.sources.most_common():
             rows.append(f"  {n / self.steps:.2f}/step  " + source.describe().replace("\n", "\n           "))
+        for name, runs in self.periodic_runs.items():
+            inside = [(s, n) for s, n in self.periodic.items() if s.ops.startswith(name)]
+            rows.append(f"plus {sum(n for _, n in inside)} sync(s) in {name}, which ran {runs}x in {self.steps} steps:")
+            rows += [f"  {n}x  " + s.describe().replace("\n", "\n      ") for s, n in inside]
         return "\n".join(rows)
 
 
@@ -141,9 +146,18 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
 
     counted = SyncCount(steps=len(steps))
     sites = _sites_by_sync(syncs, by_thread)
+    for e in events:
+        if e.get("cat") == "user_annotation" and e["name"].startswith(PERIODIC_PREFIX) and in_steps(e["ts"]):
+            counted.periodic_runs[e["name"]] += 1
     for sync in syncs:
-        if in_steps(sync["ts"]):
-            counted.sources[_source(sync, by_thread, sites.get(id(sync)))] += 1
+        if not in_steps(sync["ts"]):
+            continue
+        source = _source(sync, by_thread, sites.get(id(sync)))
+        phase = [p["name"] for p in _enclosing(sync, by_thread, "user_annotation") if p["name"].startswith(PERIODIC_PREFIX)]
+        if phase:
+            counted.periodic[SyncSource(source.call, f"{phase[0]} > {source.ops}", source.user_line, source.library_line)] += 1
+        else:
+            counted.sources[source] += 1
     return counted
 
 
