@@ -32,8 +32,10 @@ EXPECT = {
     "amp_fp16": Expect(1, article="2477 (batch 1024)"),  # GradScaler's inf check reads the GPU
     "compile": Expect(1, gain=1.3, article="3268"),
     "fused_optimizer": Expect(0, noise_pct=3),  # the fused step keeps found_inf on the GPU
-    "bf16_channels_last": Expect(0, gain=1.03),
-    "gpu_resize": Expect(0, gain=2.0),
+    # bf16 + channels_last speeds the GPU step ~2x (the ceiling's own figures), but PIL resizing in
+    # the workers caps this step: it must not lose throughput; gpu_resize then lifts the cap
+    "bf16_channels_last": Expect(0, noise_pct=3),
+    "gpu_resize": Expect(0, gain=1.5),
 }
 assert list(EXPECT) == LADDER_STEPS, "every ladder step states its expectation"
 GPU_RESIZE_EFFICIENCY = 0.95  # gpu_resize reaches this share of the ceiling
@@ -47,7 +49,11 @@ def test_ceiling(perf, measure):
     perf.assert_baseline(result)
 
 
-@pytest.mark.parametrize("step", LADDER_STEPS)
+# batch 32 steps run 40 steps a round, not 10: their rounds would last a fraction of a second
+PARAMS = [pytest.param(s, marks=pytest.mark.perf(steps=40)) if ladder(1)[s].batch_size < 512 else s for s in LADDER_STEPS]
+
+
+@pytest.mark.parametrize("step", PARAMS)
 def test_ladder(perf, measure, step):
     expect = EXPECT[step]
     result = measure(ladder(perf.workers)[step])
