@@ -1,0 +1,41 @@
+import argparse
+
+import pytest
+
+from perf_tests.harness.settings import Measure, for_marker, percent, positive_int, report_path
+
+
+@pytest.mark.parametrize("text, value", [("1", 1), ("40", 40)])
+def test_positive_int(text, value):
+    assert positive_int(text) == value
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "ten", "1.5"])
+def test_positive_int_rejects(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="whole number of at least 1"):
+        positive_int(text)
+
+
+@pytest.mark.parametrize("text, value", [("5", 5.0), ("7.5%", 7.5), ("0", 0.0)])
+def test_percent(text, value):
+    assert percent(text) == value
+
+
+@pytest.mark.parametrize("text", ["100", "-1", "lots"])
+def test_percent_rejects(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="percentage"):
+        percent(text)
+
+
+def test_report_path_drops_a_suffix():
+    assert str(report_path("reports/perf.md")) == "reports/perf"
+    assert str(report_path("reports/perf")) == "reports/perf"
+
+
+def test_marker_overrides_and_is_validated():
+    m = for_marker(Measure(), {"steps": 40, "tolerance": 2}, "t")
+    assert (m.steps, m.tolerance, m.rounds) == (40, 2.0, Measure().rounds)
+    with pytest.raises(ValueError, match=r"t: @pytest.mark.perf got unknown settings \['stesp'\]"):
+        for_marker(Measure(), {"stesp": 4}, "t")
+    with pytest.raises(ValueError, match=r"t: @pytest.mark.perf\(rounds=0\)"):
+        for_marker(Measure(), {"rounds": 0}, "t")
