@@ -22,6 +22,11 @@ class Expect:
     article: str = ""  # the article's own figure (V100, samples/s), for the report
 
 
+# Measured on an H200 with 16 cores (see README): from compile to bf16_channels_last the GPU step is
+# faster than the loader can feed it, 224x224 uint8 batches of 154 MB that the DataLoader's single
+# pin-memory thread copies into pinned memory (the profile shows the step waiting in `_next_data`);
+# those steps sit at the loader's cap, so they must not
+# lose throughput, and gpu_resize (32x32 over the bus) lifts the cap to the ceiling.
 EXPECT = {
     "baseline": Expect(2, article="400"),  # two pageable blocking copies: images, labels
     "workers": Expect(2, gain=1.5, article="865"),
@@ -29,11 +34,9 @@ EXPECT = {
     "batch_512": Expect(0, gain=1.2, article="1584"),
     "uint8_h2d": Expect(0, gain=1.03, article="1670"),
     "set_to_none": Expect(0, noise_pct=3, article="no change"),
-    "amp_fp16": Expect(1, article="2477 (batch 1024)"),  # GradScaler's inf check reads the GPU
-    "compile": Expect(1, gain=1.3, article="3268"),
-    "fused_optimizer": Expect(0, noise_pct=3),  # the fused step keeps found_inf on the GPU
-    # bf16 + channels_last speeds the GPU step ~2x (the ceiling's own figures), but PIL resizing in
-    # the workers caps this step: it must not lose throughput; gpu_resize then lifts the cap
+    "amp_fp16": Expect(1, gain=1.15, article="2477 (batch 1024)"),  # GradScaler's inf check reads the GPU
+    "compile": Expect(1, noise_pct=3, article="3268"),  # the article's 1.32x; here at the loader's cap
+    "fused_optimizer": Expect(0, noise_pct=3),  # the fused step keeps found_inf on the GPU: no sync
     "bf16_channels_last": Expect(0, noise_pct=3),
     "gpu_resize": Expect(0, gain=1.5),
 }
