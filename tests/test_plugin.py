@@ -200,7 +200,10 @@ def test_pitfall_from_another_library_fails(suite, pytester):
     pytester.makepyfile(test_copy=TEST_FILE.replace("per_step=0", "at_least=1, from_library='torchmetrics/'"))
     result = suite.run()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*expected every sync to come from 'torchmetrics/', these do not:*", "*torch/amp/grad_scaler.py*"])
+    result.stdout.fnmatch_lines([
+        "*expected every sync to come from 'torchmetrics/', these do not:*",
+        "*torch/amp/grad_scaler.py*",
+    ])
 
 
 def test_report_is_written_as_markdown_and_json(suite):

@@ -104,7 +104,8 @@ def test_periodic_phase_is_counted_apart(tmp_path):
 
 def test_trace_without_step_ranges_is_an_error(tmp_path):
     path = tmp_path / "nosteps.json"
-    path.write_text(json.dumps({"traceEvents": [{"ph": "X", "ts": 1, "dur": 1, "name": "cudaStreamSynchronize", "cat": "cuda_runtime"}]}))
+    sync = {"ph": "X", "ts": 1, "dur": 1, "name": "cudaStreamSynchronize", "cat": "cuda_runtime"}
+    path.write_text(json.dumps({"traceEvents": [sync]}))
     with pytest.raises(TraceError, match="no 'perf_step_<i>' ranges"):
         count_syncs(load_trace(path), source=str(path))
 

@@ -63,7 +63,6 @@ class Result:
 
 class PerfSession:
     def __init__(self, config):
-        self.config = config
         self.settings = settings.SessionSettings.from_config(config)
         self.device = device.detect_device()
         self.results: dict[str, Result] = {}
@@ -77,9 +76,6 @@ class PerfSession:
                 self.baseline_file = baselines.BaselineFile.load(path, gpu)
             except baselines.BaselineError as e:
                 raise pytest.UsageError(str(e)) from None
-
-    def test_id(self, item) -> str:
-        return item.nodeid
 
 
 class Perf:
@@ -172,10 +168,11 @@ class Perf:
             more = "a new sync appeared" if measured > per_step else "fewer syncs than this scenario documents"
             pytest.fail(f"{head}, expected {per_step:g} ({more}):{where}", pytrace=False)
         if at_least is not None and measured < at_least:
+            env = self._session.device.env
             pytest.fail(
                 f"{head}, expected at least {at_least:g}: the pitfall this scenario documents no longer syncs "
-                f"on {self._session.device.env}. If that is an upgrade's doing, retire the workaround "
-                f"and this expectation together.{where}",
+                f"with torch {env['torch']} and torchmetrics {env['torchmetrics']}. If that is an upgrade's "
+                f"doing, retire the workaround and this expectation together.{where}",
                 pytrace=False,
             )
         if from_library is not None:
@@ -234,6 +231,8 @@ class Perf:
 
     def add_row(self, section: str, **columns) -> None:
         """Add a row to a table of its own in the session report (the ladder's, say)."""
+        if self.smoke:
+            return
         self._session.sections.setdefault(section, []).append(columns)
 
     def assert_baseline(self, result: Result) -> None:
@@ -340,13 +339,13 @@ def pytest_terminal_summary(terminalreporter, config):
     perf = config.stash.get(SESSION, None)
     if not perf or not perf.results:
         return
-    text = report.markdown(perf.results.values(), perf.device.env, perf.sections)
+    text = report.markdown(perf.results.values(), perf.device.env, perf.sections, perf.settings.smoke)
     terminalreporter.section("perf report")
     terminalreporter.write_line(text)
     if perf.updates:
         terminalreporter.write_line(f"recorded {len(perf.updates)} baseline(s) into {perf.baseline_file.path}")
     if perf.settings.report:
-        written = report.write(perf.settings.report, perf.results.values(), perf.device.env, perf.sections)
+        written = report.write(perf.settings.report, perf.results.values(), perf.device.env, perf.sections, perf.settings.smoke)
         terminalreporter.write_line("perf report written to " + ", ".join(map(str, written)))
 
 

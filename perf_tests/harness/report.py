@@ -47,9 +47,10 @@ def section(title: str, table: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(results, env: dict, sections: dict | None = None) -> str:
+def markdown(results, env: dict, sections: dict | None = None, smoke: bool = False) -> str:
     results = list(results)
-    head = (
+    head = "SMOKE RUN (--perf-smoke): 2 steps at 32x32, nothing here is a measurement.\n\n" if smoke else ""
+    head += (
         f"GPU: {env.get('gpu')} | driver {env.get('driver')} | CUDA {env.get('cuda')} | torch {env.get('torch')} | "
         f"torchvision {env.get('torchvision')} | torchmetrics {env.get('torchmetrics')} | {env.get('date')}\n\n"
     )
@@ -68,10 +69,10 @@ def markdown(results, env: dict, sections: dict | None = None) -> str:
     return "\n".join([text, *(section(t, table) for t, table in (sections or {}).items())])
 
 
-def write(path: Path, results, env: dict, sections: dict | None = None) -> list[Path]:
+def write(path: Path, results, env: dict, sections: dict | None = None, smoke: bool = False) -> list[Path]:
     results = list(results)
     path.parent.mkdir(parents=True, exist_ok=True)
     md, js = Path(f"{path}.md"), Path(f"{path}.json")
-    md.write_text(markdown(results, env, sections))
-    js.write_text(json.dumps({"env": env, "tests": rows(results), "sections": sections or {}}, indent=1) + "\n")
+    md.write_text(markdown(results, env, sections, smoke))
+    js.write_text(json.dumps({"env": env, "smoke": smoke, "tests": rows(results), "sections": sections or {}}, indent=1) + "\n")
     return [md, js]

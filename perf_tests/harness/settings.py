@@ -52,7 +52,9 @@ class Measure:
     tolerance: float = 5.0  # % below the baseline allowed, on top of twice the baseline's spread
 
 
-MEASURE_TYPES = {"warmup": positive_int, "rounds": positive_int, "steps": positive_int, "profile_steps": positive_int, "tolerance": percent}
+MEASURE_TYPES = {
+    "warmup": positive_int, "rounds": positive_int, "steps": positive_int, "profile_steps": positive_int, "tolerance": percent,
+}
 MEASURE_HELP = {
     "warmup": "warm-up steps before the timed rounds (compilation happens here)",
     "rounds": "timed rounds per test; each is a pytest-benchmark round",
@@ -75,18 +77,30 @@ def default_workers() -> int:
 def add_options(parser) -> None:
     group = parser.getgroup("perf", "performance regression suite")
     for name, default in ((f.name, f.default) for f in fields(Measure)):
-        flag = "--perf-" + name.replace("_", "-")
-        group.addoption(flag, type=MEASURE_TYPES[name], default=None, help=f"{MEASURE_HELP[name]} (default: {default}; ini: perf_{name})")
-        parser.addini(f"perf_{name}", f"{MEASURE_HELP[name]} (default: {default})", default=None)
-    group.addoption("--perf-strict", action="store_true", default=None, help="nightly mode: a missing GPU, baseline or predecessor fails instead of skipping, and so does comparing with another GPU's saved run (default: off; ini: perf_strict)")
+        help_text = f"{MEASURE_HELP[name]} (default: {default}"
+        group.addoption("--perf-" + name.replace("_", "-"), type=MEASURE_TYPES[name], default=None,
+                        help=f"{help_text}; ini: perf_{name})")
+        parser.addini(f"perf_{name}", help_text + ")", default=None)
+    group.addoption("--perf-strict", action="store_true", default=None,
+                    help="nightly mode: a missing GPU, baseline or predecessor fails instead of skipping, and so does "
+                         "comparing with another GPU's saved run (default: off; ini: perf_strict)")
     parser.addini("perf_strict", "strict mode (see --perf-strict)", type="bool", default=False)
-    group.addoption("--perf-update-baselines", action="store_true", default=False, help="record the measured tests into baselines/<gpu>.json, keeping every other entry (default: off)")
-    group.addoption("--perf-baseline-dir", type=Path, default=None, help="folder of the per-GPU baseline files (default: baselines/ in the rootdir; ini: perf_baseline_dir)")
+    group.addoption("--perf-update-baselines", action="store_true", default=False,
+                    help="record the tests that ran and passed into baselines/<gpu>.json, keeping every other entry "
+                         "(default: off)")
+    group.addoption("--perf-baseline-dir", type=Path, default=None,
+                    help="folder of the per-GPU baseline files (default: baselines/ in the rootdir; ini: perf_baseline_dir)")
     parser.addini("perf_baseline_dir", "folder of the per-GPU baseline files (default: baselines)", default="baselines")
-    group.addoption("--perf-report", type=report_path, default=None, metavar="PATH", help="also write the session report to PATH.md and PATH.json (default: terminal only)")
-    group.addoption("--perf-trace-dir", type=Path, default=None, metavar="DIR", help="keep the profiler trace (gzipped Chrome trace) of every failed test in DIR (default: not kept)")
-    group.addoption("--perf-smoke", action="store_true", default=False, help="run every scenario for a couple of steps at a tiny image size on whatever device exists, without throughput or sync assertions (default: off)")
-    group.addoption("--perf-workers", type=positive_int, default=None, help=f"DataLoader workers for the ladder's multi-worker steps (default: the machine's cores capped at 8, here {default_workers()})")
+    group.addoption("--perf-report", type=report_path, default=None, metavar="PATH",
+                    help="also write the session report to PATH.md and PATH.json (default: terminal only)")
+    group.addoption("--perf-trace-dir", type=Path, default=None, metavar="DIR",
+                    help="keep the profiler trace (gzipped Chrome trace) of every failed test in DIR (default: not kept)")
+    group.addoption("--perf-smoke", action="store_true", default=False,
+                    help="run every scenario for a couple of steps at a tiny image size on whatever device exists, "
+                         "without throughput or sync assertions (default: off)")
+    group.addoption("--perf-workers", type=positive_int, default=None,
+                    help="DataLoader workers for the ladder's multi-worker steps "
+                         f"(default: the machine's cores capped at 8, here {default_workers()})")
 
 
 @dataclass(frozen=True)

@@ -202,8 +202,8 @@ def _sites_by_sync(syncs: list[dict], by_thread: dict) -> dict[int, str]:
     marker follows its sync; an op that syncs twice gives two markers with the same lines.
     """
     matched: dict[int, str] = {}
+    sync_ids = {id(s) for s in syncs}
     for thread_events in by_thread.values():
-        sync_ids = {id(s) for s in syncs}
         pending: list[dict] = []
         timeline = sorted(
             [s for s in syncs if (s.get("pid"), s.get("tid")) == _key(thread_events)]
@@ -212,7 +212,7 @@ def _sites_by_sync(syncs: list[dict], by_thread: dict) -> dict[int, str]:
         )
         for e in timeline:
             if id(e) in sync_ids:
-                if not e["name"] in PAGEABLE_COPIES:  # the debug mode never warns for those
+                if e["name"] not in PAGEABLE_COPIES:  # the debug mode never warns for those
                     pending.append(e)
             elif pending:
                 matched[id(pending.pop())] = e["name"]
