@@ -16,7 +16,7 @@ from fixtures.metrics import compute_all, loss_and_classification_metrics, updat
 # variant: (syncs per step, or None for a pitfall that must sync at least once per step)
 EXPECT = {
     "none": 0,
-    "naive": None,  # MeanMetric's NaN check and the classification metrics' argument validation
+    "naive": None,  # MeanMetric's NaN check, twice per update
     "fixed": 0,
     "host_value_gpu_metric": None,  # a Python float copied into a GPU metric, then NaN-checked
     "host_value_fixed": 0,
