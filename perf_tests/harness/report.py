@@ -10,6 +10,10 @@ def _fmt(value, spec: str, empty: str = "-") -> str:
     return empty if value is None else format(value, spec)
 
 
+def _source(s) -> dict:
+    return {"call": s.call, "ops": s.ops, "user": s.user_line, "library": s.library_line}
+
+
 def rows(results) -> list[dict]:
     out = []
     for r in results:
@@ -22,8 +26,11 @@ def rows(results) -> list[dict]:
             "change_pct": None if r.change_pct is None else round(r.change_pct, 1),
             "syncs_per_step": None if r.syncs is None else round(r.syncs.per_step, 3),
             "sync_sources": [] if r.syncs is None else [
-                {"per_step": n / r.syncs.steps, "call": s.call, "ops": s.ops, "user": s.user_line, "library": s.library_line}
-                for s, n in r.syncs.sources.most_common()
+                {"per_step": n / r.syncs.steps, **_source(s)} for s, n in r.syncs.sources.most_common()
+            ],
+            "periodic_syncs": [] if r.syncs is None else [
+                {"phase": phase, "count": n, "runs": r.syncs.periodic_runs[phase], **_source(s)}
+                for (phase, s), n in r.syncs.periodic.most_common()
             ],
             "peak_mem_gb": None if r.peak_mem_gb is None else round(r.peak_mem_gb, 2),
             "extra": {k: round(v, 3) if isinstance(v, float) else v for k, v in r.extra.items()},

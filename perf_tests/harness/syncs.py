@@ -75,7 +75,7 @@ class SyncSource:
 class SyncCount:
     steps: int
     sources: Counter = field(default_factory=Counter)  # SyncSource -> count over all steps
-    periodic: Counter = field(default_factory=Counter)  # SyncSource -> count inside perf_periodic:* ranges
+    periodic: Counter = field(default_factory=Counter)  # (range name, SyncSource) -> count inside perf_periodic:* ranges
     periodic_runs: Counter = field(default_factory=Counter)  # range name -> times it ran in the steps
 
     @property
@@ -91,7 +91,7 @@ class SyncCount:
         for source, n in self.sources.most_common():
             rows.append(f"  {n / self.steps:.2f}/step  " + source.describe().replace("\n", "\n           "))
         for name, runs in self.periodic_runs.items():
-            inside = [(s, n) for s, n in self.periodic.items() if s.ops.startswith(name)]
+            inside = [(s, n) for (phase, s), n in self.periodic.items() if phase == name]
             rows.append(f"plus {sum(n for _, n in inside)} sync(s) in {name}, which ran {runs}x in {self.steps} steps:")
             rows += [f"  {n}x  " + s.describe().replace("\n", "\n      ") for s, n in inside]
         return "\n".join(rows)
@@ -155,7 +155,7 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
         source = _source(sync, by_thread, sites.get(id(sync)))
         phase = [p["name"] for p in _enclosing(sync, by_thread, "user_annotation") if p["name"].startswith(PERIODIC_PREFIX)]
         if phase:
-            counted.periodic[SyncSource(source.call, f"{phase[0]} > {source.ops}", source.user_line, source.library_line)] += 1
+            counted.periodic[phase[0], source] += 1
         else:
             counted.sources[source] += 1
     return counted
