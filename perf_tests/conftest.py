@@ -5,15 +5,18 @@ from fixtures import recipes
 
 @pytest.fixture
 def measure(perf):
-    """measure(recipe) -> Result: build the recipe on the perf device, measure it, tear it down."""
+    """measure(recipe, parts=None) -> Result: build the recipe on the perf device and measure it.
 
-    def run(recipe: recipes.Recipe):
+    The workload stays open until the test ends, so that a failing check can measure it again."""
+    opened = []
+
+    def run(recipe: recipes.Recipe, parts: tuple[str, ...] | None = None):
         if perf.smoke:
             recipe = recipes.for_smoke(recipe)
         workload = recipes.build(recipe, perf.device)
-        try:
-            return perf.measure(workload)
-        finally:
-            workload.close()
+        opened.append(workload)
+        return perf.measure(workload, parts)
 
-    return run
+    yield run
+    for workload in opened:
+        workload.close()

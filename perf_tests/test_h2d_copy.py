@@ -18,10 +18,10 @@ COPIES = {
 }
 
 
-@pytest.mark.perf(steps=40)
 @pytest.mark.parametrize("copy", list(COPIES))
 def test_h2d_copy(perf, measure, copy):
     recipe, syncs_per_step = COPIES[copy]
     result = measure(recipe)
     perf.assert_syncs(result, per_step=syncs_per_step)
+    perf.assert_efficiency(result, at_least=0.45)  # no workers: loading and training take turns
     perf.assert_baseline(result)

@@ -21,7 +21,12 @@ EXPECT = {
     "host_value_gpu_metric": None,  # a Python float copied into a GPU metric, then NaN-checked
     "host_value_fixed": 0,
 }
-FIXED_WITHIN_PCT = 3  # the article: the fixed metrics matched the metric-free baseline
+# The article: naive metrics cost almost 10% of throughput, the fixed ones cost nothing. The loader
+# bounds this pipeline (seed 004's images are drawn on the CPU), so both claims are made on the
+# GPU-side number, the same step with its batch on the GPU, where each sync stalls the GPU.
+NAIVE_AT_MOST = 0.97  # naive / none, GPU-side
+FIXED_WITHIN_PCT = 2  # fixed / none, GPU-side
+EFFICIENCY = 0.7
 
 
 @pytest.mark.perf(profile_steps=8)
@@ -36,10 +41,10 @@ def test_metrics(perf, measure, variant):
         assert result.syncs.periodic_runs, "the compute phase (every 8 steps) ran in the profiled window"
         result.extra["syncs per compute"] = sum(result.syncs.periodic.values())
     if variant == "fixed":
-        perf.assert_not_slower(result, than="none", noise_pct=FIXED_WITHIN_PCT)
-    none = perf.result_of("none")
-    if variant == "naive" and none is not None:
-        result.extra["overhead vs none"] = f"{100 * (none.samples_per_s / result.samples_per_s - 1):+.1f}%"
+        perf.assert_not_slower(result, than="none", noise_pct=FIXED_WITHIN_PCT, part="gpu")
+    if variant == "naive":
+        perf.assert_cost(result, over="none", at_most=NAIVE_AT_MOST, part="gpu")
+    perf.assert_efficiency(result, at_least=EFFICIENCY)
     perf.assert_baseline(result)
 
 

@@ -22,27 +22,51 @@ TEST_FILE = """
 import time
 import pytest
 
-class Sleepy:
+class Work:
+    # 2 ms a pipeline step, 1 ms on the GPU, 0.5 ms for the loader, batch 10: on the fake GPU's clock
+    # (exact numbers), or slept on a real device
     batch_size = 10
-    def step(self):
-        time.sleep(0.002)
 
-@pytest.mark.perf(warmup=1, rounds=3, steps=5)
-def test_copy(perf):
-    result = perf.measure(Sleepy())
+    def __init__(self, device):
+        self.work = getattr(device, "work", lambda part, seconds: time.sleep(seconds))
+
+    def step(self):
+        self.work("pipeline", 0.002)
+
+    def gpu_step(self):
+        self.work("gpu", 0.001)
+
+    def loader_step(self):
+        self.work("loader", 0.0005)
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_copy(perf, perf_session):
+    result = perf.measure(Work(perf_session.device))
     perf.assert_syncs(result, per_step=0)
     perf.assert_baseline(result)
 """
+HOST = {"cpu": "Intel(R) Xeon(R) Platinum 8480+", "cores": 16}
 
 
 class FakeGPU(device.Device):
-    """A GPU by its name and environment; syncs come from the recorded trace `case`."""
+    """A GPU by its name and environment. Time is a clock that the workload's steps advance (so every
+    number is exact); `slow` makes a part slower by a factor for its first `slow_steps` steps (all, if
+    None). Syncs come from the recorded trace `case`; the kernels keep the GPU 95% busy."""
 
     is_gpu = True
 
-    def __init__(self, case="clean", gpu="NVIDIA H200"):
-        super().__init__("cpu", {**ENV, "gpu": gpu})
-        self.case = case
+    def __init__(self, case="clean", gpu="NVIDIA H200", host=None, slow=None, slow_steps=None):
+        super().__init__("cpu", {**ENV, "gpu": gpu, "host": host or HOST})
+        self.case, self.now, self.slow, self.slow_steps = case, 0.0, slow or {}, slow_steps
+        self.steps = {"pipeline": 0, "gpu": 0, "loader": 0}
+
+    def work(self, part, seconds):
+        self.steps[part] += 1
+        slow = self.slow.get(part, 1.0) if self.slow_steps is None or self.steps[part] <= self.slow_steps else 1.0
+        self.now += seconds * slow
+
+    def clock(self):
+        return self.now
 
     def synchronize(self):
         pass
@@ -57,7 +81,9 @@ class FakeGPU(device.Device):
         for _ in range(steps):
             step()
         shutil.copy(TRACES / f"{self.case}.json.gz", trace_path)
-        return count_syncs(load_trace(TRACES / f"{self.case}.json.gz"))
+        counted = count_syncs(load_trace(TRACES / f"{self.case}.json.gz"))
+        counted.gpu_busy_s = 0.95 * 0.001
+        return counted
 
 
 @pytest.fixture
@@ -77,6 +103,16 @@ def suite(pytester, monkeypatch):
         @staticmethod
         def run(*args):
             return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+
+        @staticmethod
+        def entry(test="test_copy.py::test_copy"):
+            return json.loads(Suite.baseline.read_text())["tests"][test]
+
+        @staticmethod
+        def edit(change):
+            data = json.loads(Suite.baseline.read_text())
+            change(data["tests"]["test_copy.py::test_copy"])
+            Suite.baseline.write_text(json.dumps(data))
 
     Suite.gpu(FakeGPU())
     return Suite
@@ -133,16 +169,21 @@ def test_missing_baseline_fails_in_strict_mode(suite):
     result.stdout.fnmatch_lines(["*no baseline for GPU 'NVIDIA H200'*"])
 
 
-def test_update_records_this_test_and_keeps_every_other_entry(suite):
+def test_update_records_every_part_and_keeps_every_other_entry(suite):
     other = {"samples_per_s": 123.0, "spread_pct": 1.0, "syncs_per_step": 2.0, "peak_mem_gb": 0.5, "env": ENV}
     suite.baseline.parent.mkdir()
     suite.baseline.write_text(json.dumps({"schema": 1, "gpu": "NVIDIA H200", "tests": {"elsewhere::test_x": other}}))
     suite.run("--perf-update-baselines").assert_outcomes(passed=1)
-    tests = json.loads(suite.baseline.read_text())["tests"]
-    assert tests["elsewhere::test_x"] == other
-    mine = tests["test_copy.py::test_copy"]
-    assert 1000 < mine["samples_per_s"] < 5000  # 10 samples per 2 ms step, less the sleep's overshoot
-    assert mine["env"]["gpu"] == "NVIDIA H200" and mine["syncs_per_step"] == 0
+    data = json.loads(suite.baseline.read_text())
+    assert data["schema"] == 2
+    kept = data["tests"]["elsewhere::test_x"]  # an old entry, kept with every number it had
+    assert kept["parts"]["pipeline"]["samples_per_s"] == 123.0 and kept["syncs_per_step"] == 2.0
+    mine = suite.entry()
+    # 10 samples per 2 ms step, per 1 ms on the GPU, per 0.5 ms for the loader; 3 rounds each
+    assert {p: v["samples_per_s"] for p, v in mine["parts"].items()} == {"pipeline": 5000.0, "gpu": 10000.0, "loader": 20000.0}
+    assert all(v["rounds"] == [v["samples_per_s"]] * 3 and v["spread_pct"] == 0.0 for v in mine["parts"].values())
+    assert (mine["bottleneck"], mine["efficiency"], mine["gpu_busy_pct"]) == ("GPU", 0.5, 95.0)
+    assert mine["env"]["host"] == HOST and mine["syncs_per_step"] == 0
     # and now the check runs against it
     suite.run().assert_outcomes(passed=1)
 
@@ -155,25 +196,88 @@ def test_failed_test_is_not_recorded(suite):
 
 def test_corrupt_baseline_is_a_clear_error_naming_the_file(suite):
     suite.baseline.parent.mkdir()
-    suite.baseline.write_text('{"schema": 1, "gpu": "NVIDIA H200", "tests": {')
+    suite.baseline.write_text('{"schema": 2, "gpu": "NVIDIA H200", "tests": {')
     result = suite.run()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{suite.baseline}: not valid JSON*--perf-update-baselines*"])
     assert suite.baseline.read_text().endswith('"tests": {')  # left as the user had it
 
 
+def test_a_corrupt_baseline_can_be_re_recorded_and_is_kept_aside(suite):
+    suite.baseline.parent.mkdir()
+    suite.baseline.write_text('{"schema": 2, "gpu": "NVIDIA H200", "tests": {')
+    result = suite.run("--perf-update-baselines")
+    result.assert_outcomes(passed=1)
+    [aside] = suite.baseline.parent.glob("nvidia-h200.json.corrupt-*")
+    assert aside.read_text().endswith('"tests": {')
+    result.stdout.fnmatch_lines([f"*It was moved to {aside}*", f"*recorded 1 baseline(s) into {suite.baseline}*"])
+    assert suite.entry()["parts"]["gpu"]["samples_per_s"] == 10000.0
+
+
 def test_raised_baseline_fails_showing_both_numbers(suite):
     suite.run("--perf-update-baselines").assert_outcomes(passed=1)
-    data = json.loads(suite.baseline.read_text())
-    entry = data["tests"]["test_copy.py::test_copy"]
-    entry["samples_per_s"] = round(entry["samples_per_s"] * 1.3, 1)
-    suite.baseline.write_text(json.dumps(data))
+    suite.edit(lambda e: e["parts"]["gpu"].update(samples_per_s=13000.0, rounds=[13000.0] * 3))
     result = suite.run()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        f"*throughput regression: *samples/s against a baseline of {entry['samples_per_s']:,.1f}*",
-        "*baseline: *nvidia-h200.json, recorded 2026-11-22 with torch 2.11.0+cu130*",
+        "*throughput regression in gpu:",
+        "*gpu: 10,000.0 samples/s against a baseline of 13,000.0 (-23.1%; allowed -3%, median intervals); "
+        "measured again: -23.1%",
+        "*this run's rounds: 10,000, 10,000, 10,000; baseline's: 13,000, 13,000, 13,000",
+        "*baseline: *nvidia-h200.json, recorded 2026-11-22 with torch 2.11.0+cu130 on Intel(R) Xeon(R) Platinum 8480+ x 16 cores",
+        "*parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU",
     ])
+
+
+@pytest.mark.parametrize("slow, failed", [(1.05, True), (1.02, False)])
+def test_a_gpu_side_slowdown_beyond_the_tolerance_fails(suite, slow, failed):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(slow={"gpu": slow}))
+    result = suite.run()
+    result.assert_outcomes(failed=int(failed), passed=int(not failed))
+
+
+def test_a_slowdown_the_second_measurement_does_not_show_passes_with_a_note(suite):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(slow={"gpu": 1.2}, slow_steps=3 + 3 * 5))  # the first measurement only: warm-up + rounds
+    result = suite.run()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*gpu measured again to confirm: 10,000 samples/s*"])
+
+
+def test_loader_numbers_from_another_host_class_are_not_compared(suite):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(host={"cpu": "AMD EPYC 9654", "cores": 32}, slow={"loader": 2.0, "pipeline": 2.0}))
+    result = suite.run()
+    result.assert_outcomes(passed=1)  # half the loader's speed, but on another host: no verdict
+    result.stdout.fnmatch_lines([
+        "*loader: not comparable: recorded on Intel(R) Xeon(R) Platinum 8480+ x 16 cores, this host is AMD EPYC 9654 x 32 cores*"
+    ])
+    strict = suite.run("--perf-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*--perf-strict: no comparable baseline: *not comparable*"])
+
+
+def test_a_loader_slowdown_on_the_recording_host_class_fails(suite):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(slow={"loader": 1.15}))
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*throughput regression in loader:*", "*loader: 17,391.3 samples/s*(-13.0%; allowed -10%*"])
+
+
+def test_an_old_baseline_file_loads_and_says_what_was_not_checked(suite):
+    old = {"samples_per_s": 5000.0, "spread_pct": 1.0, "syncs_per_step": 0.0, "peak_mem_gb": 0.5,
+           "env": {k: v for k, v in ENV.items() if k != "host"}}
+    suite.baseline.parent.mkdir()
+    suite.baseline.write_text(json.dumps({"schema": 1, "gpu": "NVIDIA H200", "tests": {"test_copy.py::test_copy": old}}))
+    result = suite.run()
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "gpu: no baseline number for this part" in out
+    assert "pipeline: not comparable: the baseline was recorded without host information" in out
+    assert "is an old baseline file (schema 1)" in out
+    assert "Re-record it on this GPU with: pytest perf_tests --perf-update-baselines" in out
 
 
 def test_new_sync_fails_naming_the_line(suite, tmp_path):
@@ -207,12 +311,35 @@ def test_pitfall_from_another_library_fails(suite, pytester):
 
 
 def test_report_is_written_as_markdown_and_json(suite):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
     suite.run("--perf-report=out/perf.md").assert_outcomes(passed=1)
     md = (suite.path / "out" / "perf.md").read_text()
     data = json.loads((suite.path / "out" / "perf.json").read_text())
-    assert "| test_copy.py::test_copy |" in md and "GPU: NVIDIA H200" in md
+    assert "| test | pipeline | GPU-side | loader | bottleneck | efficiency | vs baseline |" in md
+    assert "| test_copy.py::test_copy | 5,000 | 10,000 | 20,000 | GPU | 0.50 | gpu +0.0%, loader +0.0%, pipeline +0.0% |" in md
+    assert "GPU: NVIDIA H200" in md and "host Intel(R) Xeon(R) Platinum 8480+ x 16 cores" in md
     [row] = data["tests"]
-    assert row["test"] == "test_copy.py::test_copy" and row["syncs_per_step"] == 0 and len(row["rounds"]) == 3
+    assert row["test"] == "test_copy.py::test_copy" and row["syncs_per_step"] == 0
+    assert {p: v["rounds"] for p, v in row["parts"].items()} == {
+        "pipeline": [5000.0] * 3, "gpu": [10000.0] * 3, "loader": [20000.0] * 3}
+    assert (row["bottleneck"], row["efficiency"], row["gpu_busy_pct"]) == ("GPU", 0.5, 95.0)
+    assert row["baseline"]["gpu"] == {
+        "compared": True, "baseline_samples_per_s": 10000.0, "change_pct": 0.0, "allowed_pct": -3.0,
+        "method": "", "failed": False, "confirmed_change_pct": None, "why_not": None}
+    assert data["env"]["host"] == HOST
+
+
+def test_a_report_without_measurements_says_so(suite):
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run("--perf-report=out/perf")
+    result.stdout.fnmatch_lines(["*perf report written to *out/perf.md, *out/perf.json (no test was measured*"])
+
+
+def test_a_report_path_under_a_file_is_a_clear_error(suite):
+    (suite.path / "out").write_text("a file")
+    result = suite.run("--perf-report=out/perf")
+    result.stdout.fnmatch_lines(["*perf report NOT written to out/perf:*"])
+    assert "Traceback" not in result.stdout.str()
 
 
 def test_comparing_with_a_run_from_another_gpu_warns_and_fails_in_strict_mode(suite):

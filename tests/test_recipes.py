@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fixtures.metrics import MetricCollector, compute_all, loss_and_classification_metrics, update_classification
-from fixtures.recipes import BASELINE, LADDER_STEPS, Recipe, ladder
+from fixtures.recipes import BASELINE, LADDER_STEPS, LOADER_FIELDS, Recipe, build, channels_last_pair, for_smoke, ladder
 
 CHANGES = {
     "workers": {"num_workers"},
@@ -17,7 +17,7 @@ CHANGES = {
     "amp_fp16": {"amp", "grad_scaler"},
     "compile": {"compile"},
     "fused_optimizer": {"fused_optimizer"},
-    "bf16_channels_last": {"amp", "grad_scaler", "channels_last"},
+    "bf16": {"amp", "grad_scaler"},
     "gpu_resize": {"resize_on"},
 }
 
@@ -76,3 +76,31 @@ def test_collector_computes_every_k_steps_inside_its_profiler_range():
 def test_unknown_metrics_variant():
     with pytest.raises(ValueError, match="unknown metrics variant 'fancy'"):
         MetricCollector("fancy", torch.device("cpu"), 8)
+
+
+def test_gpu_side_steps_share_one_loader_and_channels_last_pairs_differ_in_layout_only():
+    steps = ladder(workers=4)
+    keys = {name: tuple(getattr(steps[name], f) for f in LOADER_FIELDS) for name in LADDER_STEPS}
+    gpu_side = ["uint8_h2d", "set_to_none", "amp_fp16", "compile", "fused_optimizer", "bf16"]
+    assert len({keys[name] for name in gpu_side}) == 1  # their loader is measured once a session
+    assert keys["pin_memory"] != keys["batch_512"] != keys["uint8_h2d"] != keys["gpu_resize"]
+    for compiled in (False, True):
+        nchw, nhwc = channels_last_pair(compiled)
+        changed = {f.name for f in fields(Recipe) if getattr(nchw, f.name) != getattr(nhwc, f.name)}
+        assert changed == {"channels_last"} and nchw.resident and (nchw.compile is not None) == compiled
+
+
+def test_a_loader_fed_workload_has_every_part_on_the_cpu():
+    w = build(for_smoke(ladder(workers=0)["uint8_h2d"]), "cpu")
+    try:
+        assert w.step().isfinite() and w.gpu_step().isfinite()
+        images, labels = w.loader_step()
+        assert images.dtype == torch.uint8 and images.shape == (4, 3, 32, 32) and labels.shape == (4,)
+        assert w.loader_key is not None and w.cycle_steps == 1
+    finally:
+        w.close()
+    resident = build(for_smoke(channels_last_pair(False)[1]), "cpu")
+    try:
+        assert resident.gpu_step is None and resident.loader_step is None and resident.step().isfinite()
+    finally:
+        resident.close()

@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from perf_tests.harness.settings import Measure, for_marker, percent, positive_int, report_path
+from perf_tests.harness.settings import Measure, for_marker, percent, positive_int, report_path, seconds
 
 
 @pytest.mark.parametrize("text, value", [("1", 1), ("40", 40)])
@@ -32,10 +32,32 @@ def test_report_path_drops_a_suffix():
     assert str(report_path("reports/perf")) == "reports/perf"
 
 
+def marks(*decorators):
+    return [d.mark for d in decorators]
+
+
 def test_marker_overrides_and_is_validated():
-    m = for_marker(Measure(), {"steps": 40, "tolerance": 2}, "t")
+    m = for_marker(Measure(), marks(pytest.mark.perf(steps=40, tolerance=2)), "t")
     assert (m.steps, m.tolerance, m.rounds) == (40, 2.0, Measure().rounds)
     with pytest.raises(ValueError, match=r"t: @pytest.mark.perf got unknown settings \['stesp'\]"):
-        for_marker(Measure(), {"stesp": 4}, "t")
+        for_marker(Measure(), marks(pytest.mark.perf(stesp=4)), "t")
     with pytest.raises(ValueError, match=r"t: @pytest.mark.perf\(rounds=0\)"):
-        for_marker(Measure(), {"rounds": 0}, "t")
+        for_marker(Measure(), marks(pytest.mark.perf(rounds=0)), "t")
+
+
+def test_markers_merge_closest_first_per_field():
+    """function perf(steps=40) over class perf(steps=7, rounds=3) over module perf(rounds=2, warmup=9)"""
+    m = for_marker(Measure(), marks(pytest.mark.perf(steps=40), pytest.mark.perf(steps=7, rounds=3),
+                                    pytest.mark.perf(rounds=2, warmup=9)), "t")
+    assert (m.steps, m.rounds, m.warmup) == (40, 3, 9)
+
+
+def test_positional_marker_arguments_are_refused():
+    with pytest.raises(ValueError, match=r"takes settings by name only"):
+        for_marker(Measure(), marks(pytest.mark.perf(3)), "t")
+
+
+@pytest.mark.parametrize("text", ["-1", "61", "soon"])
+def test_seconds_rejects(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="seconds"):
+        seconds(text)

@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from perf_tests.harness.timing import Throughput, measure_throughput
+from perf_tests.harness.timing import Throughput, measure_throughput, steps_per_round
 
 
 def test_rounds_are_timed_between_syncs_after_warmup():
@@ -19,14 +19,65 @@ def test_rounds_are_timed_between_syncs_after_warmup():
     assert events[3:] == (["sync"] + ["step"] * 4 + ["sync"]) * 3
     assert t.durations_s == (1.0, 1.0, 1.0)
     assert t.rounds == (32.0, 32.0, 32.0)
-    assert t.median == 32.0 and t.spread_pct == 0.0
+    assert t.median == 32.0 and t.spread_pct == 0.0 and t.extended == 0
 
 
-def test_median_and_spread():
+class FakeClock:
+    """Time advances only by the steps run: each step takes the next duration of `durations`."""
+
+    def __init__(self, durations):
+        self.now, self.durations = 0.0, itertools.cycle(durations)
+
+    def step(self):
+        self.now += next(self.durations)
+
+    def __call__(self):
+        return self.now
+
+
+def test_steps_grow_to_fill_the_round_in_whole_cycles():
+    clock = FakeClock([0.01])
+    t = measure_throughput(clock.step, lambda: None, batch_size=2, warmup=0, rounds=2, steps=3, cycle=4, round_s=0.25,
+                           clock=clock)
+    # a probe of one cycle (4 steps, 0.04 s) says 25 steps fill 0.25 s: rounded up to whole cycles, 28
+    assert t.samples_per_round == 28 * 2
+    assert t.durations_s == pytest.approx((0.28, 0.28))
+
+
+@pytest.mark.parametrize("probe_s, steps, cycle, round_s, expected", [
+    (0.1, 10, 1, 0.0, 10),  # no least duration: the least steps
+    (0.1, 10, 8, 0.0, 16),  # ... in whole cycles
+    (0.01, 1, 1, 1.0, 100),  # 10 ms steps, 1 s rounds
+    (1.0, 5, 1, 0.5, 5),  # slow steps: the least steps rule
+])
+def test_steps_per_round(probe_s, steps, cycle, round_s, expected):
+    assert steps_per_round(probe_s, 1, steps=steps, cycle=cycle, round_s=round_s) == expected
+
+
+def test_noisy_rounds_are_extended_up_to_the_cap():
+    clock = FakeClock([1.0, 1.0, 1.5, 1.0, 0.7])  # one step a round: 5 different round times
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=5, steps=1, max_rounds=9, ci_pct=1.0,
+                           clock=clock)
+    assert len(t.rounds) == 9 and t.extended == 4
+
+
+def test_quiet_rounds_are_not_extended():
+    clock = FakeClock([1.0])
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=5, steps=1, max_rounds=9, ci_pct=1.0,
+                           clock=clock)
+    assert len(t.rounds) == 5 and t.extended == 0
+
+
+def test_median_spread_and_interval():
     t = Throughput(samples_per_round=100, durations_s=(1.0, 0.5, 2.0))
     assert t.rounds == (100.0, 200.0, 50.0)
     assert t.median == 100.0
     assert t.spread_pct == pytest.approx(100 * 76.376 / 116.667, rel=1e-4)
+    assert t.ci_pct == pytest.approx(50 * 150 / 100)  # 3 rounds: the interval is the whole range
+
+
+def test_a_single_round_has_no_spread():
+    assert Throughput(samples_per_round=10, durations_s=(1.0,)).spread_pct is None
 
 
 def test_runner_that_times_nothing_is_an_error():

@@ -1,33 +1,45 @@
 """Per-GPU baseline files: `baselines/<gpu-slug>.json`, written only by real runs.
 
 {
-  "schema": 1,
+  "schema": 2,
   "gpu": "NVIDIA H200",
   "tests": {
-    "perf_tests/test_h2d_copy.py::test_h2d_copy[pinned]": {
-      "samples_per_s": 2616.0, "spread_pct": 0.4, "syncs_per_step": 0.0, "peak_mem_gb": 0.9,
-      "env": {"gpu": ..., "driver": ..., "cuda": ..., "torch": ..., "torchvision": ...,
-              "torchmetrics": ..., "date": "2026-11-22"}
+    "perf_tests/test_ladder.py::test_ladder[compile]": {
+      "parts": {
+        "pipeline": {"samples_per_s": 13288.0, "spread_pct": 1.2, "rounds": [13201.5, ...]},
+        "gpu": {...}, "loader": {...}
+      },
+      "bottleneck": "loader", "efficiency": 0.97, "gpu_busy_pct": 98.0,
+      "syncs_per_step": 1.0, "peak_mem_gb": 10.9,
+      "env": {"gpu": ..., "driver": ..., "cuda": ..., "torch": ..., "torchvision": ..., "torchmetrics": ...,
+              "host": {"cpu": "Intel(R) Xeon(R) Platinum 8480+", "cores": 16}, "date": "2026-11-22"}
     }
   }
 }
 
 Each entry keeps the environment it was recorded in: `--perf-update-baselines` rewrites only the
-tests that ran, so one file can hold entries from several runs.
+tests that ran, so one file can hold entries from several runs. Files of schema 1 (one pipeline
+number per test, no host) still load: their entries become a pipeline part with no rounds and no
+host, and the comparison says what it could not check.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA = 1
-ENTRY_FIELDS = {"samples_per_s": float, "spread_pct": float, "syncs_per_step": float, "peak_mem_gb": float, "env": dict}
+from .settings import cpu_count
+
+SCHEMA = 2
+PARTS = ("pipeline", "gpu", "loader")
+RERECORD = "re-record it on this GPU with: pytest perf_tests --perf-update-baselines"
 
 
 class BaselineError(Exception):
@@ -43,7 +55,7 @@ def gpu_slug(name: str) -> str:
 
 
 def environment() -> dict:
-    """GPU, driver and library versions of this process, as recorded next to every measurement."""
+    """GPU, driver, library versions and host class of this process, as recorded with every measurement."""
     import torch
 
     env = {"gpu": "cpu", "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__}
@@ -55,8 +67,29 @@ def environment() -> dict:
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()
         env["driver"] = _driver_version()
+    env["host"] = host_class()
     env["date"] = datetime.date.today().isoformat()
     return env
+
+
+def host_class() -> dict:
+    """What host-bound numbers (the loader's, the pipeline's) depend on: the CPU model and the cores
+    this process may use. Numbers recorded on one class are compared only on that class."""
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": cpu_count()}
+
+
+def describe_host(host: dict | None) -> str:
+    return "an unknown host" if not host else f"{host.get('cpu')} x {host.get('cores')} cores"
 
 
 def _driver_version() -> str | None:
@@ -82,38 +115,60 @@ class BaselineFile:
     path: Path
     gpu: str
     tests: dict[str, dict]
+    old_schema: bool = False  # loaded from a schema-1 file
 
     @classmethod
     def load(cls, path: Path, gpu: str) -> "BaselineFile":
         """Read and validate; a missing file is an empty baseline for `gpu`."""
         if not path.exists():
             return cls(path, gpu, {})
+        if path.is_dir():
+            raise BaselineError(f"{path}: is a folder, expected a baseline file; move it away or pass another --perf-baseline-dir")
         try:
             data = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise BaselineError(
-                f"{path}: not valid JSON ({e}). Restore it from git (git checkout -- {path}) "
-                "or re-record it with --perf-update-baselines."
-            ) from e
+            raise BaselineError(f"{path}: not valid JSON ({e}). Restore it from git (git checkout -- {path}) or {RERECORD}") from e
         problem = _validate(data, gpu)
         if problem:
-            raise BaselineError(f"{path}: {problem}. Restore it from git or re-record it with --perf-update-baselines.")
-        return cls(path, data["gpu"], data["tests"])
+            raise BaselineError(f"{path}: {problem}. Restore it from git (git checkout -- {path}) or {RERECORD}")
+        old = data["schema"] == 1
+        tests = {k: _from_schema_1(v) for k, v in data["tests"].items()} if old else data["tests"]
+        return cls(path, data["gpu"], tests, old_schema=old)
+
+    @classmethod
+    def load_for_update(cls, path: Path, gpu: str) -> tuple["BaselineFile", str | None]:
+        """Load for --perf-update-baselines: a file that cannot be used is moved aside, not lost,
+        and recording starts afresh. Returns the file and a line saying what was moved, if anything."""
+        try:
+            return cls.load(path, gpu), None
+        except BaselineError as e:
+            if not path.is_file():
+                raise
+            aside = path.with_name(f"{path.name}.corrupt-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+            os.replace(path, aside)
+            return cls(path, gpu, {}), f"{e}\nIt was moved to {aside}; this run records a new {path.name}."
 
     def get(self, test_id: str) -> dict | None:
         return self.tests.get(test_id)
 
     def save(self, updates: dict[str, dict]) -> None:
-        """Write `updates` over the current entries, keeping every other entry; atomic."""
+        """Write `updates` over the current entries, keeping every other entry; atomic; keeps the file's mode."""
         current = BaselineFile.load(self.path, self.gpu).tests  # another run may have written meanwhile
         merged = {**current, **updates}
         data = {"schema": SCHEMA, "gpu": self.gpu, "tests": dict(sorted(merged.items()))}
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            mode = stat.S_IMODE(self.path.stat().st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
         fd, tmp = tempfile.mkstemp(prefix=self.path.name, suffix=".tmp", dir=self.path.parent)
         try:
             with os.fdopen(fd, "w") as f:
                 json.dump(data, f, indent=1)
                 f.write("\n")
+            os.chmod(tmp, mode)
             os.replace(tmp, self.path)
         except BaseException:
             os.unlink(tmp)
@@ -121,11 +176,47 @@ class BaselineFile:
         self.tests = data["tests"]
 
 
+def _from_schema_1(entry: dict) -> dict:
+    """A schema-1 entry as a schema-2 one: its number is the pipeline's; no rounds, no host."""
+    part = {"samples_per_s": entry["samples_per_s"], "spread_pct": entry["spread_pct"], "rounds": None}
+    rest = {k: v for k, v in entry.items() if k not in ("samples_per_s", "spread_pct")}
+    return {"parts": {"pipeline": part}, **rest, "env": {**entry["env"], "host": None}}
+
+
+def _number(value, *, positive: bool = False, optional: bool = False) -> str | None:
+    """None if `value` is a usable number; else what is wrong with it."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"is {value!r}, expected a number"
+    if not math.isfinite(value):
+        return f"is {value!r}, expected a finite number"
+    if value < 0 or (positive and value == 0):
+        return f"is {value!r}, expected a {'positive' if positive else 'non-negative'} number"
+    return None
+
+
+def _validate_part(test_id: str, name: str, part) -> str | None:
+    if not isinstance(part, dict):
+        return f"entry {test_id!r}: part {name!r} is not an object"
+    checks = [("samples_per_s", part.get("samples_per_s"), True, False), ("spread_pct", part.get("spread_pct"), False, True)]
+    rounds = part.get("rounds")
+    if rounds is not None:
+        if not isinstance(rounds, list) or not rounds:
+            return f"entry {test_id!r}: part {name!r}: 'rounds' is {rounds!r}, expected a list of samples/s"
+        checks += [(f"rounds[{i}]", r, True, False) for i, r in enumerate(rounds)]
+    for field, value, positive, optional in checks:
+        problem = _number(value, positive=positive, optional=optional)
+        if problem:
+            return f"entry {test_id!r}: part {name!r}: {field!r} {problem}"
+    return None
+
+
 def _validate(data, gpu: str) -> str | None:
     if not isinstance(data, dict):
         return "the top level is not an object"
-    if data.get("schema") != SCHEMA:
-        return f"schema {data.get('schema')!r}, expected {SCHEMA}"
+    if data.get("schema") not in (1, SCHEMA):
+        return f"schema {data.get('schema')!r}, expected {SCHEMA} (or 1, read as an old file)"
     if data.get("gpu") != gpu:
         return f"holds baselines for GPU {data.get('gpu')!r}, but this GPU is {gpu!r}"
     tests = data.get("tests")
@@ -134,16 +225,21 @@ def _validate(data, gpu: str) -> str | None:
     for test_id, entry in tests.items():
         if not isinstance(entry, dict):
             return f"entry {test_id!r} is not an object"
-        for name, kind in ENTRY_FIELDS.items():
-            value = entry.get(name)
-            ok = isinstance(value, kind) or (kind is float and isinstance(value, int) and not isinstance(value, bool))
-            if not ok:
-                return f"entry {test_id!r}: field {name!r} is {value!r}, expected a {kind.__name__}"
-        if entry["samples_per_s"] <= 0:
-            return f"entry {test_id!r}: samples_per_s must be positive, is {entry['samples_per_s']}"
+        env = entry.get("env")
+        if not isinstance(env, dict) or not env.get("gpu"):
+            return f"entry {test_id!r}: 'env' is {env!r}, expected the environment it was recorded in"
+        for field in ("syncs_per_step", "peak_mem_gb"):
+            problem = _number(entry.get(field), optional=True)
+            if problem:
+                return f"entry {test_id!r}: {field!r} {problem}"
+        problem = None
+        if data["schema"] == 1:
+            problem = _validate_part(test_id, "pipeline", entry)
+        else:
+            parts = entry.get("parts")
+            if not isinstance(parts, dict) or not parts or set(parts) - set(PARTS):
+                return f"entry {test_id!r}: 'parts' is {parts!r}, expected an object with some of {PARTS}"
+            problem = next((p for p in (_validate_part(test_id, n, v) for n, v in parts.items()) if p), None)
+        if problem:
+            return problem
     return None
-
-
-def allowed_drop_pct(tolerance_pct: float, baseline_spread_pct: float) -> float:
-    """How far below the baseline a run may fall: the tolerance plus twice the recorded spread."""
-    return tolerance_pct + 2 * baseline_spread_pct

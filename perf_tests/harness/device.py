@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 
 from . import baselines, syncs
@@ -27,6 +28,10 @@ class Device:
             import torch
 
             torch.cuda.synchronize()
+
+    def clock(self) -> float:
+        """Seconds, for timing rounds (each round ends with `synchronize`)."""
+        return time.perf_counter()
 
     def reset_peak_memory(self) -> None:
         if self.is_gpu:

@@ -14,16 +14,37 @@ def _source(s) -> dict:
     return {"call": s.call, "ops": s.ops, "user": s.user_line, "library": s.library_line}
 
 
+def _part(t) -> dict | None:
+    if t is None:
+        return None
+    spread = t.spread_pct
+    return {"samples_per_s": round(t.median, 1), "rounds": [round(x, 1) for x in t.rounds],
+            "spread_pct": None if spread is None else round(spread, 2), "ci_pct": round(t.ci_pct, 2), "added_rounds": t.extended}
+
+
+def _verdict(v) -> dict:
+    c = v.comparison
+    return {"compared": v.compared, "baseline_samples_per_s": v.baseline_sps,
+            "change_pct": None if v.change_pct is None else round(v.change_pct, 1) + 0.0,  # no "-0.0"
+            "allowed_pct": None if c is None else round(100 * (c.factor - 1), 1),
+            "method": None if c is None else c.method, "failed": v.failed,
+            "confirmed_change_pct": None if v.confirmation is None else round(100 * (v.confirmation.ratio - 1), 1),
+            "why_not": v.why_not or None}
+
+
 def rows(results) -> list[dict]:
     out = []
     for r in results:
+        p = r.parts
         out.append({
             "test": r.test_id,
             "samples_per_s": round(r.samples_per_s, 1),
-            "rounds": [round(x, 1) for x in r.throughput.rounds],
-            "spread_pct": round(r.throughput.spread_pct, 2),
-            "baseline_samples_per_s": r.baseline["samples_per_s"] if r.baseline else None,
-            "change_pct": None if r.change_pct is None else round(r.change_pct, 1),
+            "parts": {name: _part(p.get(name)) for name in ("pipeline", "gpu", "loader")},
+            "loader_measured_in": p.loader_from,
+            "bottleneck": p.bottleneck,
+            "efficiency": None if p.efficiency is None else round(p.efficiency, 3),
+            "gpu_busy_pct": None if p.gpu_busy_pct is None else round(p.gpu_busy_pct, 1),
+            "baseline": {part: _verdict(v) for part, v in r.verdicts.items()},
             "syncs_per_step": None if r.syncs is None else round(r.syncs.per_step, 3),
             "sync_sources": [] if r.syncs is None else [
                 {"per_step": n / r.syncs.steps, **_source(s)} for s, n in r.syncs.sources.most_common()
@@ -54,25 +75,46 @@ def section(title: str, table: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _sps(part: dict | None) -> str:
+    return "-" if part is None else f"{part['samples_per_s']:,.0f}"
+
+
+def _spread(row: dict) -> str:
+    spreads = [f"{part['spread_pct']:.1f}" for part in row["parts"].values() if part and part["spread_pct"] is not None]
+    return "/".join(spreads) + "%" if spreads else "-"
+
+
+def _vs_baseline(row: dict) -> str:
+    shown = [f"{name} {v['change_pct']:+.1f}%" + (" FAILED" if v["failed"] else "")
+             for name, v in row["baseline"].items() if v["compared"]]
+    return ", ".join(shown) or "-"
+
+
 def markdown(results, env: dict, sections: dict | None = None, smoke: bool = False) -> str:
     results = list(results)
     head = "SMOKE RUN (--perf-smoke): 2 steps at 32x32, nothing here is a measurement.\n\n" if smoke else ""
+    host = env.get("host") or {}
     head += (
         f"GPU: {env.get('gpu')} | driver {env.get('driver')} | CUDA {env.get('cuda')} | torch {env.get('torch')} | "
-        f"torchvision {env.get('torchvision')} | torchmetrics {env.get('torchmetrics')} | {env.get('date')}\n\n"
+        f"torchvision {env.get('torchvision')} | torchmetrics {env.get('torchmetrics')} | "
+        f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}\n\n"
+        "samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
+        "efficiency = pipeline / slowest part; spread = between rounds, per part\n\n"
     )
     lines = [
-        "| test | samples/s | vs baseline | spread | syncs/step | peak mem | notes |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| test | pipeline | GPU-side | loader | bottleneck | efficiency | vs baseline | spread | syncs/step | peak mem | notes |",
+        "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|",
     ]
     for row in rows(results):
         extra = ", ".join(f"{k} {v:.2f}x" if isinstance(v, float) else f"{k} {v}" for k, v in row["extra"].items())
         notes = "; ".join(filter(None, [extra, *row["notes"]]))
+        parts = row["parts"]
         lines.append(
-            f"| {row['test']} | {row['samples_per_s']:,.0f} | {_fmt(row['change_pct'], '+.1f')}% | "
-            f"{row['spread_pct']:.2f}% | {_fmt(row['syncs_per_step'], '.2f')} | {_fmt(row['peak_mem_gb'], '.2f')} GB | {notes} |"
+            f"| {row['test']} | {_sps(parts['pipeline'])} | {_sps(parts['gpu'])} | {_sps(parts['loader'])} | "
+            f"{row['bottleneck'] or '-'} | {_fmt(row['efficiency'], '.2f')} | {_vs_baseline(row)} | {_spread(row)} | "
+            f"{_fmt(row['syncs_per_step'], '.2f')} | {_fmt(row['peak_mem_gb'], '.2f')} GB | {notes} |"
         )
-    text = head + "\n".join(lines).replace("| -% |", "| - |").replace("| - GB |", "| - |") + "\n"
+    text = head + "\n".join(lines).replace("| - GB |", "| - |") + "\n"
     return "\n".join([text, *(section(t, table) for t, table in (sections or {}).items())])
 
 

@@ -41,26 +41,45 @@ def report_path(text: str) -> Path:
     return path
 
 
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds such as 1 or 0.5, got {text!r}") from None
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds from 0 to 60, got {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class Measure:
     """How one test is measured; every field can be set by marker, option, ini or default."""
 
     warmup: int = 5  # steps before the first round; the workload may ask for more (loader prefetch)
-    rounds: int = 5  # timed rounds, each a pytest-benchmark round
-    steps: int = 10  # training steps per round
+    rounds: int = 5  # timed rounds per part; the pipeline's are pytest-benchmark rounds
+    max_rounds: int = 10  # more rounds, up to this many, while the median's interval is wider than ci_pct
+    ci_pct: float = 1.0  # half-width of the median's 95% interval wanted, in percent
+    steps: int = 10  # least training steps per timed round
+    round_s: float = 1.0  # least seconds per timed round: steps per round grow to fill it
     profile_steps: int = 3  # steps in the separate profiled window that counts syncs
-    tolerance: float = 5.0  # % below the baseline allowed, on top of twice the baseline's spread
+    tolerance: float = 3.0  # % below the baseline allowed for GPU-side numbers (same GPU model)
+    host_tolerance: float = 10.0  # % below the baseline allowed for loader and pipeline numbers (same host class)
 
 
 MEASURE_TYPES = {
-    "warmup": positive_int, "rounds": positive_int, "steps": positive_int, "profile_steps": positive_int, "tolerance": percent,
+    "warmup": positive_int, "rounds": positive_int, "max_rounds": positive_int, "ci_pct": percent, "steps": positive_int,
+    "round_s": seconds, "profile_steps": positive_int, "tolerance": percent, "host_tolerance": percent,
 }
 MEASURE_HELP = {
     "warmup": "warm-up steps before the timed rounds (compilation happens here)",
-    "rounds": "timed rounds per test; each is a pytest-benchmark round",
-    "steps": "training steps per timed round",
+    "rounds": "timed rounds per part (pipeline, GPU, loader); the pipeline's are pytest-benchmark rounds",
+    "max_rounds": "at most this many rounds per part, added one at a time while the median's interval is too wide",
+    "ci_pct": "wanted half-width of the median's 95 percent confidence interval, percent of the median",
+    "steps": "least training steps per timed round",
+    "round_s": "least seconds per timed round; steps per round grow to fill it",
     "profile_steps": "steps in the profiled window that counts host-device syncs",
-    "tolerance": "percent a test may fall below its baseline, plus twice the baseline's recorded spread",
+    "tolerance": "percent a GPU-side number may fall below this GPU model's baseline",
+    "host_tolerance": "percent a loader or pipeline number may fall below a baseline recorded on the same host class",
 }
 
 
@@ -70,8 +89,9 @@ def cpu_count() -> int:
 
 
 def default_workers() -> int:
-    """The ladder's DataLoader workers: the machine's cores, capped at 8."""
-    return min(cpu_count(), 8)
+    """DataLoader workers of the multi-worker recipes: one per core this process may use. The worker
+    sweep (perf_tests/test_ladder.py) measures the loader alone at several counts and checks it."""
+    return cpu_count()
 
 
 def add_options(parser) -> None:
@@ -100,7 +120,7 @@ def add_options(parser) -> None:
                          "without throughput or sync assertions (default: off)")
     group.addoption("--perf-workers", type=positive_int, default=None,
                     help="DataLoader workers for the ladder's multi-worker steps "
-                         f"(default: the machine's cores capped at 8, here {default_workers()})")
+                         f"(default: one per core, here {default_workers()})")
 
 
 @dataclass(frozen=True)
@@ -150,13 +170,21 @@ def _measure_from(config) -> Measure:
     return Measure(**values)
 
 
-def for_marker(measure: Measure, marker_kwargs: dict, test_id: str) -> Measure:
-    """Apply `@pytest.mark.perf(...)` settings; unknown names or bad values name the test."""
-    unknown = set(marker_kwargs) - set(MEASURE_TYPES)
+def for_marker(measure: Measure, markers, test_id: str) -> Measure:
+    """Apply `@pytest.mark.perf(...)` settings from the function, its class and its module:
+    `markers` closest first (as `node.iter_markers("perf")` gives them); the closest wins per field.
+    Unknown names, positional arguments and bad values raise ValueError naming the test."""
+    merged: dict = {}
+    for mark in markers:
+        if mark.args:
+            raise ValueError(f"{test_id}: @pytest.mark.perf{mark.args!r} takes settings by name only, e.g. perf(rounds=3)")
+        for name, value in mark.kwargs.items():
+            merged.setdefault(name, value)
+    unknown = set(merged) - set(MEASURE_TYPES)
     if unknown:
         raise ValueError(f"{test_id}: @pytest.mark.perf got unknown settings {sorted(unknown)}; known: {sorted(MEASURE_TYPES)}")
     checked = {}
-    for name, value in marker_kwargs.items():
+    for name, value in merged.items():
         try:
             checked[name] = MEASURE_TYPES[name](str(value))
         except argparse.ArgumentTypeError as e:

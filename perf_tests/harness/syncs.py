@@ -20,15 +20,18 @@ same path.
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import contextlib
 import gzip
+import io
 import json
 import os
 import sys
 import sysconfig
 import traceback
 import warnings
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +80,7 @@ class SyncCount:
     sources: Counter = field(default_factory=Counter)  # SyncSource -> count over all steps
     periodic: Counter = field(default_factory=Counter)  # (range name, SyncSource) -> count inside perf_periodic:* ranges
     periodic_runs: Counter = field(default_factory=Counter)  # range name -> times it ran in the steps
+    gpu_busy_s: float | None = None  # GPU kernel time per step (union of kernel intervals over the window / steps)
 
     @property
     def total(self) -> int:
@@ -101,13 +105,21 @@ class SyncCount:
 
 
 def load_trace(path: str | os.PathLike) -> dict:
-    """Read a Chrome trace written by `prof.export_chrome_trace` (plain or .gz)."""
+    """Read a Chrome trace written by `prof.export_chrome_trace`, gzipped or not (told by its first bytes, not its name)."""
     path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            trace = json.load(f)
-    except (OSError, EOFError, json.JSONDecodeError) as e:
+        with open(path, "rb") as raw:
+            gzipped = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            text = gzip.open(raw, "rt", encoding="utf-8") if gzipped else io.TextIOWrapper(raw, encoding="utf-8")
+            trace = json.load(text)
+    except FileNotFoundError as e:
+        raise TraceError(f"{path}: no such file") from e
+    except IsADirectoryError as e:
+        raise TraceError(f"{path}: is a directory, not a trace file") from e
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{path}: not UTF-8 JSON ({e}); is this a Chrome trace? record it again") from e
+    except (OSError, EOFError, zlib.error, ValueError, RecursionError) as e:  # ValueError: bad JSON
         raise TraceError(f"{path}: not a readable Chrome trace ({e}); record it again") from e
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise TraceError(f"{path}: no 'traceEvents' list; is this a torch.profiler Chrome trace?")
@@ -115,8 +127,13 @@ def load_trace(path: str | os.PathLike) -> dict:
 
 
 def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
-    """Count the syncs inside `perf_step_<i>` ranges of a Chrome trace, and name their sources."""
-    events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and "ts" in e]
+    """Count the syncs inside `perf_step_<i>` ranges of a Chrome trace, and name their sources.
+
+    Events this cannot use (not a complete "X" event, no name, times that are not numbers) are skipped.
+    """
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise TraceError(f"{source}: no 'traceEvents' list; is this a torch.profiler Chrome trace?")
+    events = [u for u in map(_usable, trace["traceEvents"]) if u is not None]
     steps = sorted(
         (_span(e) for e in events if e.get("cat") == "user_annotation" and e["name"].startswith(STEP_PREFIX)),
     )
@@ -144,7 +161,7 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
             continue
         syncs.append({**launch, "name": copy["name"]})
 
-    counted = SyncCount(steps=len(steps))
+    counted = SyncCount(steps=len(steps), gpu_busy_s=_kernel_time_s(events) / len(steps))
     sites = _sites_by_sync(syncs, by_thread)
     for e in events:
         if e.get("cat") == "user_annotation" and e["name"].startswith(PERIODIC_PREFIX) and in_steps(e["ts"]):
@@ -159,6 +176,34 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
         else:
             counted.sources[source] += 1
     return counted
+
+
+def _usable(e) -> dict | None:
+    """The event as the counting below reads it, or None where it lacks what that needs."""
+    if not isinstance(e, dict) or e.get("ph") != "X" or not isinstance(e.get("name"), str):
+        return None
+    if not _is_number(e.get("ts")) or not _is_number(e.get("dur", 0)):
+        return None
+    if not all(isinstance(e.get(k), (str, int, type(None))) for k in ("cat", "pid", "tid")):
+        return None
+    args = e.get("args")
+    if not isinstance(args, dict) or not isinstance(args.get("correlation", 0), int):  # only the correlation is read
+        return {**e, "args": {}}
+    return e
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and -1e300 < x < 1e300  # finite, and float() takes it
+
+
+def _kernel_time_s(events: list[dict]) -> float:
+    """Seconds in which at least one kernel ran: the union of the kernels' intervals (trace times are in us)."""
+    busy, end = 0.0, -float("inf")
+    for start, stop in sorted(_span(e) for e in events if e.get("cat") == "kernel"):
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    return busy / 1e6
 
 
 def _span(e: dict) -> tuple[float, float]:
@@ -325,7 +370,26 @@ def profile_steps(step, steps: int, trace_path: str | os.PathLike) -> SyncCount:
     return count_syncs(load_trace(trace_path), source=str(trace_path))
 
 
-if __name__ == "__main__":  # python -m perf_tests.harness.syncs TRACE.json[.gz]
-    for p in sys.argv[1:]:
-        c = count_syncs(load_trace(p), source=p)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m perf_tests.harness.syncs",
+        description="Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges).",
+        epilog="exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read",
+    )
+    parser.add_argument("traces", nargs="+", metavar="TRACE", help="a Chrome trace, .json or gzipped")
+    status = 0
+    for p in parser.parse_args(argv).traces:
+        try:
+            c = count_syncs(load_trace(p), source=p)
+        except TraceError as e:
+            print(f"error: {e}", file=sys.stderr)
+            status = 2
+            continue
         print(f"{p}: {c.per_step:.2f} syncs/step over {c.steps} steps\n{c.describe()}")
+        if c.total or c.periodic:
+            status = max(status, 1)
+    return status
+
+
+if __name__ == "__main__":  # python -m perf_tests.harness.syncs TRACE.json[.gz]...
+    sys.exit(main())

@@ -1,17 +1,28 @@
-"""Throughput: warm-up, then R rounds of N steps, each round bounded by a device synchronize."""
+"""Timed rounds: warm-up, then rounds of N steps, each round bounded by a device synchronize.
+
+Steps per round: at least `steps`, grown so that a round lasts at least `round_s` seconds (the
+duration of one probe round after the warm-up decides), in whole multiples of `cycle` steps (a
+loader with 8 workers delivers 8 batches at a time). Rounds: `rounds`, then more, one at a time,
+while the median's confidence interval is wider than `ci_pct` (half-width, percent of the median)
+and fewer than `max_rounds` have run.
+"""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
+
+from .stats import ci_halfwidth_pct
 
 
 @dataclass(frozen=True)
 class Throughput:
     samples_per_round: int
     durations_s: tuple[float, ...]
+    extended: int = 0  # rounds added because the median's interval was too wide
 
     @property
     def rounds(self) -> tuple[float, ...]:
@@ -23,10 +34,15 @@ class Throughput:
         return statistics.median(self.rounds)
 
     @property
-    def spread_pct(self) -> float:
-        """coefficient of variation of the rounds' samples/s, in percent (0 for a single round)"""
+    def spread_pct(self) -> float | None:
+        """coefficient of variation of the rounds' samples/s, in percent; None for a single round"""
         r = self.rounds
-        return 100 * statistics.stdev(r) / statistics.mean(r) if len(r) > 1 else 0.0
+        return 100 * statistics.stdev(r) / statistics.mean(r) if len(r) > 1 else None
+
+    @property
+    def ci_pct(self) -> float:
+        """half-width of the median's confidence interval, in percent of the median"""
+        return ci_halfwidth_pct(self.rounds)
 
 
 def plain_rounds(fn: Callable[[], None], setup: Callable[[], None], rounds: int) -> None:
@@ -34,6 +50,13 @@ def plain_rounds(fn: Callable[[], None], setup: Callable[[], None], rounds: int)
     for _ in range(rounds):
         setup()
         fn()
+
+
+def steps_per_round(probe_s: float, probe_steps: int, *, steps: int, cycle: int, round_s: float) -> int:
+    """The least whole number of cycles that holds `steps` steps and lasts `round_s` at the probe's pace."""
+    per_step = probe_s / probe_steps
+    wanted = max(steps, math.ceil(round_s / per_step) if per_step > 0 else steps)
+    return -(-wanted // cycle) * cycle
 
 
 def measure_throughput(
@@ -44,18 +67,30 @@ def measure_throughput(
     warmup: int,
     rounds: int,
     steps: int,
+    cycle: int = 1,
+    round_s: float = 0.0,
+    max_rounds: int | None = None,
+    ci_pct: float = math.inf,
     runner=plain_rounds,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float] | None = None,
 ) -> Throughput:
-    """Run `warmup` steps, then `rounds` rounds of `steps` steps; time each round.
+    """Warm up, size the rounds, time `rounds` rounds through `runner`, extend while too noisy.
 
-    `runner(fn, setup, rounds)` drives the rounds; the pytest plugin passes pytest-benchmark's
-    `pedantic` there, so that each round is also a benchmark round. `setup` (a sync) runs
-    before each round, outside the timed region; each round ends with a sync inside it.
+    `runner(fn, setup, rounds)` drives the first rounds; the pytest plugin passes pytest-benchmark's
+    `pedantic` there, so that those rounds are also benchmark rounds. `setup` (a sync) runs before
+    each round, outside the timed region; each round ends with a sync inside it.
     """
+    clock = clock or time.perf_counter
     for _ in range(warmup):
         step()
     sync()
+    steps = -(-steps // cycle) * cycle
+    if round_s > 0:
+        t0 = clock()
+        for _ in range(cycle):
+            step()
+        sync()
+        steps = steps_per_round(clock() - t0, cycle, steps=steps, cycle=cycle, round_s=round_s)
     durations: list[float] = []
 
     def one_round() -> None:
@@ -68,4 +103,8 @@ def measure_throughput(
     runner(one_round, sync, rounds)
     if not durations:
         raise RuntimeError("no round was timed: is pytest-benchmark disabled (--benchmark-disable)?")
-    return Throughput(samples_per_round=steps * batch_size, durations_s=tuple(durations))
+    first = len(durations)
+    cap = max(max_rounds or first, first)
+    while len(durations) < cap and ci_halfwidth_pct([steps * batch_size / d for d in durations]) > ci_pct:
+        plain_rounds(one_round, sync, 1)
+    return Throughput(steps * batch_size, tuple(durations), extended=len(durations) - first)

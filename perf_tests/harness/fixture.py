@@ -1,0 +1,356 @@
+"""The `perf` fixture: measure a workload's parts, then assert on syncs, gains and baselines.
+
+    result = perf.measure(workload)                  # pipeline, GPU-side and loader windows, profiled window
+    perf.assert_syncs(result, per_step=0)
+    perf.assert_gain(result, over="amp_fp16", part="gpu", at_least=2.0)
+    perf.assert_efficiency(result, at_least=0.8)
+    perf.assert_baseline(result)
+
+A throughput check that fails measures its part once more and fails only if that fails too; the
+workload stays open until the test ends for that reason (the caller closes it at teardown).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from . import gates, settings
+from .parts import Parts, Windows
+from .stats import compare
+from .syncs import SyncCount
+from .timing import Throughput
+
+
+class PerfWarning(UserWarning):
+    """A check that could not be made: no baseline, no predecessor measured in this run."""
+
+
+def _part_entry(t: Throughput) -> dict:
+    spread = t.spread_pct
+    return {"samples_per_s": round(t.median, 1), "spread_pct": None if spread is None else round(spread, 2),
+            "rounds": [round(r, 1) for r in t.rounds]}
+
+
+@dataclass
+class Result:
+    test_id: str
+    parts: Parts
+    syncs: SyncCount | None  # None where nothing was profiled (smoke runs, CPU)
+    peak_mem_gb: float | None
+    trace: Path | None
+    notes: list[str] = field(default_factory=list)
+    verdicts: dict[str, gates.Verdict] = field(default_factory=dict)  # part -> comparison with the baseline
+    extra: dict = field(default_factory=dict)  # columns a test adds to its report row
+
+    @property
+    def throughput(self) -> Throughput:
+        return self.parts.pipeline
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.parts.pipeline.median
+
+    def baseline_entry(self, env: dict) -> dict:
+        p = self.parts
+        return {
+            "parts": {name: _part_entry(t) for name in ("pipeline", "gpu", "loader") if (t := p.get(name)) is not None},
+            "bottleneck": p.bottleneck,
+            "efficiency": None if p.efficiency is None else round(p.efficiency, 3),
+            "gpu_busy_pct": None if p.gpu_busy_pct is None else round(p.gpu_busy_pct, 1),
+            "syncs_per_step": round(self.syncs.per_step, 3) if self.syncs else None,
+            "peak_mem_gb": None if self.peak_mem_gb is None else round(self.peak_mem_gb, 2),
+            "env": env,
+        }
+
+
+class Perf:
+    def __init__(self, session, request, benchmark):
+        self._session = session
+        self._request = request
+        self._benchmark = benchmark
+        self._windows: Windows | None = None
+        self.test_id = request.node.nodeid
+        try:
+            self.measure_settings = settings.for_marker(session.settings.measure, request.node.iter_markers("perf"), self.test_id)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+
+    @property
+    def device(self) -> str:
+        return self._session.device.name
+
+    @property
+    def smoke(self) -> bool:
+        return self._session.settings.smoke
+
+    @property
+    def workers(self) -> int:
+        return self._session.settings.workers
+
+    @property
+    def strict(self) -> bool:
+        return self._session.settings.strict
+
+    # --- measuring ------------------------------------------------------------------------------
+
+    def _pedantic(self, fn, setup, rounds):
+        self._benchmark.pedantic(fn, setup=setup, rounds=rounds, iterations=1, warmup_rounds=0)
+
+    def measure(self, workload, parts: tuple[str, ...] | None = None) -> Result:
+        """Time the workload's parts (all it has, or `parts`), then count its syncs in a profiled window."""
+        session, dev = self._session, self._session.device
+        windows = self._windows = Windows(workload, self.measure_settings, dev, self.smoke)
+        wanted = parts or windows.available()
+        runner = None if getattr(self._benchmark, "disabled", False) else self._pedantic
+        dev.reset_peak_memory()
+        measured, loader_from = {}, None
+        key = getattr(workload, "loader_key", None)
+        for part in wanted:
+            if part == "loader" and key is not None and key in session.loaders:
+                measured[part], loader_from = session.loaders[key]
+                continue
+            measured[part] = windows.time(part, runner if part == wanted[0] else None)  # pedantic runs once
+            if part == "loader" and key is not None:
+                session.loaders[key] = (measured[part], self.test_id)
+        # a loader-only measurement (the worker sweep): what it delivers is its pipeline
+        result_parts = Parts(workload.batch_size, **{"pipeline": measured[wanted[0]], **measured}, loader_from=loader_from)
+        if wanted == ("pipeline",) and windows.available() == ("pipeline",):
+            result_parts.gpu = result_parts.pipeline  # a resident batch: the pipeline is the GPU-side step
+        peak = dev.peak_memory_gb()
+        trace = syncs = None
+        if not self.smoke and "pipeline" in wanted:
+            trace = self._request.getfixturevalue("tmp_path") / (re.sub(r"[^\w.-]+", "_", self.test_id) + ".json")
+            syncs = dev.count_syncs(workload.step, self.measure_settings.profile_steps, trace)
+            if syncs is not None:
+                result_parts.gpu_busy_s = syncs.gpu_busy_s
+        result = Result(self.test_id, result_parts, syncs, peak, trace)
+        if loader_from:
+            result.notes.append(f"loader measured in {loader_from.rsplit('::', 1)[-1]}")
+        if any(t.extended for t in measured.values()):
+            result.notes.append("rounds added: " + ", ".join(f"{n} +{t.extended}" for n, t in measured.items() if t.extended))
+        session.results[self.test_id] = result
+        self._benchmark.extra_info.update(
+            samples_per_s=round(result.samples_per_s, 1),
+            parts={n: _part_entry(t) for n, t in measured.items()},
+            bottleneck=result_parts.bottleneck,
+            syncs_per_step=syncs.per_step if syncs else None,
+            peak_mem_gb=peak,
+            gpu=dev.env["gpu"],
+        )
+        return result
+
+    def _confirm(self, result: Result, part: str) -> Throughput:
+        """Measure `part` of this test's workload once more (a failing check's confirmation)."""
+        if self._windows is None or self._request.node.nodeid != result.test_id:
+            raise RuntimeError(f"{self.test_id}: can only confirm a result measured by this test")
+        again = self._windows.time(part)
+        result.notes.append(f"{part} measured again to confirm: {again.median:,.0f} samples/s")
+        return again
+
+    # --- syncs ----------------------------------------------------------------------------------
+
+    def assert_syncs(self, result: Result, per_step: float | None = None, *, at_least: float | None = None,
+                     from_library: str | None = None) -> None:
+        """Exactly `per_step` syncs per step, or `at_least` that many, optionally all from `from_library`.
+
+        For a pitfall (`at_least`), fewer syncs than expected fails too: the pitfall is gone and the
+        workaround that the scenario documents can be retired, knowingly.
+        """
+        if self.smoke:
+            return
+        if (per_step is None) == (at_least is None):
+            raise TypeError("assert_syncs takes exactly one of per_step= and at_least=")
+        if result.syncs is None:
+            raise RuntimeError(f"{self.test_id}: no sync count; syncs are counted only on a CUDA GPU outside --perf-smoke")
+        counted = result.syncs
+        measured = counted.per_step
+        head = (
+            f"{self.test_id}: measured {measured:.2f} host-device syncs per step "
+            f"({counted.total} in {counted.steps} profiled steps)"
+        )
+        where = f"\n{counted.describe()}\ntrace: {result.trace}"
+        if per_step is not None and abs(measured - per_step) > 1e-9:
+            more = "a new sync appeared" if measured > per_step else "fewer syncs than this scenario documents"
+            pytest.fail(f"{head}, expected {per_step:g} ({more}):{where}", pytrace=False)
+        if at_least is not None and measured < at_least:
+            env = self._session.device.env
+            pytest.fail(
+                f"{head}, expected at least {at_least:g}: the pitfall this scenario documents no longer syncs "
+                f"with torch {env['torch']} and torchmetrics {env['torchmetrics']}. If that is an upgrade's "
+                f"doing, retire the workaround and this expectation together.{where}",
+                pytrace=False,
+            )
+        if from_library is not None:
+            stray = [s for s in counted.sources if from_library not in s.library_line]
+            if stray:
+                listing = "\n".join(s.describe() for s in stray)
+                pytest.fail(f"{head}; expected every sync to come from {from_library!r}, these do not:\n{listing}", pytrace=False)
+
+    # --- gains within one run -------------------------------------------------------------------
+
+    def result_of(self, test: str) -> Result | None:
+        """The result of another test measured in this run: a full test id, or a parameter id of
+        this test function ("baseline" for test_ladder[baseline])."""
+        if "::" not in test:
+            test = f"{self.test_id.split('[', 1)[0]}[{test}]"
+        return self._session.results.get(test)
+
+    @staticmethod
+    def ratio(result: Result, other: Result | None, part: str = "pipeline") -> float | None:
+        if other is None or result.parts.get(part) is None or other.parts.get(part) is None:
+            return None
+        return result.parts.get(part).median / other.parts.get(part).median
+
+    def assert_gain(self, result: Result, over: str, at_least: float, part: str = "pipeline", over_part: str | None = None) -> None:
+        """`part` of this result is at least `at_least` times `over_part` (default: the same part) of test
+        `over`, measured in this run (Mann-Whitney U on the rounds; a failure is measured once more before
+        it fails)."""
+        self._ratio_check(result, over, part, over_part or part, at_least=at_least)
+
+    def assert_cost(self, result: Result, over: str, at_most: float, part: str = "gpu") -> None:
+        """`part` of this result is at most `at_most` times the same part of test `over`: a pitfall that
+        must still cost what the article says it costs."""
+        self._ratio_check(result, over, part, part, at_most=at_most)
+
+    def assert_not_slower(self, result: Result, than: str, noise_pct: float, part: str = "pipeline") -> None:
+        """No slower than test `than` beyond `noise_pct` percent (a step the article says does not help)."""
+        self.assert_gain(result, over=than, at_least=1 - noise_pct / 100, part=part)
+
+    def _ratio_check(self, result: Result, over: str, part: str, over_part: str, *, at_least=None, at_most=None) -> None:
+        if self.smoke:
+            return
+        other = self.result_of(over)
+        name = over.rsplit("::", 1)[-1]
+        label = f"{part} vs {name}" + (f" {over_part}" if over_part != part else "")
+        if other is None or other.parts.get(over_part) is None or result.parts.get(part) is None:
+            msg = f"{self.test_id}: the {over_part} number of {over} was not measured in this run, so {label} is not checked"
+            if self.strict:
+                pytest.fail(msg, pytrace=False)
+            result.notes.append(f"not compared with {name}")
+            warnings.warn(PerfWarning(msg), stacklevel=3)
+            return
+        ref = other.parts.get(over_part).rounds
+
+        def check(mine: Throughput):
+            if at_least is not None:
+                return compare(mine.rounds, ref, at_least)
+            return compare(ref, mine.rounds, 1 / at_most)  # ref >= mine / at_most
+
+        wanted = f"at least {at_least:g}x" if at_least is not None else f"at most {at_most:g}x"
+        ratio = result.parts.get(part).median / other.parts.get(over_part).median
+        first = check(result.parts.get(part))
+        result.extra[label] = ratio
+        if first.inconclusive:
+            result.notes.append(f"{label} {ratio:.3f}x, not {wanted} but not significantly so ({first.method})")
+        if not first.failed:
+            return
+        again = self._confirm(result, part)
+        second = check(again)
+        ratio_again = again.median / other.parts.get(over_part).median
+        if not second.failed:
+            result.notes.append(f"{label}: {ratio:.3f}x at first, {ratio_again:.3f}x measured again: not confirmed")
+            return
+        pytest.fail(
+            f"{self.test_id}: {part} {result.parts.get(part).median:,.0f} samples/s is {ratio:.3f}x the {over_part} number "
+            f"of {name} ({other.parts.get(over_part).median:,.0f} samples/s in this run), expected {wanted} "
+            f"({first.method}); measured again: {ratio_again:.3f}x ({second.method}).\n"
+            f"  this test's rounds: {_rounds(result.parts.get(part))}\n  {name}'s rounds: {_rounds(other.parts.get(over_part))}",
+            pytrace=False,
+        )
+
+    def assert_efficiency(self, result: Result, at_least: float) -> None:
+        """The pipeline delivers at least `at_least` of its bottleneck part's samples/s."""
+        if self.smoke:
+            return
+        p = result.parts
+        if p.efficiency is None:
+            raise RuntimeError(f"{self.test_id}: no GPU-side or loader number was measured, so there is no efficiency")
+        if p.efficiency < at_least:
+            pytest.fail(
+                f"{self.test_id}: pipeline efficiency {p.efficiency:.2f}, expected at least {at_least:g}: the pipeline "
+                f"delivers {p.pipeline.median:,.0f} samples/s while its bottleneck ({p.bottleneck}) allows "
+                f"{min(t.median for t in (p.loader, p.gpu) if t is not None):,.0f}. {_parts_line(p)}",
+                pytrace=False,
+            )
+
+    def add_row(self, section: str, **columns) -> None:
+        """Add a row to a table of its own in the session report (the ladder's, say)."""
+        if self.smoke:
+            return
+        self._session.sections.setdefault(section, []).append(columns)
+
+    # --- the baseline ---------------------------------------------------------------------------
+
+    def assert_baseline(self, result: Result) -> None:
+        """Each part against this GPU's baseline entry: the GPU-side number at `tolerance`, loader and
+        pipeline numbers at `host_tolerance` where the entry was recorded on this host class."""
+        if self.smoke:
+            return
+        session = self._session
+        bf = session.baseline_file
+        entry = bf.get(self.test_id) if bf else None
+        if session.settings.update_baselines:
+            result.notes.append("baseline recorded" if entry is None else "baseline re-recorded")
+            return  # recorded at the end of the test if it passed
+        if entry is None:
+            self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
+            return
+        host = session.device.env.get("host")
+        for part in ("gpu", "loader", "pipeline"):
+            now = result.parts.get(part)
+            if now is None or (part == "loader" and result.parts.loader_from):
+                continue  # a shared loader is checked by the test that measured it
+            tolerance, host_bound = gates.tolerance_for(part, result.parts, entry, self.measure_settings)
+            v = result.verdicts[part] = gates.verdict(
+                part, list(now.rounds), entry, tolerance, gates.why_not_comparable(part, entry, host, host_bound))
+            if v.failed:
+                base = entry["parts"][part]
+                v.confirmation = compare(self._confirm(result, part).rounds, base.get("rounds") or [base["samples_per_s"]],
+                                         v.comparison.factor)
+        failed = [v for v in result.verdicts.values() if v.failed]
+        if failed:
+            lines = [
+                f"  {v.part}: {result.parts.get(v.part).median:,.1f} samples/s against a baseline of {v.baseline_sps:,.1f} "
+                f"({v.change_pct:+.1f}%; allowed {100 * (v.comparison.factor - 1):+.0f}%, {v.comparison.method}); "
+                f"measured again: {100 * (v.confirmation.ratio - 1):+.1f}%\n"
+                f"    this run's rounds: {_rounds(result.parts.get(v.part))}; baseline's: {_rounds_of(entry['parts'][v.part])}"
+                for v in failed
+            ]
+            pytest.fail(
+                f"{self.test_id}: throughput regression in {', '.join(v.part for v in failed)}:\n" + "\n".join(lines)
+                + f"\n  baseline: {bf.path}, recorded {entry['env'].get('date')} with torch {entry['env'].get('torch')} "
+                f"on {gates.describe_host(entry['env'].get('host'))}\n  {_parts_line(result.parts)}",
+                pytrace=False,
+            )
+        skipped = [v for v in result.verdicts.values() if not v.compared]
+        if skipped:
+            if self.strict:
+                pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: "
+                            + "; ".join(v.describe() for v in skipped), pytrace=False)
+            result.notes.extend(v.describe() for v in skipped)
+
+    def _missing(self, result: Result, what: str) -> None:
+        msg = f"{self.test_id}: {what}. Record one on this GPU: pytest '{self.test_id}' --perf-update-baselines"
+        if self.strict:
+            pytest.fail(msg, pytrace=False)
+        result.notes.append("no baseline")
+        warnings.warn(PerfWarning(msg), stacklevel=3)
+
+
+def _rounds(t: Throughput) -> str:
+    return ", ".join(f"{r:,.0f}" for r in t.rounds)
+
+
+def _rounds_of(part: dict) -> str:
+    return ", ".join(f"{r:,.0f}" for r in part["rounds"]) if part.get("rounds") else f"{part['samples_per_s']:,.0f} (median only)"
+
+
+def _parts_line(p: Parts) -> str:
+    names = [("pipeline", p.pipeline), ("GPU-side", p.gpu), ("loader", p.loader)]
+    shown = ", ".join(f"{n} {t.median:,.0f}" for n, t in names if t is not None)
+    return f"parts (samples/s): {shown}; bottleneck: {p.bottleneck}"

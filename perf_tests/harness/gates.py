@@ -1,0 +1,87 @@
+"""Which baseline numbers a run's parts are compared with, at what tolerance, and the verdicts.
+
+- The GPU-side number is a property of the GPU model and the software: it is compared with this
+  GPU model's baseline at `tolerance` (3% by default), wherever the baseline was recorded, unless
+  the host's launches bind it (then it follows the host like the others).
+- Loader and pipeline numbers follow the host's CPUs: they are compared only with a baseline
+  recorded on the same host class (CPU model and cores), at `host_tolerance` (10% by default).
+  Otherwise the verdict says "not comparable: recorded on ..." and neither passes nor fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .baselines import describe_host
+from .parts import LAUNCH_BOUND, Parts
+from .settings import Measure
+from .stats import Comparison, compare
+
+
+@dataclass
+class Verdict:
+    part: str
+    baseline_sps: float | None  # the baseline's median, when the part was compared
+    comparison: Comparison | None = None  # None when not compared
+    why_not: str = ""  # why it was not compared
+    confirmation: Comparison | None = None  # a second measurement's comparison, made when the first failed
+
+    @property
+    def compared(self) -> bool:
+        return self.comparison is not None
+
+    @property
+    def failed(self) -> bool:
+        first = self.comparison is not None and self.comparison.failed
+        return first and (self.confirmation is None or self.confirmation.failed)
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.comparison is None else 100 * (self.comparison.ratio - 1)
+
+    def describe(self) -> str:
+        if self.comparison is None:
+            return f"{self.part}: {self.why_not}"
+        text = f"{self.part} {self.change_pct:+.1f}%"
+        if self.comparison.inconclusive:
+            text += f" (below the allowed {100 * (self.comparison.factor - 1):+.0f}%, not significant: {self.comparison.method})"
+        if self.confirmation is not None:
+            again = 100 * (self.confirmation.ratio - 1)
+            text += f", confirmed by a second measurement ({again:+.1f}%)" if self.failed else (
+                f", not confirmed by a second measurement ({again:+.1f}%)")
+        return text
+
+
+def _launch_bound(entry: dict) -> bool:
+    busy = entry.get("gpu_busy_pct")
+    return busy is not None and busy < 100 * LAUNCH_BOUND
+
+
+def tolerance_for(part: str, parts: Parts, entry: dict, measure: Measure) -> tuple[float, bool]:
+    """(tolerance in percent, whether the number depends on the host) for one part."""
+    host_bound = part != "gpu" or parts.launch_bound or _launch_bound(entry)
+    return (measure.host_tolerance if host_bound else measure.tolerance), host_bound
+
+
+def why_not_comparable(part: str, entry: dict, host: dict, host_bound: bool) -> str:
+    """'' if this part may be compared with the entry; else why not."""
+    base = entry.get("parts", {}).get(part)
+    if base is None:
+        return "no baseline number for this part (recorded before it was measured); re-record to add it"
+    if not host_bound:
+        return ""
+    recorded_on = entry.get("env", {}).get("host")
+    if not recorded_on:
+        return ("not comparable: the baseline was recorded without host information (an old file); "
+                "re-record it on this host with --perf-update-baselines")
+    if recorded_on != host:
+        return f"not comparable: recorded on {describe_host(recorded_on)}, this host is {describe_host(host)}"
+    return ""
+
+
+def verdict(part: str, now: list[float], entry: dict, tolerance_pct: float, why_not: str) -> Verdict:
+    base = entry.get("parts", {}).get(part)
+    if why_not:
+        return Verdict(part, None, why_not=why_not)
+    ref = base.get("rounds") or [base["samples_per_s"]]
+    return Verdict(part, base["samples_per_s"], compare(now, ref, 1 - tolerance_pct / 100))

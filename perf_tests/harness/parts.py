@@ -1,0 +1,111 @@
+"""A scenario's parts, measured in one run, and which of them limits it.
+
+- pipeline: the training step as the user runs it, pulling each batch from its loader;
+- gpu:      the same step on a batch already on the device (nothing else changes), what the GPU and
+            the host's kernel launches can do with this recipe;
+- loader:   the loader alone delivering batches to the device (the copy included), no model.
+
+The slower of gpu and loader is the bottleneck; pipeline / min(gpu, loader) is the pipeline's
+efficiency: how well it overlaps loading with computing. Where the GPU's kernels run for less than
+LAUNCH_BOUND of the GPU-side step (kernel time per step from the profiled window), the GPU waits for
+the host to launch work: the bottleneck is then "host launch overhead", and the GPU-side number
+follows the host's CPU, not the GPU.
+
+A workload is any object with `step()` and `batch_size`, and optionally:
+  warmup_steps  steps before the pipeline reaches its steady state (drain the loader's prefetch)
+  cycle_steps   batches arrive in bursts of this many (one per worker): rounds hold whole bursts
+  gpu_step()    the step on a batch already on the device; absent when `step` is that already
+  loader_step() the next batch delivered to the device, no model; absent for a resident batch
+  loader_key    hashable: workloads with equal keys have the same loader, measured once a session
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .settings import Measure
+from .timing import Throughput, measure_throughput
+
+PARTS = ("pipeline", "gpu", "loader")
+LAUNCH_BOUND = 0.8
+GPU_WARMUP = 3  # the GPU-side step reuses the compiled model: a few steps settle clocks and caches
+
+
+@dataclass
+class Parts:
+    batch_size: int
+    pipeline: Throughput
+    gpu: Throughput | None = None
+    loader: Throughput | None = None
+    gpu_busy_s: float | None = None  # GPU kernel time per step, from the profiled window
+    loader_from: str | None = None  # the test that measured this loader, when another test did
+
+    def get(self, name: str) -> Throughput | None:
+        return getattr(self, name)
+
+    @property
+    def gpu_busy_pct(self) -> float | None:
+        """GPU kernel time as a share of the GPU-side step's wall time."""
+        if self.gpu_busy_s is None or self.gpu is None:
+            return None
+        return 100 * self.gpu_busy_s * self.gpu.median / self.batch_size
+
+    @property
+    def launch_bound(self) -> bool:
+        pct = self.gpu_busy_pct
+        return pct is not None and pct < 100 * LAUNCH_BOUND
+
+    @property
+    def bottleneck(self) -> str | None:
+        limits = {name: t.median for name, t in (("loader", self.loader), ("gpu", self.gpu)) if t is not None}
+        if not limits:
+            return None
+        if min(limits, key=limits.get) == "loader":
+            return "loader"
+        return "host launch overhead" if self.launch_bound else "GPU"
+
+    @property
+    def efficiency(self) -> float | None:
+        limits = [t.median for t in (self.loader, self.gpu) if t is not None]
+        return self.pipeline.median / min(limits) if limits else None
+
+
+def for_smoke(measure: Measure) -> Measure:
+    """One round of two steps, no growing: proves the windows run, measures nothing."""
+    return replace(measure, warmup=1, rounds=1, max_rounds=1, steps=2, round_s=0.0)
+
+
+class Windows:
+    """The timed windows of one workload, with the settings of one test."""
+
+    def __init__(self, workload, measure: Measure, device, smoke: bool):
+        """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it."""
+        self.workload, self.device, self.smoke = workload, device, smoke
+        self.measure = for_smoke(measure) if smoke else measure
+        self.cycle = 1 if smoke else getattr(workload, "cycle_steps", 1)
+
+    def _time(self, step, warmup: int, runner=None) -> Throughput:
+        m = self.measure
+        kwargs = {"runner": runner} if runner is not None else {}
+        return measure_throughput(
+            step, self.device.synchronize, clock=self.device.clock, batch_size=self.workload.batch_size, warmup=warmup, rounds=m.rounds, steps=m.steps,
+            cycle=self.cycle, round_s=m.round_s, max_rounds=m.max_rounds, ci_pct=m.ci_pct, **kwargs,
+        )
+
+    def available(self) -> tuple[str, ...]:
+        w = self.workload
+        return ("pipeline",) + tuple(p for p in ("gpu", "loader") if getattr(w, f"{p}_step", None) is not None)
+
+    def time(self, part: str, runner=None) -> Throughput:
+        """Warm up and time one part; `runner` (pytest-benchmark's pedantic) drives its first rounds."""
+        w, m = self.workload, self.measure
+        if part == "pipeline":
+            warmup = m.warmup if self.smoke else max(m.warmup, getattr(w, "warmup_steps", 0))
+            return self._time(w.step, warmup, runner)
+        if part == "gpu":
+            return self._time(w.gpu_step, m.warmup if self.smoke else GPU_WARMUP)
+        if part == "loader":
+            # the workers refilled their prefetch queue while the loader was not read: drain it first
+            warmup = m.warmup if self.smoke else getattr(w, "warmup_steps", 0)
+            return self._time(w.loader_step, warmup)
+        raise ValueError(f"unknown part {part!r}; expected one of {PARTS}")

@@ -1,0 +1,165 @@
+"""A scenario's parts: the bottleneck, the efficiency, the windows that time them; and the baseline gates."""
+
+import pytest
+
+from perf_tests.harness import gates
+from perf_tests.harness.parts import Parts, Windows
+from perf_tests.harness.settings import Measure
+from perf_tests.harness.timing import Throughput
+
+HOST = {"cpu": "Xeon 8480+", "cores": 16}
+
+
+def t(sps, n=5, batch=100):
+    """n rounds at exactly `sps` samples/s"""
+    return Throughput(samples_per_round=batch, durations_s=(batch / sps,) * n)
+
+
+def parts(pipeline=900.0, gpu=1000.0, loader=2000.0, busy_s=None):
+    return Parts(batch_size=100, pipeline=t(pipeline), gpu=gpu and t(gpu), loader=loader and t(loader), gpu_busy_s=busy_s)
+
+
+@pytest.mark.parametrize("kwargs, bottleneck, efficiency", [
+    ({"gpu": 1000.0, "loader": 2000.0}, "GPU", 0.9),
+    ({"gpu": 3000.0, "loader": 1000.0}, "loader", 0.9),
+    ({"gpu": 1000.0, "loader": None}, "GPU", 0.9),
+    ({"gpu": None, "loader": None}, None, None),
+])
+def test_bottleneck_is_the_slower_part_and_efficiency_its_share(kwargs, bottleneck, efficiency):
+    p = parts(**kwargs)
+    assert p.bottleneck == bottleneck
+    assert p.efficiency == (None if efficiency is None else pytest.approx(efficiency))
+
+
+def test_a_gpu_that_idles_between_launches_is_host_launch_overhead():
+    # GPU-side 1000 samples/s at batch 100: 0.1 s a step; kernels run 0.05 s of it
+    p = parts(busy_s=0.05)
+    assert p.gpu_busy_pct == pytest.approx(50) and p.launch_bound
+    assert p.bottleneck == "host launch overhead"
+    busy = parts(busy_s=0.095)
+    assert busy.gpu_busy_pct == pytest.approx(95) and not busy.launch_bound and busy.bottleneck == "GPU"
+
+
+class Workload:
+    """Counts calls; time is a fake clock the steps advance."""
+
+    batch_size = 10
+    warmup_steps = 7
+    cycle_steps = 4
+
+    def __init__(self, resident=False):
+        self.calls = {"step": 0, "gpu_step": 0, "loader_step": 0}
+        self.now = 0.0
+        if resident:
+            self.gpu_step = self.loader_step = None
+
+    def step(self):
+        self.calls["step"] += 1
+        self.now += 0.01
+
+    def gpu_step(self):
+        self.calls["gpu_step"] += 1
+        self.now += 0.005
+
+    def loader_step(self):
+        self.calls["loader_step"] += 1
+        self.now += 0.002
+
+
+class Device:
+    def __init__(self, workload):
+        self.clock = lambda: workload.now
+
+    def synchronize(self):
+        pass
+
+
+def windows(workload, smoke=False, **measure):
+    return Windows(workload, Measure(**{"round_s": 0.0, **measure}), Device(workload), smoke)
+
+
+def test_available_parts_follow_the_workload():
+    assert windows(Workload()).available() == ("pipeline", "gpu", "loader")
+    assert windows(Workload(resident=True)).available() == ("pipeline",)
+
+
+@pytest.mark.parametrize("part, per_step_s, warmup", [("pipeline", 0.01, 7), ("gpu", 0.005, 3), ("loader", 0.002, 7)])
+def test_each_part_times_its_own_step(part, per_step_s, warmup):
+    w = Workload()
+    got = windows(w, warmup=2, rounds=3, steps=5).time(part)
+    name = {"pipeline": "step"}.get(part, f"{part}_step")
+    # 5 steps rounded up to 2 whole cycles of 4; the loader drains the prefetch like the pipeline does
+    assert w.calls[name] == warmup + 3 * 8
+    assert got.median == pytest.approx(10 / per_step_s)
+
+
+def test_smoke_runs_one_round_of_two_steps():
+    w = Workload()
+    got = windows(w, smoke=True, warmup=5, rounds=5, steps=10).time("pipeline")
+    assert w.calls["step"] == 1 + 2 and len(got.rounds) == 1
+
+
+def test_an_unknown_part_is_an_error():
+    with pytest.raises(ValueError, match="unknown part 'disk'"):
+        windows(Workload()).time("disk")
+
+
+# --- gates --------------------------------------------------------------------------------------
+
+
+def entry(host=HOST, busy=95.0, parts_=("pipeline", "gpu", "loader")):
+    return {"parts": {p: {"samples_per_s": 1000.0, "spread_pct": 0.1, "rounds": [999.0, 1000.0, 1001.0, 1000.0, 1000.0]}
+                      for p in parts_},
+            "gpu_busy_pct": busy, "env": {"gpu": "NVIDIA H200", "host": host}}
+
+
+def test_gpu_side_numbers_use_the_gpu_tolerance_others_the_host_tolerance():
+    m = Measure(tolerance=3, host_tolerance=10)
+    p = parts(busy_s=0.095)
+    assert gates.tolerance_for("gpu", p, entry(), m) == (3, False)
+    assert gates.tolerance_for("loader", p, entry(), m) == (10, True)
+    assert gates.tolerance_for("pipeline", p, entry(), m) == (10, True)
+
+
+def test_a_launch_bound_gpu_number_is_host_bound():
+    m = Measure(tolerance=3, host_tolerance=10)
+    assert gates.tolerance_for("gpu", parts(busy_s=0.05), entry(), m) == (10, True)  # launch-bound now
+    assert gates.tolerance_for("gpu", parts(busy_s=0.095), entry(busy=50.0), m) == (10, True)  # when recorded
+
+
+def test_host_bound_numbers_are_compared_on_the_same_host_class_only():
+    assert gates.why_not_comparable("loader", entry(), HOST, True) == ""
+    other = {"cpu": "AMD EPYC 9654", "cores": 16}
+    why = gates.why_not_comparable("loader", entry(host=other), HOST, True)
+    assert why == "not comparable: recorded on AMD EPYC 9654 x 16 cores, this host is Xeon 8480+ x 16 cores"
+    assert gates.why_not_comparable("gpu", entry(host=other), HOST, False) == ""  # the GPU model's number
+
+
+def test_an_old_entry_without_host_says_what_to_do():
+    why = gates.why_not_comparable("pipeline", entry(host=None), HOST, True)
+    assert "without host information" in why and "--perf-update-baselines" in why
+
+
+def test_a_part_missing_from_the_entry_is_not_compared():
+    why = gates.why_not_comparable("loader", entry(parts_=("pipeline",)), HOST, True)
+    assert why.startswith("no baseline number for this part")
+
+
+@pytest.mark.parametrize("now, failed", [(950.0, True), (980.0, False), (1100.0, False)])
+def test_verdict_fails_only_beyond_the_tolerance(now, failed):
+    v = gates.verdict("gpu", [now] * 5, entry(), 3.0, "")
+    assert v.compared and v.failed == failed and v.baseline_sps == 1000.0
+    assert v.change_pct == pytest.approx(100 * (now / 1000 - 1))
+
+
+def test_a_failure_not_confirmed_by_a_second_measurement_passes():
+    v = gates.verdict("gpu", [950.0] * 5, entry(), 3.0, "")
+    v.confirmation = gates.compare([995.0] * 5, [1000.0] * 5, 0.97)
+    assert not v.failed and "not confirmed by a second measurement (-0.5%)" in v.describe()
+    v.confirmation = gates.compare([951.0] * 5, [1000.0] * 5, 0.97)
+    assert v.failed and "confirmed by a second measurement (-4.9%)" in v.describe()
+
+
+def test_a_part_not_compared_says_why():
+    v = gates.verdict("loader", [950.0] * 5, entry(), 10.0, "not comparable: recorded on elsewhere")
+    assert not v.compared and not v.failed and v.describe() == "loader: not comparable: recorded on elsewhere"
