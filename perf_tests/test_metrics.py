@@ -85,7 +85,7 @@ DDP_PLACEMENT = {
 @pytest.mark.parametrize("placement", list(DDP_PLACEMENT))
 def test_ddp_metric_placement(perf, measure, placement):
     """The suite's recommended placements work under DDP and stay sync-free per step."""
-    result = measure(replace(recipes.metrics_recipe(perf.workers, DDP_PLACEMENT[placement]), ddp=True))
+    result = measure(replace(recipes.metrics_recipe(perf.workers, DDP_PLACEMENT[placement]), ddp=True), parts=("pipeline",))
     perf.assert_syncs(result, per_step=0)
     perf.assert_baseline(result)
 

@@ -7,7 +7,7 @@ from perf_tests.harness.parts import Parts, Windows
 from perf_tests.harness.settings import Measure
 from perf_tests.harness.timing import Throughput
 
-HOST = {"cpu": "Xeon 8480+", "cores": 16}
+HOST = {"cpu": "Xeon 8480+", "cores": 16, "speed": 20000.0}
 
 
 def t(sps, n=5, batch=100):
@@ -45,7 +45,8 @@ class Workload:
 
     batch_size = 10
     warmup_steps = 7
-    cycle_steps = 4
+    cycle_steps = 4  # loader-fed windows: whole bursts of 4 batches
+    gpu_cycle_steps = 3  # the GPU-side window: its own period
 
     def __init__(self, resident=False):
         self.calls = {"step": 0, "gpu_step": 0, "loader_step": 0}
@@ -83,13 +84,16 @@ def test_available_parts_follow_the_workload():
     assert windows(Workload(resident=True)).available() == ("pipeline",)
 
 
-@pytest.mark.parametrize("part, per_step_s, warmup", [("pipeline", 0.01, 7), ("gpu", 0.005, 3), ("loader", 0.002, 7)])
-def test_each_part_times_its_own_step(part, per_step_s, warmup):
+@pytest.mark.parametrize("part, per_step_s, warmup, steps", [
+    ("pipeline", 0.01, 7, 8),  # 5 steps rounded up to 2 whole bursts of 4
+    ("gpu", 0.005, 3, 6),  # ... to 2 periods of 3; GPU_WARMUP steps
+    ("loader", 0.002, 7, 8),  # the loader drains the prefetch like the pipeline does
+])
+def test_each_part_times_its_own_step(part, per_step_s, warmup, steps):
     w = Workload()
     got = windows(w, warmup=2, rounds=3, steps=5).time(part)
     name = {"pipeline": "step"}.get(part, f"{part}_step")
-    # 5 steps rounded up to 2 whole cycles of 4; the loader drains the prefetch like the pipeline does
-    assert w.calls[name] == warmup + 3 * 8
+    assert w.calls[name] == warmup + 3 * steps
     assert got.median == pytest.approx(10 / per_step_s)
 
 
@@ -129,9 +133,15 @@ def test_a_launch_bound_gpu_number_is_host_bound():
 
 def test_host_bound_numbers_are_compared_on_the_same_host_class_only():
     assert gates.why_not_comparable("loader", entry(), HOST, True) == ""
-    other = {"cpu": "AMD EPYC 9654", "cores": 16}
+    other = {"cpu": "AMD EPYC 9654", "cores": 16, "speed": 20000.0}
     why = gates.why_not_comparable("loader", entry(host=other), HOST, True)
-    assert why == "not comparable: recorded on AMD EPYC 9654 x 16 cores, this host is Xeon 8480+ x 16 cores"
+    assert why == ("not comparable: recorded on AMD EPYC 9654 x 16 cores, 20,000 images/s, "
+                   "this host is Xeon 8480+ x 16 cores, 20,000 images/s")
+    assert gates.why_not_comparable("loader", entry(host={**HOST, "speed": 20900.0}), HOST, True) == ""  # 4.5% apart
+    slower = gates.why_not_comparable("loader", entry(host={**HOST, "speed": 21100.0}), HOST, True)  # 5.2% apart
+    assert slower.startswith("not comparable: recorded on Xeon 8480+ x 16 cores, 21,100 images/s")
+    assert gates.why_not_comparable("loader", entry(host={"cpu": "Xeon 8480+", "cores": 16}), HOST, True).startswith(
+        "not comparable")  # no speed recorded
     assert gates.why_not_comparable("gpu", entry(host=other), HOST, False) == ""  # the GPU model's number
 
 

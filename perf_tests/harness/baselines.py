@@ -35,7 +35,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .settings import cpu_count
+from .host import host_class
 
 SCHEMA = 2
 PARTS = ("pipeline", "gpu", "loader")
@@ -70,26 +70,6 @@ def environment() -> dict:
     env["host"] = host_class()
     env["date"] = datetime.date.today().isoformat()
     return env
-
-
-def host_class() -> dict:
-    """What host-bound numbers (the loader's, the pipeline's) depend on: the CPU model and the cores
-    this process may use. Numbers recorded on one class are compared only on that class."""
-    import platform
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": cpu_count()}
-
-
-def describe_host(host: dict | None) -> str:
-    return "an unknown host" if not host else f"{host.get('cpu')} x {host.get('cores')} cores"
 
 
 def _driver_version() -> str | None:

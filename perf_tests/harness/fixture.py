@@ -324,7 +324,7 @@ class Perf:
             pytest.fail(
                 f"{self.test_id}: throughput regression in {', '.join(v.part for v in failed)}:\n" + "\n".join(lines)
                 + f"\n  baseline: {bf.path}, recorded {entry['env'].get('date')} with torch {entry['env'].get('torch')} "
-                f"on {gates.describe_host(entry['env'].get('host'))}\n  {_parts_line(result.parts)}",
+                f"on {gates.hosts.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}",
                 pytrace=False,
             )
         skipped = [v for v in result.verdicts.values() if not v.compared]

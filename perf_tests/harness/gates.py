@@ -4,7 +4,8 @@
   GPU model's baseline at `tolerance` (3% by default), wherever the baseline was recorded, unless
   the host's launches bind it (then it follows the host like the others).
 - Loader and pipeline numbers follow the host's CPUs: they are compared only with a baseline
-  recorded on the same host class (CPU model and cores), at `host_tolerance` (10% by default).
+  recorded on the same host class (host.py: CPU model, cores, measured speed), at `host_tolerance`
+  (10% by default).
   Otherwise the verdict says "not comparable: recorded on ..." and neither passes nor fails.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .baselines import describe_host
+from . import host as hosts
 from .parts import LAUNCH_BOUND, Parts
 from .settings import Measure
 from .stats import Comparison, compare
@@ -70,13 +71,7 @@ def why_not_comparable(part: str, entry: dict, host: dict, host_bound: bool) -> 
         return "no baseline number for this part (recorded before it was measured); re-record to add it"
     if not host_bound:
         return ""
-    recorded_on = entry.get("env", {}).get("host")
-    if not recorded_on:
-        return ("not comparable: the baseline was recorded without host information (an old file); "
-                "re-record it on this host with --perf-update-baselines")
-    if recorded_on != host:
-        return f"not comparable: recorded on {describe_host(recorded_on)}, this host is {describe_host(host)}"
-    return ""
+    return hosts.why_not_comparable(entry.get("env", {}).get("host"), host)
 
 
 def verdict(part: str, now: list[float], entry: dict, tolerance_pct: float, why_not: str) -> Verdict:

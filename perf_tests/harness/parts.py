@@ -13,7 +13,8 @@ follows the host's CPU, not the GPU.
 
 A workload is any object with `step()` and `batch_size`, and optionally:
   warmup_steps  steps before the pipeline reaches its steady state (drain the loader's prefetch)
-  cycle_steps   batches arrive in bursts of this many (one per worker): rounds hold whole bursts
+  cycle_steps   batches arrive in bursts of this many (one per worker): loader-fed rounds hold whole bursts
+  gpu_cycle_steps  the GPU-side step's own period (a phase every k steps), 1 by default
   gpu_step()    the step on a batch already on the device; absent when `step` is that already
   loader_step() the next batch delivered to the device, no model; absent for a resident batch
   loader_key    hashable: workloads with equal keys have the same loader, measured once a session
@@ -82,14 +83,13 @@ class Windows:
         """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it."""
         self.workload, self.device, self.smoke = workload, device, smoke
         self.measure = for_smoke(measure) if smoke else measure
-        self.cycle = 1 if smoke else getattr(workload, "cycle_steps", 1)
 
-    def _time(self, step, warmup: int, runner=None) -> Throughput:
+    def _time(self, step, warmup: int, runner=None, cycle_attr: str = "cycle_steps") -> Throughput:
         m = self.measure
         kwargs = {"runner": runner} if runner is not None else {}
         return measure_throughput(
             step, self.device.synchronize, clock=self.device.clock, batch_size=self.workload.batch_size, warmup=warmup, rounds=m.rounds, steps=m.steps,
-            cycle=self.cycle, round_s=m.round_s, max_rounds=m.max_rounds, ci_pct=m.ci_pct, **kwargs,
+            cycle=1 if self.smoke else getattr(self.workload, cycle_attr, 1), round_s=m.round_s, max_rounds=m.max_rounds, ci_pct=m.ci_pct, **kwargs,
         )
 
     def available(self) -> tuple[str, ...]:
@@ -103,7 +103,7 @@ class Windows:
             warmup = m.warmup if self.smoke else max(m.warmup, getattr(w, "warmup_steps", 0))
             return self._time(w.step, warmup, runner)
         if part == "gpu":
-            return self._time(w.gpu_step, m.warmup if self.smoke else GPU_WARMUP)
+            return self._time(w.gpu_step, m.warmup if self.smoke else GPU_WARMUP, cycle_attr="gpu_cycle_steps")
         if part == "loader":
             # the workers refilled their prefetch queue while the loader was not read: drain it first
             warmup = m.warmup if self.smoke else getattr(w, "warmup_steps", 0)

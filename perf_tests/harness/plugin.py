@@ -23,6 +23,23 @@ __all__ = ["Perf", "PerfWarning", "Result", "PerfSession"]
 
 
 class PerfSession:
+    def record(self, test_id: str, entry: dict) -> None:
+        """Save one passed test's baseline entry at once (atomic): an interrupted run keeps what it recorded."""
+        self.updates[test_id] = entry
+        try:
+            self.baseline_file.save({test_id: entry})
+        except (OSError, baselines.BaselineError) as e:
+            self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
+
+    def write_report(self) -> list:
+        if not self.settings.report or self.report_error:
+            return []
+        try:
+            return report.write(self.settings.report, self.results.values(), self.device.env, self.sections, self.settings.smoke)
+        except OSError as e:
+            self.report_error = f"perf report NOT written to {self.settings.report}: {e}"
+            return []
+
     def __init__(self, config):
         self.settings = settings.SessionSettings.from_config(config)
         self.device = device.detect_device()
@@ -33,7 +50,9 @@ class PerfSession:
         self.baseline_file: baselines.BaselineFile | None = None
         self.baseline_note: str | None = None  # a corrupt file moved aside, an old schema
         self.save_error: str | None = None
+        self.report_error: str | None = None
         if self.device.is_gpu and not self.settings.smoke:
+            self.device.env["host"] = {**self.device.env["host"], "speed": self.device.host_speed()}
             gpu = self.device.env["gpu"]
             path = self.settings.baseline_dir / f"{baselines.gpu_slug(gpu)}.json"
             try:
@@ -104,7 +123,7 @@ def pytest_runtest_makereport(item, call):
     if result is None:
         return
     if rep.passed and session.settings.update_baselines and session.baseline_file is not None:
-        session.updates[item.nodeid] = result.baseline_entry(session.device.env)
+        session.record(item.nodeid, result.baseline_entry(session.device.env))
     if rep.failed and result.trace and result.trace.exists() and session.settings.trace_dir:
         kept = session.settings.trace_dir / (result.trace.name + ".gz")
         try:
@@ -117,16 +136,13 @@ def pytest_runtest_makereport(item, call):
     if rep.passed and result.trace and result.trace.exists():
         result.trace.unlink()  # traces run to tens of MB; a failed test's stays in its tmp_path
     result.notes.insert(0, "FAILED" if rep.failed else "passed")
+    session.write_report()  # after every test: an interrupted run keeps what it measured
 
 
 def pytest_sessionfinish(session):
     perf = session.config.stash.get(SESSION, None)
-    if perf and perf.updates and perf.baseline_file is not None:
-        try:
-            perf.baseline_file.save(perf.updates)
-        except (OSError, baselines.BaselineError) as e:
-            perf.save_error = f"baselines NOT recorded into {perf.baseline_file.path}: {e}"
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED if session.exitstatus == 0 else session.exitstatus
+    if perf and (perf.save_error or perf.report_error) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what the user asked to be written was not
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -139,7 +155,7 @@ def pytest_terminal_summary(terminalreporter, config):
     if perf.results:
         terminalreporter.section("perf report")
         terminalreporter.write_line(report.markdown(perf.results.values(), perf.device.env, perf.sections, perf.settings.smoke))
-    for line in filter(None, [perf.baseline_note, perf.save_error]):
+    for line in filter(None, [perf.baseline_note, perf.save_error, perf.report_error]):
         terminalreporter.write_line(line, red=True, bold=True)
     if perf.updates and not perf.save_error:
         terminalreporter.write_line(f"recorded {len(perf.updates)} baseline(s) into {perf.baseline_file.path}")
@@ -147,14 +163,10 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line("--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU "
                                     "outside --perf-smoke", yellow=True)
     if perf.settings.report:
-        try:
-            written = report.write(perf.settings.report, perf.results.values(), perf.device.env, perf.sections,
-                                   perf.settings.smoke)
-        except OSError as e:
-            terminalreporter.write_line(f"perf report NOT written to {perf.settings.report}: {e}", red=True, bold=True)
-            return
-        empty = "" if perf.results else " (no test was measured: no CUDA GPU and no --perf-smoke, or nothing selected)"
-        terminalreporter.write_line("perf report written to " + ", ".join(map(str, written)) + empty)
+        written = perf.write_report()
+        if not perf.report_error:
+            empty = "" if perf.results else " (no test was measured: no CUDA GPU and no --perf-smoke, or nothing selected)"
+            terminalreporter.write_line("perf report written to " + ", ".join(map(str, written)) + empty)
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from .host import cpu_count
+
 
 def positive_int(text: str) -> int:
     try:
@@ -57,10 +59,10 @@ class Measure:
 
     warmup: int = 5  # steps before the first round; the workload may ask for more (loader prefetch)
     rounds: int = 5  # timed rounds per part; the pipeline's are pytest-benchmark rounds
-    max_rounds: int = 10  # more rounds, up to this many, while the median's interval is wider than ci_pct
+    max_rounds: int = 7  # more rounds, up to this many, while the median's interval is wider than ci_pct
     ci_pct: float = 1.0  # half-width of the median's 95% interval wanted, in percent
-    steps: int = 10  # least training steps per timed round
-    round_s: float = 1.0  # least seconds per timed round: steps per round grow to fill it
+    steps: int = 2  # least training steps per timed round
+    round_s: float = 0.5  # least seconds per timed round: steps per round grow to fill it
     profile_steps: int = 3  # steps in the separate profiled window that counts syncs
     tolerance: float = 3.0  # % below the baseline allowed for GPU-side numbers (same GPU model)
     host_tolerance: float = 10.0  # % below the baseline allowed for loader and pipeline numbers (same host class)
@@ -81,11 +83,6 @@ MEASURE_HELP = {
     "tolerance": "percent a GPU-side number may fall below this GPU model's baseline",
     "host_tolerance": "percent a loader or pipeline number may fall below a baseline recorded on the same host class",
 }
-
-
-def cpu_count() -> int:
-    """CPU cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def default_workers() -> int:
