@@ -26,19 +26,21 @@ class Expect:
     article: str = ""  # the article's own figure (V100, samples/s), for the report
 
 
+# Efficiency floors below 0.8: with no workers, loading and training take turns (max(L, G) / (L + G)
+# >= 0.5); at batch 32 the GPU-side step is bound by kernel launches, and the same main thread also
+# unpacks the batches of 16 workers (an H200 host measured 0.45 and 0.55 for workers, pin_memory).
 EXPECT = {
-    # no workers: loading and training take turns, so efficiency is max(L, G) / (L + G) >= 0.5
     "baseline": Expect(2, efficiency=0.45, article="400"),  # two pageable blocking copies: images, labels
-    "workers": Expect(2, "pipeline", 1.5, article="865"),
-    "pin_memory": Expect(0, "pipeline", 1.1, article="~1200"),  # and the copies' syncs are gone
-    "batch_512": Expect(0, "pipeline", 1.2, article="1584"),
+    "workers": Expect(2, "pipeline", 1.5, efficiency=0.3, article="865"),
+    "pin_memory": Expect(0, "pipeline", 1.1, efficiency=0.4, article="~1200"),  # and the copies' syncs are gone
+    "batch_512": Expect(0, "pipeline", 1.2, efficiency=0.7, article="1584"),
     "uint8_h2d": Expect(0, "loader", 1.2, article="1670"),  # no ToTensor/Normalize per image, 4x fewer bytes
     "set_to_none": Expect(0, "gpu", 0.99, article="no change"),
     "amp_fp16": Expect(1, "gpu", 1.2, article="2477 (batch 1024)"),  # GradScaler's inf check reads the GPU
     "compile": Expect(1, "gpu", 2.0, article="3268"),
     "fused_optimizer": Expect(0, "gpu", 0.99),  # the fused step keeps found_inf on the GPU: no sync
-    "bf16": Expect(0, "gpu", 1.02),  # bf16 needs no loss scaler
-    "gpu_resize": Expect(0, "pipeline", 1.3),  # 32x32 uint8 over the bus, resized on the GPU
+    "bf16": Expect(0, "gpu", 1.01),  # bf16 needs no loss scaler (an H200 measured 1.03x)
+    "gpu_resize": Expect(0, "loader", 5.0),  # 32x32 uint8 over the bus, resized on the GPU (H200: 31x)
 }
 assert list(EXPECT) == LADDER_STEPS, "every ladder step states its expectation"
 CEILING_SHARE = 0.95  # the last step's pipeline reaches this share of the ladder's best GPU-side number
@@ -74,27 +76,23 @@ def test_ladder(perf, measure, step):
     perf.assert_baseline(result)
 
 
-CHANNELS_LAST = {  # layout: (compiled, channels_last)
-    "eager_nchw": (False, False),
-    "eager_channels_last": (False, True),
-    "compiled_nchw": (True, False),
-    "compiled_channels_last": (True, True),
-}
+CHANNELS_LAST = {"eager_nchw": False, "eager_channels_last": True, "compiled_channels_last": True}
+COMPILED_NCHW = "perf_tests/test_ladder.py::test_ladder[bf16]"  # the same recipe, its GPU-side number
 
 
 @pytest.mark.parametrize("layout", list(CHANNELS_LAST))
 def test_channels_last(perf, measure, layout):
     """channels_last where it gains: in eager mode it more than doubles the bf16 step's GPU-side number
-    (batch on the GPU). Under torch.compile it gains nothing, so the ladder's compiled steps stay NCHW
-    (see the README for why); should that change with a torch upgrade, this test says so."""
-    compiled, nhwc = CHANNELS_LAST[layout]
-    result = measure(channels_last_pair(compiled)[nhwc])
+    (batch on the GPU). Under torch.compile it gains nothing against the ladder's bf16 step (NCHW,
+    compiled, the same recipe), so the ladder's compiled steps stay NCHW (the README says why);
+    should that change with a torch upgrade, this test says so."""
+    compiled = layout.startswith("compiled")
+    result = measure(channels_last_pair(compiled)[CHANNELS_LAST[layout]])
     perf.assert_syncs(result, per_step=0)
-    partner = layout.replace("channels_last", "nchw")
     if layout == "eager_channels_last":
-        perf.assert_gain(result, over=partner, at_least=1.8, part="gpu")
-    if layout == "compiled_channels_last":
-        perf.assert_cost(result, over=partner, at_most=1.02)
+        perf.assert_gain(result, over="eager_nchw", at_least=1.8, part="gpu")
+    if compiled:
+        perf.assert_cost(result, over=COMPILED_NCHW, at_most=1.02)
     perf.assert_baseline(result)
 
 

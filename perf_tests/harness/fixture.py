@@ -13,6 +13,7 @@ workload stays open until the test ends for that reason (the caller closes it at
 from __future__ import annotations
 
 import re
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +106,9 @@ class Perf:
         """Time the workload's parts (all it has, or `parts`), then count its syncs in a profiled window."""
         session, dev = self._session, self._session.device
         windows = self._windows = Windows(workload, self.measure_settings, dev, self.smoke)
-        wanted = parts or windows.available()
+        # the GPU-side window first: the loader's workers do not exist yet to compete for the CPU
+        wanted = tuple(p for p in ("gpu", "pipeline", "loader") if p in (parts or windows.available()))
+        timed_by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
         runner = None if getattr(self._benchmark, "disabled", False) else self._pedantic
         dev.reset_peak_memory()
         measured, loader_from = {}, None
@@ -114,18 +117,21 @@ class Perf:
             if part == "loader" and key is not None and key in session.loaders:
                 measured[part], loader_from = session.loaders[key]
                 continue
-            measured[part] = windows.time(part, runner if part == wanted[0] else None)  # pedantic runs once
+            measured[part] = windows.time(part, runner if part == timed_by_benchmark else None)
             if part == "loader" and key is not None:
                 session.loaders[key] = (measured[part], self.test_id)
         # a loader-only measurement (the worker sweep): what it delivers is its pipeline
-        result_parts = Parts(workload.batch_size, **{"pipeline": measured[wanted[0]], **measured}, loader_from=loader_from)
+        result_parts = Parts(workload.batch_size, **{"pipeline": measured[timed_by_benchmark], **measured},
+                             loader_from=loader_from)
         if wanted == ("pipeline",) and windows.available() == ("pipeline",):
             result_parts.gpu = result_parts.pipeline  # a resident batch: the pipeline is the GPU-side step
         peak = dev.peak_memory_gb()
         trace = syncs = None
         if not self.smoke and "pipeline" in wanted:
             trace = self._request.getfixturevalue("tmp_path") / (re.sub(r"[^\w.-]+", "_", self.test_id) + ".json")
+            started = time.perf_counter()
             syncs = dev.count_syncs(workload.step, self.measure_settings.profile_steps, trace)
+            self._benchmark.extra_info["profile_window_s"] = round(time.perf_counter() - started, 2)
             if syncs is not None:
                 result_parts.gpu_busy_s = syncs.gpu_busy_s
         result = Result(self.test_id, result_parts, syncs, peak, trace)

@@ -23,6 +23,7 @@ class Throughput:
     samples_per_round: int
     durations_s: tuple[float, ...]
     extended: int = 0  # rounds added because the median's interval was too wide
+    window_s: float = 0.0  # wall time of the whole window: warm-up, probe and rounds
 
     @property
     def rounds(self) -> tuple[float, ...]:
@@ -81,6 +82,7 @@ def measure_throughput(
     each round, outside the timed region; each round ends with a sync inside it.
     """
     clock = clock or time.perf_counter
+    start = time.perf_counter()  # the window's own cost, always on the wall clock
     for _ in range(warmup):
         step()
     sync()
@@ -107,4 +109,5 @@ def measure_throughput(
     cap = max(max_rounds or first, first)
     while len(durations) < cap and ci_halfwidth_pct([steps * batch_size / d for d in durations]) > ci_pct:
         plain_rounds(one_round, sync, 1)
-    return Throughput(steps * batch_size, tuple(durations), extended=len(durations) - first)
+    return Throughput(steps * batch_size, tuple(durations), extended=len(durations) - first,
+                      window_s=time.perf_counter() - start)
