@@ -7,7 +7,7 @@ from perf_tests.harness.parts import Parts, Windows
 from perf_tests.harness.settings import Measure
 from perf_tests.harness.timing import Throughput
 
-HOST = {"cpu": "Xeon 8480+", "cores": 16, "speed": 20000.0}
+HOST = {"cpu": "Xeon 8480+", "cores": 16, "machine": "m1"}
 
 
 def t(sps, n=5, batch=100):
@@ -133,15 +133,9 @@ def test_a_launch_bound_gpu_number_is_host_bound():
 
 def test_host_bound_numbers_are_compared_on_the_same_host_class_only():
     assert gates.why_not_comparable("loader", entry(), HOST, True) == ""
-    other = {"cpu": "AMD EPYC 9654", "cores": 16, "speed": 20000.0}
+    other = {"cpu": "Xeon 8480+", "cores": 16, "machine": "m2"}
     why = gates.why_not_comparable("loader", entry(host=other), HOST, True)
-    assert why == ("not comparable: recorded on AMD EPYC 9654 x 16 cores, 20,000 images/s, "
-                   "this host is Xeon 8480+ x 16 cores, 20,000 images/s")
-    assert gates.why_not_comparable("loader", entry(host={**HOST, "speed": 20900.0}), HOST, True) == ""  # 4.5% apart
-    slower = gates.why_not_comparable("loader", entry(host={**HOST, "speed": 21100.0}), HOST, True)  # 5.2% apart
-    assert slower.startswith("not comparable: recorded on Xeon 8480+ x 16 cores, 21,100 images/s")
-    assert gates.why_not_comparable("loader", entry(host={"cpu": "Xeon 8480+", "cores": 16}), HOST, True).startswith(
-        "not comparable")  # no speed recorded
+    assert why == "not comparable: recorded on Xeon 8480+ x 16 cores, machine m2, this host is Xeon 8480+ x 16 cores, machine m1"
     assert gates.why_not_comparable("gpu", entry(host=other), HOST, False) == ""  # the GPU model's number
 
 
@@ -168,6 +162,9 @@ def test_a_failure_not_confirmed_by_a_second_measurement_passes():
     assert not v.failed and "not confirmed by a second measurement (-0.5%)" in v.describe()
     v.confirmation = gates.compare([951.0] * 5, [1000.0] * 5, 0.97)
     assert v.failed and "confirmed by a second measurement (-4.9%)" in v.describe()
+    # the second measurement confirms by its median: one noisy round does not undo a significant failure
+    v.confirmation = gates.compare([960.0, 961, 962, 1010, 1020], [1000.0] * 5, 0.97)
+    assert not v.confirmation.significant and v.failed
 
 
 def test_a_part_not_compared_says_why():

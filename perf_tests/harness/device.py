@@ -6,7 +6,7 @@ import functools
 import time
 from dataclasses import dataclass
 
-from . import baselines, host, syncs
+from . import baselines, syncs
 
 
 @functools.lru_cache(maxsize=1)
@@ -32,10 +32,6 @@ class Device:
     def clock(self) -> float:
         """Seconds, for timing rounds (each round ends with `synchronize`)."""
         return time.perf_counter()
-
-    def host_speed(self) -> float:
-        """The host's measured speed (host.py), part of its class."""
-        return host.host_speed()
 
     def reset_peak_memory(self) -> None:
         if self.is_gpu:

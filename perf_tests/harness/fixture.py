@@ -258,7 +258,7 @@ class Perf:
         again = self._confirm(result, part)
         second = check(again)
         ratio_again = again.median / other.parts.get(over_part).median
-        if not second.failed:
+        if not second.reproduces:
             result.notes.append(f"{label}: {ratio:.3f}x at first, {ratio_again:.3f}x measured again: not confirmed")
             return
         pytest.fail(

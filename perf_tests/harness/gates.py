@@ -4,7 +4,7 @@
   GPU model's baseline at `tolerance` (3% by default), wherever the baseline was recorded, unless
   the host's launches bind it (then it follows the host like the others).
 - Loader and pipeline numbers follow the host's CPUs: they are compared only with a baseline
-  recorded on the same host class (host.py: CPU model, cores, measured speed), at `host_tolerance`
+  recorded on the same host (host.py says why not merely the same CPU model), at `host_tolerance`
   (10% by default).
   Otherwise the verdict says "not comparable: recorded on ..." and neither passes nor fails.
 """
@@ -34,7 +34,7 @@ class Verdict:
     @property
     def failed(self) -> bool:
         first = self.comparison is not None and self.comparison.failed
-        return first and (self.confirmation is None or self.confirmation.failed)
+        return first and (self.confirmation is None or self.confirmation.reproduces)
 
     @property
     def change_pct(self) -> float | None:

@@ -52,7 +52,6 @@ class PerfSession:
         self.save_error: str | None = None
         self.report_error: str | None = None
         if self.device.is_gpu and not self.settings.smoke:
-            self.device.env["host"] = {**self.device.env["host"], "speed": self.device.host_speed()}
             gpu = self.device.env["gpu"]
             path = self.settings.baseline_dir / f"{baselines.gpu_slug(gpu)}.json"
             try:

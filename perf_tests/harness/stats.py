@@ -12,6 +12,9 @@ one-sided and given a factor:
   below `factor` times the interval of `ref`'s median (a single number is its own interval).
 
 A shortfall that is not significant is "inconclusive": it does not fail, and the report says so.
+A significant shortfall is then measured once more (by the caller): it stands if the second
+measurement's median ratio is below the factor too (`Comparison.reproduces`); significance was
+shown once, the second measurement shows it was not a passing disturbance.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ class Comparison:
     @property
     def failed(self) -> bool:
         return self.ratio < self.factor and self.significant
+
+    @property
+    def reproduces(self) -> bool:
+        """As a confirmation of an earlier failure: the shortfall is there again."""
+        return self.ratio < self.factor
 
     @property
     def inconclusive(self) -> bool:
