@@ -4,18 +4,18 @@ The class is the CPU's name, family, model and stepping, and its cores. Measured
 of this project's cloud, all of one class ("Intel(R) Xeon(R) Processor", family 6 model 207, 16
 cores), loader and pipeline numbers moved by +12% to +41% from one machine to another, and by up to
 10% between sessions on one machine; so host-bound numbers are compared only with a baseline
-recorded on the same machine (its DMI product UUID, else /etc/machine-id, else its host name): the
-nightly runner's own numbers. Elsewhere they are reported as "not comparable".
+recorded on the same machine (its DMI product UUID, else /etc/machine-id, else the kernel's boot id:
+the lent GPU machines have neither of the first two and are all named "vm"): the nightly runner's own
+numbers. Elsewhere they are reported as "not comparable".
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import socket
 from pathlib import Path
 
-_MACHINE_ID_FILES = ("/sys/class/dmi/id/product_uuid", "/etc/machine-id")
+_MACHINE_ID_FILES = ("/sys/class/dmi/id/product_uuid", "/etc/machine-id", "/proc/sys/kernel/random/boot_id")
 
 
 def cpu_count() -> int:
@@ -31,7 +31,7 @@ def machine_id() -> str:
             continue
         if value:
             return value
-    return socket.gethostname()
+    return platform.node()
 
 
 def host_class() -> dict:
