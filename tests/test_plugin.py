@@ -6,11 +6,12 @@ trace recorded on an H200, so every message the suite prints is exercised here.
 
 import json
 import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from perf_tests.harness import device
+from perf_tests.harness import baselines, device
 from perf_tests.harness.syncs import count_syncs, load_trace
 
 pytest_plugins = ["pytester"]
@@ -224,7 +225,8 @@ def test_raised_baseline_fails_showing_both_numbers(suite):
         "*gpu: 10,000.0 samples/s against a baseline of 13,000.0 (-23.1%; allowed -3%, median intervals); "
         "measured again: -23.1%",
         "*this run's rounds: 10,000, 10,000, 10,000; baseline's: 13,000, 13,000, 13,000",
-        "*baseline: *nvidia-h200.json, recorded 2026-11-22 with torch 2.11.0+cu130 on Intel(R) Xeon(R) Platinum 8480+ x 16 cores, machine 4c4c4544",
+        "*baseline: *nvidia-h200.json, recorded 2026-11-22 with torch 2.11.0+cu130 on "
+        "Intel(R) Xeon(R) Platinum 8480+ x 16 cores, machine 4c4c4544",
         "*parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU",
     ])
 
@@ -333,7 +335,12 @@ def test_report_is_written_as_markdown_and_json(suite):
 def test_a_report_without_measurements_says_so(suite):
     suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
     result = suite.run("--perf-report=out/perf")
-    result.stdout.fnmatch_lines(["*perf report written to *out/perf.md, *out/perf.json (no test was measured*"])
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*perf report written to *out/perf.md, *out/perf.json (no test was measured: no CUDA GPU "
+                                 "and no --perf-smoke, or nothing selected)"])
+    assert json.loads((suite.path / "out" / "perf.json").read_text())["tests"] == []
+    assert "| test | pipeline |" in (suite.path / "out" / "perf.md").read_text()
+    clean(result)
 
 
 def test_a_report_path_under_a_file_is_a_clear_error(suite):
@@ -352,3 +359,173 @@ def test_comparing_with_a_run_from_another_gpu_warns_and_fails_in_strict_mode(su
     warned.stdout.fnmatch_lines(["*COMPARING ACROSS GPU MODELS*"])
     strict = suite.run("--benchmark-compare", "--perf-strict")
     assert strict.ret == pytest.ExitCode.USAGE_ERROR
+
+
+# --- bad inputs: each ends in one clear line, never a traceback, and loses nothing recorded -------
+
+
+def clean(result) -> str:
+    """The output, asserted free of tracebacks and internal errors."""
+    out = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    return out
+
+
+@pytest.mark.parametrize("given, message", [
+    ("traces", "--perf-trace-dir traces is a file; give a folder"),
+    ("traces/failed", "--perf-trace-dir traces/failed: traces is a file; give a folder"),
+])
+def test_a_trace_dir_that_is_a_file_is_a_usage_error(suite, given, message):
+    suite.gpu(FakeGPU(case="item"))  # a test that fails, so that its trace would be kept
+    (suite.path / "traces").write_text("a file")
+    result = suite.run(f"--perf-trace-dir={given}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+    assert (suite.path / "traces").read_text() == "a file"
+    clean(result)
+
+
+def test_a_trace_that_cannot_be_kept_says_where_it_still_is(suite, tmp_path):
+    suite.gpu(FakeGPU(case="item"))
+    (tmp_path / "test_copy.py_test_copy.json.gz").mkdir()  # a write error after the start
+    result = suite.run(f"--perf-trace-dir={tmp_path}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected 0 (a new sync appeared)*",
+                                 "*| FAILED; trace not kept (*Is a directory*); it is still at *test_copy.py_test_copy.json |"])
+    clean(result)
+
+
+@pytest.mark.parametrize("update", [[], ["--perf-update-baselines"]])
+def test_a_baseline_dir_that_is_a_file_is_a_usage_error(suite, update):
+    (suite.path / "bl").write_text("a file")
+    result = suite.run("--perf-baseline-dir=bl", *update)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--perf-baseline-dir {suite.path / 'bl'} is a file; give a folder*"])
+    assert (suite.path / "bl").read_text() == "a file"
+    clean(result)
+
+
+def test_update_in_smoke_mode_says_nothing_was_recorded(suite):
+    result = suite.run("--perf-update-baselines", "--perf-smoke")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU "
+                                 "outside --perf-smoke*"])
+    assert not suite.baseline.parent.exists()
+    clean(result)
+
+
+def test_benchmark_only_runs_the_perf_tests(suite):
+    result = suite.run("--benchmark-only")
+    result.assert_outcomes(passed=1, warnings=1)  # the missing baseline's
+    clean(result)
+
+
+@pytest.mark.parametrize("option", ["--benchmark-skip", "--benchmark-disable"])
+def test_benchmark_off_is_refused_in_strict_mode(suite, option):
+    result = suite.run(option, "--perf-strict")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--perf-strict refuses {option}: *Drop the option, or drop --perf-strict.*"])
+    clean(result)
+
+
+def test_benchmark_off_is_a_usage_error_where_warnings_are_errors(suite):
+    result = suite.run("--benchmark-skip", "-W", "error")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --benchmark-skip: pytest-benchmark then skips every perf scenario, so throughput goes "
+                                 "unchecked. Drop the option."])
+    clean(result)
+
+
+def test_benchmark_skip_warns_and_skips(suite):
+    result = suite.run("--benchmark-skip")
+    result.assert_outcomes(skipped=1, warnings=1)
+    result.stdout.fnmatch_lines(["*PerfWarning: --benchmark-skip: pytest-benchmark then skips every perf scenario, "
+                                 "so throughput goes unchecked"])
+    clean(result)
+
+
+def test_benchmark_disable_warns_and_still_measures_every_round(suite):
+    result = suite.run("--benchmark-disable", "--perf-report=out/perf")
+    result.assert_outcomes(passed=1, warnings=2)  # --benchmark-disable's and the missing baseline's
+    result.stdout.fnmatch_lines(["*PerfWarning: --benchmark-disable: pytest-benchmark then keeps no benchmark record*"
+                                 "; the perf checks still run"])
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert row["parts"]["pipeline"]["rounds"] == [5000.0] * 3  # every round, timed by the harness
+    assert "Benchmark fixture was not used" not in clean(result)
+
+
+def test_benchmark_json_holds_every_part(suite):
+    result = suite.run("--benchmark-json=bench.json")
+    result.assert_outcomes(passed=1, warnings=1)
+    [bench] = json.loads((suite.path / "bench.json").read_text())["benchmarks"]
+    assert bench["fullname"] == "test_copy.py::test_copy"
+    assert bench["extra_info"]["parts"]["gpu"]["rounds"] == [10000.0] * 3
+    assert bench["stats"]["rounds"] == 3
+    clean(result)
+
+
+MARK = "@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)\n"
+HEAD, TEST = TEST_FILE.split(MARK)
+CLASS_TEST = textwrap.indent("@pytest.mark.perf(steps=3)\n" + TEST.replace("(perf,", "(self, perf,"), "    ")
+MARKED = {  # module rounds=2 (or class over module), function steps=3
+    "module": HEAD + "pytestmark = pytest.mark.perf(rounds=2, warmup=1, round_s=0)\n\n@pytest.mark.perf(steps=3)\n" + TEST,
+    "class": HEAD + "pytestmark = pytest.mark.perf(rounds=4, warmup=1)\n\n"
+    "@pytest.mark.perf(rounds=2, round_s=0)\nclass TestCopy:\n" + CLASS_TEST,
+}
+
+
+@pytest.mark.parametrize("layout", ["module", "class"])
+def test_markers_merge_per_field_closest_first(suite, pytester, layout):
+    pytester.makepyfile(test_copy=MARKED[layout])
+    suite.gpu(gpu := FakeGPU())
+    result = suite.run("--perf-report=out/perf")
+    result.assert_outcomes(passed=1, warnings=1)  # the missing baseline's
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 2, "gpu": 2, "loader": 2}
+    assert gpu.steps["loader"] == 2 * 3  # the loader has no warm-up here: 2 rounds of 3 steps
+    clean(result)
+
+
+@pytest.mark.parametrize("mark, message", [
+    ("perf(3)", "test_copy.py::test_copy: @pytest.mark.perf(3) takes settings by name only, e.g. perf(rounds=3)"),
+    ("perf(round=3)", "test_copy.py::test_copy: @pytest.mark.perf got unknown settings ['round']; known: ['ci_pct', "),
+    ("perf(rounds=0)", "test_copy.py::test_copy: @pytest.mark.perf(rounds=0): expected a whole number of at least 1, got 0"),
+])
+def test_a_bad_marker_is_a_usage_error_naming_the_test(suite, pytester, mark, message):
+    pytester.makepyfile(test_copy=TEST_FILE.replace(MARK, f"@pytest.mark.{mark}\n"))
+    result = suite.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: {message}" in result.stderr.str()
+    assert "no tests ran" in clean(result)
+
+
+def test_a_single_round_records_no_spread(suite, pytester):
+    pytester.makepyfile(test_copy=TEST_FILE.replace("rounds=3, ", ""))
+    result = suite.run("--perf-rounds=1", "--perf-update-baselines", "--perf-report=out/perf")
+    result.assert_outcomes(passed=1)
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    for parts in (suite.entry()["parts"], row["parts"]):
+        assert {p: (v["rounds"], v["spread_pct"]) for p, v in parts.items()} == {
+            "pipeline": ([5000.0], None), "gpu": ([10000.0], None), "loader": ([20000.0], None)}
+    assert "| 0.00 | 1.50 GB |" in (suite.path / "out" / "perf.md").read_text()  # the spread column: "-"
+    clean(result)
+    again = suite.run("--perf-rounds=1")  # the file with null spreads reads back, and checks
+    again.assert_outcomes(passed=1)
+    assert "gpu +0.0%" in clean(again)
+
+
+def test_a_failing_baseline_write_fails_the_session_and_keeps_the_file(suite, monkeypatch):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    recorded = suite.baseline.read_text()
+
+    def save(self, updates):
+        raise PermissionError(13, "Permission denied", str(self.path))
+
+    monkeypatch.setattr(baselines.BaselineFile, "save", save)  # as root, chmod would not stop the write
+    result = suite.run("--perf-update-baselines")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"baselines NOT recorded into {suite.baseline}: [[]Errno 13] Permission denied: *"])
+    out = clean(result)
+    assert "recorded 1 baseline(s)" not in out
+    assert suite.baseline.read_text() == recorded

@@ -24,7 +24,7 @@ from . import gates, settings
 from .parts import Parts, Windows
 from .stats import compare
 from .syncs import SyncCount
-from .timing import Throughput
+from .timing import Throughput, plain_rounds
 
 
 class PerfWarning(UserWarning):
@@ -78,8 +78,8 @@ class Perf:
         self.test_id = request.node.nodeid
         try:
             self.measure_settings = settings.for_marker(session.settings.measure, request.node.iter_markers("perf"), self.test_id)
-        except ValueError as e:
-            raise pytest.UsageError(str(e)) from None
+        except ValueError as e:  # a marker applied after collection, which checks the others
+            pytest.fail(str(e), pytrace=False)
 
     @property
     def device(self) -> str:
@@ -101,6 +101,8 @@ class Perf:
 
     def _pedantic(self, fn, setup, rounds):
         self._benchmark.pedantic(fn, setup=setup, rounds=rounds, iterations=1, warmup_rounds=0)
+        if getattr(self._benchmark, "disabled", False):  # --benchmark-disable: pedantic ran one round, the rest run here
+            plain_rounds(fn, setup, rounds - 1)
 
     def measure(self, workload, parts: tuple[str, ...] | None = None) -> Result:
         """Time the workload's parts (all it has, or `parts`), then count its syncs in a profiled window."""
@@ -109,7 +111,6 @@ class Perf:
         # the GPU-side window first: the loader's workers do not exist yet to compete for the CPU
         wanted = tuple(p for p in ("gpu", "pipeline", "loader") if p in (parts or windows.available()))
         timed_by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
-        runner = None if getattr(self._benchmark, "disabled", False) else self._pedantic
         dev.reset_peak_memory()
         measured, loader_from = {}, None
         key = getattr(workload, "loader_key", None)
@@ -117,7 +118,7 @@ class Perf:
             if part == "loader" and key is not None and key in session.loaders:
                 measured[part], loader_from = session.loaders[key]
                 continue
-            measured[part] = windows.time(part, runner if part == timed_by_benchmark else None)
+            measured[part] = windows.time(part, self._pedantic if part == timed_by_benchmark else None)
             if part == "loader" and key is not None:
                 session.loaders[key] = (measured[part], self.test_id)
         # a loader-only measurement (the worker sweep): what it delivers is its pipeline
@@ -212,7 +213,8 @@ class Perf:
             return None
         return result.parts.get(part).median / other.parts.get(part).median
 
-    def assert_gain(self, result: Result, over: str, at_least: float, part: str = "pipeline", over_part: str | None = None) -> None:
+    def assert_gain(self, result: Result, over: str, at_least: float, part: str = "pipeline",
+                    over_part: str | None = None) -> None:
         """`part` of this result is at least `at_least` times `over_part` (default: the same part) of test
         `over`, measured in this run (Mann-Whitney U on the rounds; a failure is measured once more before
         it fails)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import shutil
-import warnings
 
 import pytest
 
@@ -20,6 +19,11 @@ from .fixture import Perf, PerfWarning, Result
 SESSION = pytest.StashKey["PerfSession"]()
 CROSS_GPU = pytest.StashKey[str]()  # why --benchmark-compare compares across GPU models, if it does
 __all__ = ["Perf", "PerfWarning", "Result", "PerfSession"]
+BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
+    "--benchmark-skip": "pytest-benchmark then skips every perf scenario, so throughput goes unchecked",
+    "--benchmark-disable": "pytest-benchmark then keeps no benchmark record (no table, nothing to --benchmark-json, "
+                           "--benchmark-save or --benchmark-compare); the perf checks still run",
+}
 
 
 class PerfSession:
@@ -78,14 +82,27 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     session = config.stash[SESSION] = PerfSession(config)
-    benchmark_off = [o for o, name in (("--benchmark-skip", "benchmark_skip"), ("--benchmark-disable", "benchmark_disable"))
-                     if config.getoption(name, default=False)]
+    benchmark_off = [f"{o}: {why}" for o, why in BENCHMARK_OFF.items()
+                     if config.getoption(o[2:].replace("-", "_"), default=False)]
     if benchmark_off:
-        why = (f"{' and '.join(benchmark_off)}: pytest-benchmark then skips the perf scenarios or times a single "
-               "round, so throughput would go unchecked")
+        why = "; ".join(benchmark_off)
         if session.settings.strict:
             raise pytest.UsageError(f"--perf-strict refuses {why}. Drop the option, or drop --perf-strict.")
-        warnings.warn(PerfWarning(why), stacklevel=1)
+        try:
+            config.issue_config_time_warning(PerfWarning(why), stacklevel=2)  # into pytest's warnings summary
+        except PerfWarning:  # -W error (or filterwarnings) made it an error
+            raise pytest.UsageError(f"{why}. Drop the option.") from None
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m deselected what they do
+def pytest_collection_modifyitems(config, items):
+    """A bad `@pytest.mark.perf(...)` is a usage error naming the test, before any test runs."""
+    measure = config.stash[SESSION].settings.measure
+    for item in items:
+        try:
+            settings.for_marker(measure, item.iter_markers("perf"), item.nodeid)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ Precedence for the per-test numbers: `@pytest.mark.perf(...)` > command line > i
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -138,16 +137,28 @@ class SessionSettings:
         baseline_dir = opt("--perf-baseline-dir") or Path(config.getini("perf_baseline_dir"))
         if not baseline_dir.is_absolute():
             baseline_dir = Path(config.rootpath) / baseline_dir
+        given = "--perf-baseline-dir" if opt("--perf-baseline-dir") else "ini option perf_baseline_dir:"
         return cls(
             strict=config.getini("perf_strict") if strict is None else strict,
             update_baselines=opt("--perf-update-baselines"),
-            baseline_dir=baseline_dir,
+            baseline_dir=_folder(baseline_dir, given),
             report=opt("--perf-report"),
-            trace_dir=opt("--perf-trace-dir"),
+            trace_dir=opt("--perf-trace-dir") and _folder(opt("--perf-trace-dir"), "--perf-trace-dir"),
             smoke=opt("--perf-smoke"),
             workers=opt("--perf-workers") or default_workers(),
             measure=_measure_from(config),
         )
+
+
+def _folder(path: Path, option: str) -> Path:
+    """A folder option, refused at start (not after the tests) where it, or a folder it would be made in, is a file."""
+    import pytest
+
+    existing = next(p for p in (path, *path.parents) if p.exists())  # "." or "/" at the latest
+    if not existing.is_dir():
+        where = "" if existing == path else f": {existing}"
+        raise pytest.UsageError(f"{option} {path}{where} is a file; give a folder")
+    return path
 
 
 def _measure_from(config) -> Measure:
@@ -174,7 +185,8 @@ def for_marker(measure: Measure, markers, test_id: str) -> Measure:
     merged: dict = {}
     for mark in markers:
         if mark.args:
-            raise ValueError(f"{test_id}: @pytest.mark.perf{mark.args!r} takes settings by name only, e.g. perf(rounds=3)")
+            given = ", ".join(map(repr, mark.args))
+            raise ValueError(f"{test_id}: @pytest.mark.perf({given}) takes settings by name only, e.g. perf(rounds=3)")
         for name, value in mark.kwargs.items():
             merged.setdefault(name, value)
     unknown = set(merged) - set(MEASURE_TYPES)
