@@ -103,12 +103,13 @@ class BaselineFile:
         if not path.exists():
             return cls(path, gpu, {})
         if path.is_dir():
-            raise BaselineError(f"{path}: is a folder, expected a baseline file; move it away or pass another --perf-baseline-dir")
+            raise BaselineError(f"{path}: is a folder, expected a baseline file; move it or give another --perf-baseline-dir")
         try:
             data = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise BaselineError(f"{path}: not valid JSON ({e}). Restore it from git (git checkout -- {path}) or {RERECORD}") from e
-        problem = _validate(data, gpu)
+            problem = f"not valid JSON ({e})"
+        else:
+            problem = _validate(data, gpu)
         if problem:
             raise BaselineError(f"{path}: {problem}. Restore it from git (git checkout -- {path}) or {RERECORD}")
         old = data["schema"] == 1

@@ -88,8 +88,9 @@ class Windows:
         m = self.measure
         kwargs = {"runner": runner} if runner is not None else {}
         return measure_throughput(
-            step, self.device.synchronize, clock=self.device.clock, batch_size=self.workload.batch_size, warmup=warmup, rounds=m.rounds, steps=m.steps,
-            cycle=1 if self.smoke else getattr(self.workload, cycle_attr, 1), round_s=m.round_s, max_rounds=m.max_rounds, ci_pct=m.ci_pct, **kwargs,
+            step, self.device.synchronize, clock=self.device.clock, batch_size=self.workload.batch_size, warmup=warmup,
+            rounds=m.rounds, steps=m.steps, cycle=1 if self.smoke else getattr(self.workload, cycle_attr, 1),
+            round_s=m.round_s, max_rounds=m.max_rounds, ci_pct=m.ci_pct, **kwargs,
         )
 
     def available(self) -> tuple[str, ...]:

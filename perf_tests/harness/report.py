@@ -103,7 +103,8 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
         "efficiency = pipeline / slowest part; spread = between rounds, per part\n\n"
     )
     lines = [
-        "| test | pipeline | GPU-side | loader | bottleneck | efficiency | vs baseline | spread | syncs/step | peak mem | notes |",
+        "| test | pipeline | GPU-side | loader | bottleneck | efficiency | vs baseline | spread | syncs/step | peak mem "
+        "| notes |",
         "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|",
     ]
     for row in rows(results):
