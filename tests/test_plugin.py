@@ -529,3 +529,20 @@ def test_a_failing_baseline_write_fails_the_session_and_keeps_the_file(suite, mo
     out = clean(result)
     assert "recorded 1 baseline(s)" not in out
     assert suite.baseline.read_text() == recorded
+
+
+@pytest.mark.parametrize("args, what", [
+    ((), "on a GPU"),
+    (("--perf-smoke", "--perf-report=out/perf"), "with --perf-report"),
+])
+def test_xdist_is_refused_where_it_would_measure_or_write(suite, args, what):
+    pytest.importorskip("xdist")
+    result = suite.run("-n", "2", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*-n 2 (pytest-xdist) {what}: the perf scenarios measure one GPU from one process*"])
+
+
+def test_xdist_runs_smoke_scenarios_without_files(suite):
+    pytest.importorskip("xdist")
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    suite.run("-n", "2", "--perf-smoke").assert_outcomes(passed=1)

@@ -82,6 +82,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     session = config.stash[SESSION] = PerfSession(config)
+    _refuse_xdist(config, session)
     benchmark_off = [f"{o}: {why}" for o, why in BENCHMARK_OFF.items()
                      if config.getoption(o[2:].replace("-", "_"), default=False)]
     if benchmark_off:
@@ -92,6 +93,23 @@ def pytest_configure(config):
             config.issue_config_time_warning(PerfWarning(why), stacklevel=2)  # into pytest's warnings summary
         except PerfWarning:  # -W error (or filterwarnings) made it an error
             raise pytest.UsageError(f"{why}. Drop the option.") from None
+
+
+def _refuse_xdist(config, session) -> None:
+    """pytest-xdist's -n: refused where it would measure or write: one GPU is measured from one process,
+    a ladder step is compared with its predecessor measured in the same process, and the report and
+    baseline files have one writer. Smoke runs that write no file may use it."""
+    workers = config.getoption("numprocesses", default=None)
+    s = session.settings
+    if not workers or hasattr(config, "workerinput"):
+        return
+    writes = [o for o, on in (("--perf-report", s.report), ("--perf-update-baselines", s.update_baselines)) if on]
+    if (session.device.is_gpu and not s.smoke) or writes:
+        what = f"with {' and '.join(writes)}" if writes else "on a GPU"
+        raise pytest.UsageError(
+            f"-n {workers} (pytest-xdist) {what}: the perf scenarios measure one GPU from one process, compare a "
+            "ladder step with its predecessor measured in the same process, and write one report and one baseline "
+            "file. Run them without -n (a --perf-smoke run without --perf-report may use it).")
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected what they do
