@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .host import host_class
+from .parts import PARTS
 
 SCHEMA = 2
-PARTS = ("pipeline", "gpu", "loader")
 RERECORD = "re-record it on this GPU with: pytest perf_tests --perf-update-baselines"
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from . import gates, settings
-from .parts import Parts, Windows
+from .parts import PARTS, Parts, Windows
 from .stats import compare
 from .syncs import SyncCount
 from .timing import Throughput, plain_rounds
@@ -49,17 +49,13 @@ class Result:
     extra: dict = field(default_factory=dict)  # columns a test adds to its report row
 
     @property
-    def throughput(self) -> Throughput:
-        return self.parts.pipeline
-
-    @property
     def samples_per_s(self) -> float:
         return self.parts.pipeline.median
 
     def baseline_entry(self, env: dict) -> dict:
         p = self.parts
         return {
-            "parts": {name: _part_entry(t) for name in ("pipeline", "gpu", "loader") if (t := p.get(name)) is not None},
+            "parts": {name: _part_entry(t) for name in PARTS if (t := p.get(name)) is not None},
             "bottleneck": p.bottleneck,
             "efficiency": None if p.efficiency is None else round(p.efficiency, 3),
             "gpu_busy_pct": None if p.gpu_busy_pct is None else round(p.gpu_busy_pct, 1),
@@ -109,7 +105,7 @@ class Perf:
         session, dev = self._session, self._session.device
         windows = self._windows = Windows(workload, self.measure_settings, dev, self.smoke)
         # the GPU-side window first: the loader's workers do not exist yet to compete for the CPU
-        wanted = tuple(p for p in ("gpu", "pipeline", "loader") if p in (parts or windows.available()))
+        wanted = tuple(p for p in ("gpu", "pipeline", "loader") if p in (parts or windows.available()))  # this order
         timed_by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
         dev.reset_peak_memory()
         measured, loader_from = {}, None

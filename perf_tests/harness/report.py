@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .parts import PARTS
+
 
 def _fmt(value, spec: str, empty: str = "-") -> str:
     return empty if value is None else format(value, spec)
@@ -40,7 +42,7 @@ def rows(results) -> list[dict]:
         out.append({
             "test": r.test_id,
             "samples_per_s": round(r.samples_per_s, 1),
-            "parts": {name: _part(p.get(name)) for name in ("pipeline", "gpu", "loader")},
+            "parts": {name: _part(p.get(name)) for name in PARTS},
             "loader_measured_in": p.loader_from,
             "bottleneck": p.bottleneck,
             "efficiency": None if p.efficiency is None else round(p.efficiency, 3),
