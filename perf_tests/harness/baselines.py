@@ -85,9 +85,12 @@ def _driver_version() -> str | None:
         except pynvml.NVMLError:
             pass
     try:
-        return Path("/proc/driver/nvidia/version").read_text().split("Kernel Module")[1].split()[0]
-    except (OSError, IndexError):
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
         return None
+    # "... x86_64 Kernel Module  580.159.04  ..." or "... Open Kernel Module for x86_64  575.57.08  ..."
+    found = re.search(r"Kernel Module.*?\s(\d+\.\d+(?:\.\d+)*)\s", text)
+    return found.group(1) if found else None
 
 
 @dataclass

@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import functools
 import gzip
+import importlib.util
 import io
 import json
 import os
@@ -296,8 +298,25 @@ def _is_library(filename: str) -> bool:
     f = filename.replace("\\", "/")
     if "site-packages/" in f or "dist-packages/" in f or f.startswith("<"):
         return True
-    real = os.path.realpath(filename) if os.path.isabs(filename) else filename
+    if not os.path.isabs(filename):
+        # the profiler names a frame relative to its sys.path entry: "torch/amp/grad_scaler.py"
+        return "/" in f and _installed_package(f.split("/", 1)[0])
+    real = os.path.realpath(filename)
     return real.startswith(_LIBRARY_ROOTS) or real.startswith(_HARNESS_DIR)
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_package(name: str) -> bool:
+    """A top-level package that this Python finds among its libraries (not the project's own)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    where = spec and (spec.origin or next(iter(spec.submodule_search_locations or ()), None))
+    if not where or where in ("built-in", "frozen"):
+        return bool(where)
+    real = os.path.realpath(where).replace("\\", "/")
+    return "site-packages/" in real or "dist-packages/" in real or real.startswith(_LIBRARY_ROOTS)
 
 
 def _short(where: str) -> str:
