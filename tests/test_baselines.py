@@ -2,10 +2,13 @@ import datetime
 import json
 import os
 import stat
+import sys
+import types
+from pathlib import Path
 
 import pytest
 
-from perf_tests.harness.baselines import SCHEMA, BaselineError, BaselineFile, gpu_slug
+from perf_tests.harness.baselines import RERECORD, SCHEMA, BaselineError, BaselineFile, gpu_slug
 
 HOST = {"cpu": "Intel(R) Xeon(R) Platinum 8480+", "cores": 16}
 ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11", "torchvision": "0.26",
@@ -28,7 +31,7 @@ def write(path, tests, schema=SCHEMA, gpu="NVIDIA H200"):
 def test_gpu_slug():
     assert gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
     assert gpu_slug("NVIDIA H200") == "nvidia-h200"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^cannot make a file name of the GPU name '\+\+\+'$"):
         gpu_slug("+++")
 
 
@@ -117,9 +120,11 @@ def bad_entry(**changes):
          "'samples_per_s' is 'fast', expected a number"),
         (json.dumps({"schema": SCHEMA, "gpu": "NVIDIA H200", "tests": {"t": bad_entry(samples_per_s=0)}}),
          "'samples_per_s' is 0, expected a positive number"),
-        ('{"schema": 2, "gpu": "NVIDIA H200", "tests": {"t": {"parts": {"pipeline": {"samples_per_s": NaN}}, "env": {"gpu": "x"}}}}',
+        ('{"schema": 2, "gpu": "NVIDIA H200", '
+         '"tests": {"t": {"parts": {"pipeline": {"samples_per_s": NaN}}, "env": {"gpu": "x"}}}}',
          "'samples_per_s' is nan, expected a finite number"),
-        ('{"schema": 2, "gpu": "NVIDIA H200", "tests": {"t": {"parts": {"gpu": {"samples_per_s": Infinity}}, "env": {"gpu": "x"}}}}',
+        ('{"schema": 2, "gpu": "NVIDIA H200", '
+         '"tests": {"t": {"parts": {"gpu": {"samples_per_s": Infinity}}, "env": {"gpu": "x"}}}}',
          "'samples_per_s' is inf, expected a finite number"),
         (json.dumps({"schema": SCHEMA, "gpu": "NVIDIA H200", "tests": {"t": bad_entry(spread_pct=-1.0)}}),
          "'spread_pct' is -1.0, expected a non-negative number"),
@@ -166,3 +171,205 @@ def test_a_folder_in_place_of_the_file_is_a_clear_error(tmp_path):
     (tmp_path / "nvidia-h200.json").mkdir()
     with pytest.raises(BaselineError, match="is a folder"):
         BaselineFile.load_for_update(tmp_path / "nvidia-h200.json", "NVIDIA H200")
+
+
+# --- messages in full, and what validation accepts -----------------------------------------------------
+
+
+def full_problem(tmp_path, content) -> str:
+    """The message of a corrupt file, with the file's name and the fix around it cut off."""
+    path = tmp_path / "nvidia-h200.json"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    with pytest.raises(BaselineError) as e:
+        BaselineFile.load(path, "NVIDIA H200")
+    head, tail = f"{path}: ", f". Restore it from git (git checkout -- {path}) or {RERECORD}"
+    message = str(e.value)
+    assert message.startswith(head) and message.endswith(tail), message
+    return message[len(head):-len(tail)]
+
+
+def doc(tests, schema=SCHEMA):
+    return {"schema": schema, "gpu": "NVIDIA H200", "tests": tests}
+
+
+@pytest.mark.parametrize("content, problem", [
+    ([], "the top level is not an object"),
+    (doc([]), "'tests' is not an object"),
+    (doc({"t": []}), "entry 't' is not an object"),
+    (doc({"t": {**entry(), "peak_mem_gb": -1}}), "entry 't': 'peak_mem_gb' is -1, expected a non-negative number"),
+    (doc({"t": {**entry(), "parts": {}}}),
+     "entry 't': 'parts' is {}, expected an object with some of ('pipeline', 'gpu', 'loader')"),
+    (doc({"t": {**entry(), "parts": {"gpu": 5}}}), "entry 't': part 'gpu' is not an object"),
+    (doc({"t": bad_entry(spread_pct=-1.0)}), "entry 't': part 'pipeline': 'spread_pct' is -1.0, expected a non-negative number"),
+    (doc({"t": bad_entry(samples_per_s=None)}), "entry 't': part 'pipeline': 'samples_per_s' is None, expected a number"),
+    (doc({"t": bad_entry(samples_per_s=True)}), "entry 't': part 'pipeline': 'samples_per_s' is True, expected a number"),
+    (doc({"t": bad_entry(rounds=[])}), "entry 't': part 'pipeline': 'rounds' is [], expected a list of samples/s"),
+    (doc({"t": bad_entry(rounds="1, 2")}), "entry 't': part 'pipeline': 'rounds' is '1, 2', expected a list of samples/s"),
+    (doc({"t": bad_entry(rounds=[1000.0, None])}), "entry 't': part 'pipeline': 'rounds[1]' is None, expected a number"),
+    (doc({"t": bad_entry(rounds=[1000.0, 0])}), "entry 't': part 'pipeline': 'rounds[1]' is 0, expected a positive number"),
+    (doc({"t": {"samples_per_s": -5.0, "spread_pct": 1.0, "env": ENV}}, schema=1),
+     "entry 't': part 'pipeline': 'samples_per_s' is -5.0, expected a positive number"),
+    (doc({"t": {"spread_pct": 1.0, "env": ENV}}, schema=1),
+     "entry 't': part 'pipeline': 'samples_per_s' is None, expected a number"),
+])
+def test_corrupt_file_messages_in_full(tmp_path, content, problem):
+    assert full_problem(tmp_path, content) == problem
+
+
+def test_a_part_of_one_round_has_no_spread_and_loads(tmp_path):
+    """A test recorded with rounds=1 has no spread (None): that is a valid part."""
+    path = tmp_path / "nvidia-h200.json"
+    write(path, {"t": {**entry(), "parts": {"pipeline": {"samples_per_s": 700.0, "spread_pct": None, "rounds": [700.0]}},
+                       "syncs_per_step": None, "peak_mem_gb": None}})
+    assert BaselineFile.load(path, "NVIDIA H200").get("t")["parts"]["pipeline"]["spread_pct"] is None
+
+
+def test_a_schema_1_entry_converts_to_exactly_a_pipeline_part(tmp_path):
+    path = tmp_path / "nvidia-h200.json"
+    old_env = {"gpu": "NVIDIA H200", "torch": "2.4"}
+    write(path, {"t": {"samples_per_s": 700.0, "spread_pct": 3.0, "syncs_per_step": 2.0, "peak_mem_gb": 0.9, "env": old_env}},
+          schema=1)
+    assert BaselineFile.load(path, "NVIDIA H200").get("t") == {
+        "parts": {"pipeline": {"samples_per_s": 700.0, "spread_pct": 3.0, "rounds": None}},
+        "syncs_per_step": 2.0, "peak_mem_gb": 0.9, "env": {"gpu": "NVIDIA H200", "torch": "2.4", "host": None}}
+
+
+# --- saving: where, how it is laid out, what the object holds afterwards ---------------------------------
+
+
+def test_save_creates_missing_folders(tmp_path):
+    path = tmp_path / "a" / "b" / "nvidia-h200.json"
+    BaselineFile(path, "NVIDIA H200", {}).save({"t": entry()})
+    assert set(BaselineFile.load(path, "NVIDIA H200").tests) == {"t"}
+
+
+def test_save_updates_the_object_to_what_was_written(tmp_path):
+    path = tmp_path / "nvidia-h200.json"
+    write(path, {"other": entry(5.0)})
+    bf = BaselineFile(path, "NVIDIA H200", {})  # stale: it does not know of "other"
+    bf.save({"mine": entry(1.0)})
+    assert list(bf.tests) == ["mine", "other"]  # sorted, as in the file
+    assert bf.get("other")["parts"]["pipeline"]["samples_per_s"] == 5.0
+
+
+def test_save_writes_beside_the_file_then_renames(tmp_path, monkeypatch):
+    """The temporary file lies in the same folder, named after the baseline file: a rename within one
+    file system is atomic, and a crash leaves a file whose name says what it was."""
+    path = tmp_path / "nvidia-h200.json"
+    renamed = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (renamed.append((Path(src), Path(dst))), real_replace(src, dst)))
+    BaselineFile(path, "NVIDIA H200", {}).save({"t": entry()})
+    [(src, dst)] = renamed
+    assert dst == path and src.parent == tmp_path
+    assert src.name.startswith("nvidia-h200.json") and src.name.endswith(".tmp")
+
+
+def test_saved_file_is_indented_by_one_space_and_ends_with_a_newline(tmp_path):
+    """Committed files: one value a line (a re-recorded round is a one-line diff), a final newline."""
+    path = tmp_path / "nvidia-h200.json"
+    BaselineFile(path, "NVIDIA H200", {}).save({"t": entry()})
+    text = path.read_text()
+    assert text.startswith('{\n "schema": 2,\n "gpu": "NVIDIA H200",\n "tests": {\n  "t": {\n')
+    assert text.endswith("}\n") and not text.endswith("\n\n")
+
+
+# --- the environment recorded with a measurement ------------------------------------------------------------
+
+
+def test_environment_on_a_machine_without_cuda(monkeypatch):
+    import torch
+    import torchvision
+
+    from perf_tests.harness import baselines, host
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setitem(sys.modules, "torchmetrics", None)  # not installed: recorded as None
+    env = baselines.environment()
+    assert env == {"gpu": "cpu", "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__,
+                   "torchvision": torchvision.__version__, "torchmetrics": None, "host": host.host_class(),
+                   "date": datetime.date.today().isoformat()}
+
+
+def test_environment_on_a_gpu_names_it_and_its_driver(monkeypatch):
+    import torch
+
+    from perf_tests.harness import baselines
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(baselines, "_driver_version", lambda: "580.65.06")
+    env = baselines.environment()
+    assert (env["gpu"], env["driver"]) == ("NVIDIA H200", "580.65.06")
+
+
+class FakeNVML(types.ModuleType):
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, version):
+        super().__init__("pynvml")
+        self.version = version
+
+    def nvmlInit(self):
+        if isinstance(self.version, Exception):
+            raise self.version
+
+    def nvmlSystemGetDriverVersion(self):
+        return self.version
+
+
+PROC_VERSION = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  575.57.08  Sat May 24 07:21:13 UTC 2025\n"
+                "GCC version:  gcc 12.2.0\n")
+OPEN_PROC_VERSION = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build"
+                     "  (dvs-builder@U16-I1-N07-12-3)"
+                     "  Sat May 24 07:21:13 UTC 2025\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+
+
+@pytest.fixture
+def proc_version(tmp_path, monkeypatch):
+    """Point _driver_version at a made-up /proc/driver/nvidia/version (None: there is none)."""
+    from perf_tests.harness import baselines
+
+    def use(text):
+        fake = tmp_path / "version"
+        if text is not None:
+            fake.write_text(text)
+        monkeypatch.setattr(baselines, "Path", lambda p: fake if p == "/proc/driver/nvidia/version" else Path(p))
+    return use
+
+
+@pytest.mark.parametrize("reported", [b"580.65.06", "580.65.06"])
+def test_driver_version_from_nvml(monkeypatch, proc_version, reported):
+    from perf_tests.harness import baselines
+
+    proc_version(PROC_VERSION)
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML(reported))
+    assert baselines._driver_version() == "580.65.06"
+
+
+@pytest.mark.parametrize("nvml", [None, FakeNVML(FakeNVML.NVMLError("no driver"))])  # not installed; fails
+def test_driver_version_falls_back_to_proc(monkeypatch, proc_version, nvml):
+    from perf_tests.harness import baselines
+
+    proc_version(PROC_VERSION)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert baselines._driver_version() == "575.57.08"
+
+
+@pytest.mark.parametrize("text", [None, "something else entirely\n"])
+def test_driver_version_unknown_is_none(monkeypatch, proc_version, text):
+    from perf_tests.harness import baselines
+
+    proc_version(text)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert baselines._driver_version() is None
+
+
+def test_driver_version_from_proc_with_the_open_kernel_module(monkeypatch, proc_version):
+    """The open kernel module's line reads 'Open Kernel Module for x86_64  <version>': the version, not 'for'."""
+    from perf_tests.harness import baselines
+
+    proc_version(OPEN_PROC_VERSION)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert baselines._driver_version() == "575.57.08"

@@ -1,3 +1,5 @@
+import pytest
+
 from perf_tests.harness import host
 
 
@@ -14,3 +16,112 @@ def test_host_bound_numbers_compare_on_the_same_machine_only():
                      "this host is Xeon (family 6 model 207 stepping 2) x 16 cores, machine 9b1d0c2e-77aa")
     assert host.why_not_comparable(a, {**a, "cores": 8}).startswith("not comparable")
     assert "without host information" in host.why_not_comparable(None, a)
+
+
+# --- machine_id: the first readable, non-empty identity file, else the host name --------------------
+
+
+def test_machine_id_skips_missing_and_empty_files(tmp_path, monkeypatch):
+    (tmp_path / "empty").write_text("\n")
+    (tmp_path / "boot_id").write_text(" 9b1d0c2e-77aa \n")
+    (tmp_path / "later").write_text("not-this-one")
+    files = [str(tmp_path / name) for name in ("missing", "empty", "boot_id", "later")]
+    monkeypatch.setattr(host, "_MACHINE_ID_FILES", tuple(files))
+    assert host.machine_id() == "9b1d0c2e-77aa"
+
+
+def test_machine_id_falls_back_to_the_host_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(host, "_MACHINE_ID_FILES", (str(tmp_path / "missing"), str(tmp_path)))  # absent; a folder
+    monkeypatch.setattr(host.platform, "node", lambda: "vm")
+    assert host.machine_id() == "vm"
+
+
+# --- host_class: /proc/cpuinfo's first processor -------------------------------------------------------
+
+X86 = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 207
+model name\t: Intel(R) Xeon(R) Processor: 16 cores
+stepping\t: 2
+flags\t\t: fpu vme
+
+processor\t: 1
+cpu family\t: 7
+model\t\t: 1
+model name\t: Some Other CPU
+stepping\t: 9
+"""
+ARM = """processor\t: 0
+BogoMIPS\t: 50.00
+CPU implementer\t: 0x41
+"""
+
+
+@pytest.fixture
+def cpuinfo(tmp_path, monkeypatch):
+    """Point host_class at a made-up /proc/cpuinfo; platform says nothing of the processor, like Linux."""
+    def use(text):
+        fake = tmp_path / "cpuinfo"
+        if text is not None:
+            fake.write_text(text)
+        real_path = host.Path
+        monkeypatch.setattr(host, "Path", lambda p: fake if p == "/proc/cpuinfo" else real_path(p))
+    monkeypatch.setattr(host.platform, "processor", lambda: "")
+    monkeypatch.setattr(host.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(host, "machine_id", lambda: "4c4c4544")
+    monkeypatch.setattr(host, "cpu_count", lambda: 16)
+    return use
+
+
+def test_host_class_reads_the_first_processor_of_cpuinfo(cpuinfo):
+    cpuinfo(X86)  # a colon inside the model name stays in the name
+    assert host.host_class() == {"cpu": "Intel(R) Xeon(R) Processor: 16 cores (family 6 model 207 stepping 2)",
+                                 "cores": 16, "machine": "4c4c4544"}
+
+
+@pytest.mark.parametrize("text", [ARM, None])  # no model name or family; no cpuinfo at all
+def test_host_class_without_a_cpu_name_uses_the_architecture(cpuinfo, text):
+    cpuinfo(text)
+    assert host.host_class() == {"cpu": "aarch64", "cores": 16, "machine": "4c4c4544"}
+
+
+def test_host_class_prefers_platform_processor_to_the_architecture(cpuinfo, monkeypatch):
+    cpuinfo(ARM)
+    monkeypatch.setattr(host.platform, "processor", lambda: "arm")
+    assert host.host_class()["cpu"] == "arm"
+
+
+# --- describe, why_not_comparable ---------------------------------------------------------------------
+
+
+def test_describe_shortens_the_machine_id_to_13_characters():
+    h = {"cpu": "Xeon", "cores": 8, "machine": "4c4c4544-0042-4b10-8051-b4c04f4d4d32"}
+    assert host.describe(h) == "Xeon x 8 cores, machine 4c4c4544-0042"
+    assert host.describe(None) == host.describe({}) == "an unknown host"
+
+
+def test_another_cpu_is_not_comparable():
+    a = {"cpu": "Xeon 8480+", "cores": 16, "machine": "m1"}
+    assert host.why_not_comparable(a, {**a, "cpu": "EPYC 9654"}) == (
+        "not comparable: recorded on Xeon 8480+ x 16 cores, machine m1, this host is EPYC 9654 x 16 cores, machine m1")
+
+
+@pytest.mark.parametrize("recorded", [None, {}])
+def test_no_recorded_host_says_how_to_record_one(recorded):
+    assert host.why_not_comparable(recorded, {"cpu": "Xeon", "cores": 1, "machine": "m"}) == (
+        "not comparable: the baseline was recorded without host information (an old file); "
+        "re-record it on this host with --perf-update-baselines")
+
+
+def test_cpu_count_is_the_cores_this_process_may_use(monkeypatch):
+    monkeypatch.setattr(host.os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
+    monkeypatch.setattr(host.os, "cpu_count", lambda: 64)
+    assert host.cpu_count() == 3
+
+
+@pytest.mark.parametrize("reported, cores", [(64, 64), (None, 1)])  # os.cpu_count() may not know
+def test_cpu_count_without_affinity_is_the_machines(monkeypatch, reported, cores):
+    monkeypatch.delattr(host.os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(host.os, "cpu_count", lambda: reported)
+    assert host.cpu_count() == cores

@@ -3,7 +3,7 @@
 import pytest
 
 from perf_tests.harness import gates
-from perf_tests.harness.parts import Parts, Windows
+from perf_tests.harness.parts import Parts, Windows, for_smoke
 from perf_tests.harness.settings import Measure
 from perf_tests.harness.timing import Throughput
 
@@ -170,3 +170,69 @@ def test_a_failure_not_confirmed_by_a_second_measurement_passes():
 def test_a_part_not_compared_says_why():
     v = gates.verdict("loader", [950.0] * 5, entry(), 10.0, "not comparable: recorded on elsewhere")
     assert not v.compared and not v.failed and v.describe() == "loader: not comparable: recorded on elsewhere"
+
+
+def test_for_smoke_is_one_round_of_two_steps_with_nothing_grown():
+    m = Measure(warmup=9, rounds=9, max_rounds=20, steps=50, round_s=2.0, profile_steps=4, tolerance=1.0)
+    assert for_smoke(m) == Measure(warmup=1, rounds=1, max_rounds=1, steps=2, round_s=0.0, profile_steps=4, tolerance=1.0)
+
+
+class Bare:
+    """A workload with nothing optional: no warm-up steps asked for, no cycles, no GPU-side step; its loader step
+    exists. Steps take 1.0, 1.0, 1.5, 1.0, 0.7 s in turn (noisy rounds)."""
+
+    batch_size = 1
+
+    def __init__(self):
+        self.now, self.calls, self._times = 0.0, {"step": 0, "loader_step": 0}, [1.0, 1.0, 1.5, 1.0, 0.7]
+
+    def _advance(self, name):
+        self.calls[name] += 1
+        self.now += self._times[(self.calls["step"] + self.calls["loader_step"] - 1) % 5]
+
+    def step(self):
+        self._advance("step")
+
+    def loader_step(self):
+        self._advance("loader_step")
+
+
+def test_a_workload_without_optional_attributes():
+    w = Bare()
+    assert windows(w).available() == ("pipeline", "loader")
+    got = windows(w, warmup=2, rounds=3, steps=1, max_rounds=3).time("loader")
+    assert w.calls["loader_step"] == 3 and len(got.rounds) == 3  # no warm-up asked for: none; one step a round
+
+
+def test_noisy_rounds_are_extended_up_to_max_rounds_of_the_measure():
+    w = Bare()
+    got = windows(w, warmup=1, rounds=5, steps=1, max_rounds=8, ci_pct=1.0).time("pipeline")
+    assert len(got.rounds) == 8 and got.extended == 3
+    assert w.calls["step"] == 1 + 8
+
+
+def test_pipeline_rounds_go_through_the_runner():
+    seen = []
+
+    def runner(fn, setup, rounds):
+        seen.append(rounds)
+        for _ in range(rounds):
+            setup()
+            fn()
+
+    w = Workload()
+    windows(w, warmup=1, rounds=3, steps=4).time("pipeline", runner=runner)
+    assert seen == [3]
+
+
+@pytest.mark.parametrize("part, name", [("gpu", "gpu_step"), ("loader", "loader_step")])
+def test_smoke_warms_each_part_up_by_one_step(part, name):
+    w = Workload()
+    windows(w, smoke=True, warmup=9, rounds=5, steps=10).time(part)
+    assert w.calls[name] == 1 + 2
+
+
+def test_rounds_grow_to_the_round_s_of_the_measure():
+    """GPU-side steps of 5 ms in periods of 3: 0.1 s takes 20 steps, 21 in whole periods."""
+    got = windows(Workload(), warmup=1, rounds=2, steps=1, round_s=0.1).time("gpu")
+    assert got.samples_per_round == 21 * 10

@@ -61,3 +61,20 @@ def test_positional_marker_arguments_are_refused():
 def test_seconds_rejects(text):
     with pytest.raises(argparse.ArgumentTypeError, match="seconds"):
         seconds(text)
+
+
+@pytest.mark.parametrize("text", ["5X", "5 percent"])  # only a trailing % sign is dropped
+def test_percent_rejects_other_suffixes(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="percentage"):
+        percent(text)
+
+
+def test_report_path_drops_a_json_suffix_too():
+    assert str(report_path("reports/perf.json")) == "reports/perf"
+    assert str(report_path("reports/perf.txt")) == "reports/perf.txt"
+
+
+@pytest.mark.parametrize("text", ["", ".", "..", "reports/.."])
+def test_report_path_must_name_a_file(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a file path such as reports/perf, got"):
+        report_path(text)

@@ -53,3 +53,93 @@ def test_a_gain_claim_uses_the_same_rule():
 def test_no_samples_is_an_error():
     with pytest.raises(ValueError):
         compare([], BASE, 1.0)
+
+
+@pytest.mark.parametrize("new, ref", [([], BASE), (BASE, []), ([], [])])
+def test_either_side_empty_is_an_error_naming_it(new, ref):
+    # statistics.median([]) raises a ValueError too: the message tells the two apart
+    with pytest.raises(ValueError, match="^compare needs samples on both sides$"):
+        compare(new, ref, 1.0)
+
+
+def test_a_ratio_exactly_at_the_factor_holds_without_a_test():
+    c = compare([970.0, 960, 980], [1000.0, 990, 1010], 0.97)  # medians 970 / 1000 = 0.97 exactly
+    assert c.ratio == 0.97
+    assert c.significant is False and c.method == "" and not c.failed and not c.inconclusive
+
+
+def test_four_against_five_rounds_can_reach_alpha():
+    """C(9, 4) = 126 orderings: all four below all five has exact one-sided p = 1/126 = 0.0079 < ALPHA.
+    (Two-sided, or a least p of 2/C, would be 0.016 and not significant.)"""
+    c = compare([900.0, 901, 902, 903], [1000.0, 1001, 1002, 1003, 1004], 0.97)
+    assert c.method == "Mann-Whitney U, p=0.008" and c.significant and c.failed
+
+
+def test_the_p_value_is_the_exact_one():
+    """5 + 5 rounds, all below: exact p = 1/C(10, 5) = 1/252 = 0.004 (the normal approximation says 0.006)."""
+    c = compare([900.0, 901, 902, 903, 904], [1000.0, 1001, 1002, 1003, 1004], 0.97)
+    assert c.method == "Mann-Whitney U, p=0.004"
+
+
+def test_a_p_value_of_exactly_alpha_is_not_significant():
+    """One new round against 199: its rank among the 200 is uniform under the null hypothesis, so
+    ranking second gives p = P(rank <= 2) = 2/200 = 0.01, which is not below ALPHA."""
+    ref = [1.0] + [float(x) for x in range(3, 201)]  # 199 rounds: 1, 3, 4, ..., 200
+    c = compare([2.0], ref, 1.0)
+    assert c.method == "Mann-Whitney U, p=0.010"
+    assert not c.significant and c.inconclusive
+
+
+def test_sizes_whose_least_p_equals_alpha_use_the_intervals():
+    """1 + 99 rounds: the least possible p is 1/C(100, 1) = 0.01 = ALPHA, so no outcome could be
+    significant by the U test; the intervals decide (a single number is its own interval)."""
+    c = compare([900.0], [1000.0] * 99, 0.97)
+    assert c.method == "median intervals"
+    assert c.failed  # 900 < 0.97 * 1000
+
+
+def test_intervals_compare_new_high_end_with_ref_low_end():
+    """3 + 3 rounds (too few for the U test): whole ranges. new [850, 950] vs 0.97 x ref [900, 1100] =
+    [873, 1067]: they overlap, so the -10% is not significant."""
+    c = compare([850.0, 900, 950], [900.0, 1000, 1100], 0.97)
+    assert c.method == "median intervals" and c.inconclusive and not c.failed
+
+
+def test_intervals_that_only_touch_are_not_a_significant_shortfall():
+    c = compare([400.0, 450, 500], [1000.0, 1000, 1000], 0.5)  # new's top 500 == 0.5 x ref's bottom 1000
+    assert c.method == "median intervals" and not c.significant
+    assert compare([400.0, 450, 499], [1000.0, 1000, 1000], 0.5).significant
+
+
+def binomial_interval(n, confidence):
+    """The interval by its definition, with scipy's binomial CDF: the largest k (with x(k) below x(n-1-k)) whose
+    order statistics [x(k), x(n-1-k)] cover the median with probability 1 - 2 P(Bin(n, 1/2) <= k) >= confidence."""
+    from scipy.stats import binom
+
+    k = 0
+    while 2 * (k + 1) < n - 1 and 1 - 2 * binom.cdf(k + 1, n, 0.5) >= confidence:
+        k += 1
+    return k, n - 1 - k
+
+
+@pytest.mark.parametrize("confidence", [0.3, 0.375, 0.5, 0.8, 0.9, 0.95, 0.978, 0.99])
+def test_median_interval_matches_the_binomial_definition(confidence):
+    for n in range(1, 60):
+        assert median_ci(list(range(n)), confidence) == binomial_interval(n, confidence), n
+
+
+def test_median_interval_of_nothing_is_an_error():
+    with pytest.raises(ValueError, match="^median_ci of no samples$"):
+        median_ci([])
+
+
+def test_tied_rounds_still_get_the_exact_p_value():
+    """Steady rounds (a fake clock, a quiet GPU) tie within each side: all five below all five is still p = 1/252
+    exactly; the tie-corrected normal approximation would say 0.002."""
+    assert compare([900.0] * 5, [1000.0] * 5, 0.97).method == "Mann-Whitney U, p=0.004"
+
+
+def test_an_interval_whose_coverage_is_exactly_the_confidence_is_taken():
+    """n = 4: [x(1), x(2)] covers the median with 1 - 2 P(Bin(4, 1/2) <= 1) = 1 - 2 x 5/16 = 0.375 exactly."""
+    assert median_ci([10.0, 20.0, 30.0, 40.0], 0.375) == (20.0, 30.0)
+    assert median_ci([10.0, 20.0, 30.0, 40.0], 0.376) == (10.0, 40.0)

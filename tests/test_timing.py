@@ -2,6 +2,7 @@ import itertools
 
 import pytest
 
+from perf_tests.harness import timing
 from perf_tests.harness.timing import Throughput, measure_throughput, steps_per_round
 
 
@@ -82,5 +83,64 @@ def test_a_single_round_has_no_spread():
 
 def test_runner_that_times_nothing_is_an_error():
     with pytest.raises(RuntimeError, match="no round was timed"):
+        measure_throughput(lambda: None, lambda: None, batch_size=1, warmup=0, rounds=1, steps=1,
+                           runner=lambda fn, setup, rounds: None)
+
+
+def test_a_probe_too_fast_to_time_keeps_the_least_steps():
+    # a clock that did not move over the probe: no pace to size by, so not a division by zero
+    assert steps_per_round(0.0, 4, steps=6, cycle=4, round_s=0.5) == 8
+
+
+def test_without_a_cycle_the_steps_are_not_rounded():
+    clock = FakeClock([0.5])
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=2, steps=3, clock=clock)
+    assert t.samples_per_round == 3 and t.durations_s == (1.5, 1.5)
+
+
+def test_the_probe_is_timed_from_its_own_start():
+    """5 warm-up steps first (0.05 s on the clock); the probe's 4 steps take 0.04 s: 25 steps fill 0.25 s, 28 in cycles."""
+    clock = FakeClock([0.01])
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=5, rounds=1, steps=1, cycle=4, round_s=0.25,
+                           clock=clock)
+    assert t.samples_per_round == 28
+
+
+def test_extension_adds_one_round_at_a_time_up_to_the_cap():
+    clock = FakeClock([1.0, 1.0, 1.5, 1.0, 0.7])
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=5, steps=1, max_rounds=6, ci_pct=1.0,
+                           clock=clock)
+    assert len(t.rounds) == 6 and t.extended == 1
+
+
+@pytest.mark.parametrize("ci_pct, extended", [(0.99, 0), (0.97, 4)])
+def test_extension_follows_the_interval_of_the_throughput_not_of_the_durations(ci_pct, extended):
+    """Rounds of 1.0 s x 4 and 1.02 s: throughput 1 and 0.98039 per s, a half-width of 50 x 0.01961 = 0.98% (the
+    durations' own would be 1.0%): not wider than 0.99%; wider than 0.97%, and up to 8 rounds the interval is the
+    whole range, so it stays that wide until the cap of 9."""
+    clock = FakeClock([1.0, 1.0, 1.0, 1.0, 1.02])
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=5, steps=1, max_rounds=9,
+                           ci_pct=ci_pct, clock=clock)
+    assert t.extended == extended
+
+
+def test_an_interval_exactly_as_wide_as_wanted_is_not_extended():
+    """12 samples in 3, 3, 3, 3 and 4 s: 4 and 3 samples/s, a half-width of 50 x 1 / 4 = 12.5% of the median."""
+    clock = FakeClock([3.0, 3.0, 3.0, 3.0, 4.0])
+    t = measure_throughput(clock.step, lambda: None, batch_size=12, warmup=0, rounds=5, steps=1, max_rounds=9, ci_pct=12.5,
+                           clock=clock)
+    assert t.extended == 0
+
+
+def test_window_is_the_wall_time_of_the_whole_measurement(monkeypatch):
+    wall = iter([100.0, 103.5])
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(wall))
+    clock = FakeClock([1.0])
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=1, steps=1, clock=clock)
+    assert t.window_s == 3.5
+
+
+def test_runner_message_says_what_to_check():
+    with pytest.raises(RuntimeError, match=r"^no round was timed: is pytest-benchmark disabled \(--benchmark-disable\)\?$"):
         measure_throughput(lambda: None, lambda: None, batch_size=1, warmup=0, rounds=1, steps=1,
                            runner=lambda fn, setup, rounds: None)

@@ -7,7 +7,7 @@ one-sided and given a factor:
 - otherwise the shortfall counts only if it is significant: a one-sided Mann-Whitney U test
   (scipy.stats.mannwhitneyu, exact distribution) of `new / factor` against `ref`, at `ALPHA`;
 - where the two sizes cannot reach that level at all (1 / C(n+m, n) >= ALPHA: a baseline stored
-  without its rounds, or fewer than 4 + 4 rounds), it falls back to confidence intervals: the
+  without its rounds, or fewer than 4 + 5 rounds), it falls back to confidence intervals: the
   shortfall counts if the distribution-free confidence interval of `new`'s median lies wholly
   below `factor` times the interval of `ref`'s median (a single number is its own interval).
 

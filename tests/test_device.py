@@ -1,0 +1,57 @@
+"""The device: a CUDA GPU does the synchronizing, memory and profiling; the CPU (smoke runs) does none of it."""
+
+import pytest
+import torch
+
+from perf_tests.harness import device, syncs
+
+
+@pytest.fixture
+def cuda_calls(monkeypatch):
+    """torch.cuda as a GPU machine would have it, recording what is called."""
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("synchronize"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: calls.append("reset_peak_memory_stats"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 2_500_000_000)
+    return calls
+
+
+def test_a_gpu_synchronizes_and_reports_peak_memory_in_gb(cuda_calls):
+    gpu = device.Device("cuda", {})
+    gpu.synchronize()
+    gpu.reset_peak_memory()
+    assert cuda_calls == ["synchronize", "reset_peak_memory_stats"]
+    assert gpu.peak_memory_gb() == 2.5  # 2.5e9 bytes
+
+
+def test_the_cpu_touches_no_cuda(cuda_calls):
+    cpu = device.Device("cpu", {})
+    cpu.synchronize()
+    cpu.reset_peak_memory()
+    assert cuda_calls == [] and cpu.peak_memory_gb() is None
+    assert cpu.count_syncs(lambda: None, 3, "unused.json") is None
+
+
+def test_a_gpu_counts_syncs_by_profiling(monkeypatch):
+    seen = []
+    monkeypatch.setattr(syncs, "profile_steps", lambda step, steps, path: seen.append((step, steps, path)) or "counted")
+
+    def step():
+        pass
+
+    assert device.Device("cuda:0", {}).count_syncs(step, 3, "t.json") == "counted"
+    assert seen == [(step, 3, "t.json")]
+
+
+@pytest.mark.parametrize("available, name", [(True, "cuda"), (False, "cpu")])
+def test_detect_device(monkeypatch, available, name):
+    env = {"gpu": "NVIDIA H200"}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(device, "environment", lambda: env)
+    d = device.detect_device()
+    assert d.name == name and d.env is env and d.is_gpu == available
+
+
+def test_the_clock_is_the_wall_clock_in_seconds(monkeypatch):
+    monkeypatch.setattr(device.time, "perf_counter", lambda: 12.5)
+    assert device.Device("cpu", {}).clock() == 12.5

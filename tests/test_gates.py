@@ -1,0 +1,106 @@
+"""The baseline gates: which tolerance a part gets, when it may be compared, the verdict and how it reads."""
+
+import pytest
+
+from perf_tests.harness import gates
+from perf_tests.harness.parts import Parts
+from perf_tests.harness.settings import Measure
+from perf_tests.harness.stats import Comparison
+from perf_tests.harness.timing import Throughput
+
+HOST = {"cpu": "Xeon 8480+", "cores": 16, "machine": "m1"}
+NO_HOST_INFO = ("not comparable: the baseline was recorded without host information (an old file); "
+                "re-record it on this host with --perf-update-baselines")
+NO_PART = "no baseline number for this part (recorded before it was measured); re-record to add it"
+
+
+def steady(sps, n=5, batch=100):
+    return Throughput(samples_per_round=batch, durations_s=(batch / sps,) * n)
+
+
+def base(rounds=(999.0, 1000.0, 1001.0, 1000.0, 1000.0), sps=1000.0):
+    return {"samples_per_s": sps, "spread_pct": 0.1, "rounds": None if rounds is None else list(rounds)}
+
+
+# --- describe -----------------------------------------------------------------------------------
+
+
+def test_an_inconclusive_shortfall_reads_with_the_allowance_and_the_method():
+    # -80% against an allowed -75% (tolerance 75: factor 0.25), but not significant
+    v = gates.Verdict("loader", 1000.0, Comparison(0.2, 0.25, False, "median intervals"))
+    assert v.describe() == "loader -80.0% (below the allowed -75%, not significant: median intervals)"
+
+
+def test_a_confirmed_failure_reads_with_both_measurements():
+    v = gates.Verdict("gpu", 1000.0, Comparison(0.9, 0.97, True, "Mann-Whitney U, p=0.004"),
+                      confirmation=Comparison(0.8, 0.97, True, "Mann-Whitney U, p=0.004"))
+    assert v.failed
+    assert v.describe() == "gpu -10.0%, confirmed by a second measurement (-20.0%)"
+
+
+def test_an_unconfirmed_failure_reads_with_the_second_measurement():
+    v = gates.Verdict("gpu", 1000.0, Comparison(0.9, 0.97, True, "Mann-Whitney U, p=0.004"),
+                      confirmation=Comparison(1.02, 0.97, False, ""))
+    assert not v.failed
+    assert v.describe() == "gpu -10.0%, not confirmed by a second measurement (+2.0%)"
+
+
+def test_a_pass_reads_as_the_change_alone():
+    v = gates.Verdict("pipeline", 1000.0, Comparison(1.05, 0.9, False, ""))
+    assert v.describe() == "pipeline +5.0%" and v.change_pct == pytest.approx(5.0)
+
+
+# --- tolerance_for: launch-bound when recorded ----------------------------------------------------
+
+
+@pytest.mark.parametrize("busy, expected", [
+    (80.0, (3.0, False)),  # exactly LAUNCH_BOUND (80%) busy is not launch-bound: below it is
+    (80.5, (3.0, False)),
+    (79.9, (10.0, True)),
+    (None, (3.0, False)),  # recorded without a profile
+])
+def test_a_gpu_number_recorded_below_80_percent_busy_is_host_bound(busy, expected):
+    now = Parts(batch_size=100, pipeline=steady(900.0), gpu=steady(1000.0))  # no profile now: not launch-bound
+    m = Measure(tolerance=3, host_tolerance=10)
+    assert gates.tolerance_for("gpu", now, {"gpu_busy_pct": busy}, m) == expected
+
+
+# --- why_not_comparable and verdict on sparse entries ------------------------------------------------
+
+
+def test_an_entry_without_parts_is_not_compared():
+    entry = {"env": {"gpu": "NVIDIA H200", "host": HOST}}
+    assert gates.why_not_comparable("gpu", entry, HOST, False) == NO_PART
+    v = gates.verdict("gpu", [1000.0] * 5, entry, 3.0, NO_PART)
+    assert (v.part, v.baseline_sps, v.comparison, v.why_not) == ("gpu", None, None, NO_PART)
+
+
+def test_an_entry_without_env_has_no_host_to_compare_with():
+    entry = {"parts": {"loader": base()}}
+    assert gates.why_not_comparable("loader", entry, HOST, True) == NO_HOST_INFO
+    assert gates.why_not_comparable("gpu", {"parts": {"gpu": base()}}, HOST, False) == ""
+
+
+def test_a_baseline_without_rounds_compares_with_its_median():
+    """Schema-1 entries keep one number: 5 rounds at 950 against a single 1000 cannot reach ALPHA
+    (1/C(6, 1) = 0.17); the intervals decide: 950 is below 0.97 x 1000 = 970."""
+    v = gates.verdict("pipeline", [950.0] * 5, {"parts": {"pipeline": base(rounds=None)}}, 3.0, "")
+    assert v.baseline_sps == 1000.0
+    assert v.comparison.method == "median intervals" and v.failed
+
+
+def test_a_baseline_with_rounds_compares_with_its_rounds_not_its_median():
+    """Rounds 900, 1000, 1100 (median 1000): 5 rounds at 950 against them cannot reach ALPHA either
+    (1/C(8, 3) = 0.018); 950 is not below 0.97 x 900 = 873, so the -5% is not significant.
+    Against the median alone (970) it would have failed."""
+    v = gates.verdict("pipeline", [950.0] * 5, {"parts": {"pipeline": base(rounds=(900.0, 1000.0, 1100.0))}}, 3.0, "")
+    assert v.compared and not v.failed and v.comparison.inconclusive
+
+
+def test_the_tolerance_is_a_percentage_below_the_baseline():
+    v = gates.verdict("gpu", [1000.0] * 5, {"parts": {"gpu": base()}}, 3.0, "")
+    assert v.comparison.factor == 0.97
+
+
+def test_a_verdict_names_its_part():
+    assert gates.verdict("loader", [1000.0] * 5, {"parts": {"loader": base()}}, 10.0, "").part == "loader"

@@ -1,0 +1,157 @@
+"""The `--perf-...` options and ini values as a session reads them (a parsed config, no test run), and the
+exact messages of the value checks."""
+
+import argparse
+import re
+
+import pytest
+
+from perf_tests.harness import host, settings
+from perf_tests.harness.settings import Measure, SessionSettings, for_marker, percent, positive_int, seconds
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def parsed(pytester):
+    """parsed(*args) -> SessionSettings of a session started in pytester's folder with the suite's plugin."""
+    pytester.makeconftest('pytest_plugins = ["perf_tests.harness.plugin"]\n')
+    return lambda *args: SessionSettings.from_config(pytester.parseconfig(*args))
+
+
+def test_defaults(parsed, pytester):
+    s = parsed()
+    assert s == SessionSettings(strict=False, update_baselines=False, baseline_dir=pytester.path / "baselines", report=None,
+                                trace_dir=None, smoke=False, workers=host.cpu_count(), measure=Measure())
+
+
+def test_every_option(parsed, pytester):
+    s = parsed("--perf-warmup=9", "--perf-rounds=3", "--perf-max-rounds=4", "--perf-ci-pct=2.5%", "--perf-steps=40",
+               "--perf-round-s=0.25", "--perf-profile-steps=6", "--perf-tolerance=4", "--perf-host-tolerance=12",
+               "--perf-strict", "--perf-update-baselines", "--perf-baseline-dir=bl", "--perf-report=out/perf.md",
+               "--perf-trace-dir=traces", "--perf-smoke", "--perf-workers=3")
+    assert s == SessionSettings(
+        strict=True, update_baselines=True, baseline_dir=pytester.path / "bl", report=pytester.path.__class__("out/perf"),
+        trace_dir=pytester.path.__class__("traces"), smoke=True, workers=3,
+        measure=Measure(warmup=9, rounds=3, max_rounds=4, ci_pct=2.5, steps=40, round_s=0.25, profile_steps=6, tolerance=4.0,
+                        host_tolerance=12.0))
+
+
+def test_ini_values_and_the_command_line_over_them(parsed, pytester, tmp_path):
+    pytester.makeini(f"[pytest]\nperf_rounds = 4\nperf_ci_pct = 2.5%\nperf_steps =\nperf_strict = true\n"
+                     f"perf_baseline_dir = {tmp_path / 'shared' / 'baselines'}\n")
+    s = parsed()
+    assert s.strict is True and s.baseline_dir == tmp_path / "shared" / "baselines"  # absolute: kept as it is
+    assert s.measure == Measure(rounds=4, ci_pct=2.5)  # an empty value is no value
+    assert parsed("--perf-rounds=6").measure == Measure(rounds=6, ci_pct=2.5)
+
+
+def test_a_relative_ini_folder_is_under_the_rootdir(parsed, pytester):
+    pytester.makeini("[pytest]\nperf_baseline_dir = perf/baselines\n")
+    assert parsed().baseline_dir == pytester.path / "perf" / "baselines"
+
+
+def test_a_bad_ini_value_names_the_option_and_the_value(parsed, pytester):
+    pytester.makeini("[pytest]\nperf_tolerance = 120\n")
+    with pytest.raises(pytest.UsageError) as e:
+        parsed()
+    assert str(e.value) == "ini option perf_tolerance = '120': expected a percentage from 0 to below 100, got 120.0"
+
+
+def test_folder_options_that_are_files_are_refused(parsed, pytester):
+    (pytester.path / "a_file").write_text("")
+    with pytest.raises(pytest.UsageError) as e:
+        parsed("--perf-baseline-dir=a_file")
+    assert str(e.value) == f"--perf-baseline-dir {pytester.path / 'a_file'} is a file; give a folder"
+    with pytest.raises(pytest.UsageError) as e:
+        parsed("--perf-trace-dir=a_file/traces")
+    assert str(e.value) == "--perf-trace-dir a_file/traces: a_file is a file; give a folder"
+    pytester.makeini("[pytest]\nperf_baseline_dir = a_file/baselines\n")
+    with pytest.raises(pytest.UsageError) as e:
+        parsed()
+    folder = pytester.path / "a_file" / "baselines"
+    assert str(e.value) == f"ini option perf_baseline_dir: {folder}: {pytester.path / 'a_file'} is a file; give a folder"
+
+
+def test_help_names_each_default_and_ini_name(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    pytester.makeconftest('pytest_plugins = ["perf_tests.harness.plugin"]\n')
+    out = pytester.runpytest("--help").stdout.str()
+    squeezed = re.sub(r"\s+", " ", out)
+    for name in ("warmup", "rounds", "max_rounds", "ci_pct", "steps", "round_s", "profile_steps", "tolerance", "host_tolerance"):
+        option, default = "--perf-" + name.replace("_", "-"), getattr(Measure(), name)
+        assert re.search(rf"{option}=PERF_{name.upper()} {re.escape(settings.MEASURE_HELP[name])} "
+                         rf"\(default: {default}; ini: perf_{name}\)", squeezed), name
+        ini_help = rf"perf_{name} \(string\):? {re.escape(settings.MEASURE_HELP[name])} \(default: {default}\)"
+        assert re.search(ini_help, squeezed), name
+    assert "performance regression suite: --perf-warmup=PERF_WARMUP " in squeezed  # the options' own group
+    # each flag says what it defaults to, and its ini name where it has one (the next option follows)
+    for claim in [
+        r"--perf-strict .*?\(default: off; ini: perf_strict\) --perf-update-baselines ",
+        r"--perf-update-baselines .*?\(default: off\) --perf-baseline-dir=",
+        r"--perf-baseline-dir=PERF_BASELINE_DIR .*?\(default: baselines/ in the rootdir; ini: perf_baseline_dir\) --perf-report=",
+        r"--perf-report=PATH .*?\(default: terminal only\) --perf-trace-dir=",
+        r"--perf-trace-dir=DIR .*?\(default: not kept\) --perf-smoke ",
+        r"--perf-smoke .*?\(default: off\) --perf-workers=",
+        rf"--perf-workers=PERF_WORKERS .*?\(default: one per core, here {host.cpu_count()}\) ",
+        r"perf_strict \(bool\): strict mode \(see --perf-strict\) perf_baseline_dir \(string\): ",
+        r"perf_baseline_dir \(string\): .*?\(default: baselines\) ",
+    ]:
+        assert re.search(claim, squeezed), claim
+
+
+# --- the value checks' messages ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check, text, message", [
+    (positive_int, "ten", "expected a whole number of at least 1, got 'ten'"),
+    (positive_int, "0", "expected a whole number of at least 1, got 0"),
+    (percent, "lots", "expected a percentage such as 5 or 7.5, got 'lots'"),
+    (percent, "100", "expected a percentage from 0 to below 100, got 100.0"),
+    (percent, "-0.5", "expected a percentage from 0 to below 100, got -0.5"),
+    (seconds, "soon", "expected a number of seconds such as 1 or 0.5, got 'soon'"),
+    (seconds, "60.5", "expected a number of seconds from 0 to 60, got 60.5"),
+    (seconds, "-1", "expected a number of seconds from 0 to 60, got -1.0"),
+])
+def test_check_messages(check, text, message):
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        check(text)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("text, value", [("0", 0.0), ("60", 60.0), ("0.5", 0.5)])
+def test_seconds_bounds_are_inclusive(text, value):
+    assert seconds(text) == value
+
+
+def test_percent_just_below_100_is_accepted():
+    assert percent("99.9") == 99.9
+
+
+def marks(*decorators):
+    return [d.mark for d in decorators]
+
+
+def test_marker_messages_in_full():
+    with pytest.raises(ValueError) as e:
+        for_marker(Measure(), marks(pytest.mark.perf(3, "x")), "t.py::t")
+    assert str(e.value) == "t.py::t: @pytest.mark.perf(3, 'x') takes settings by name only, e.g. perf(rounds=3)"
+    with pytest.raises(ValueError) as e:
+        for_marker(Measure(), marks(pytest.mark.perf(stesp=4, rouns=2)), "t.py::t")
+    assert str(e.value) == ("t.py::t: @pytest.mark.perf got unknown settings ['rouns', 'stesp']; known: ['ci_pct', "
+                            "'host_tolerance', 'max_rounds', 'profile_steps', 'round_s', 'rounds', 'steps', 'tolerance', "
+                            "'warmup']")
+    with pytest.raises(ValueError) as e:
+        for_marker(Measure(), marks(pytest.mark.perf(round_s="long")), "t.py::t")
+    assert str(e.value) == ("t.py::t: @pytest.mark.perf(round_s='long'): expected a number of seconds such as 1 or 0.5, "
+                            "got 'long'")
+
+
+def test_marker_values_are_converted_like_options():
+    m = for_marker(Measure(), marks(pytest.mark.perf(ci_pct="2.5%", round_s=0, warmup="3")), "t")
+    assert (m.ci_pct, m.round_s, m.warmup) == (2.5, 0.0, 3)
+    assert for_marker(Measure(steps=7), [], "t") == Measure(steps=7)
+
+
+def test_default_workers_is_one_per_usable_core():
+    assert settings.default_workers() == host.cpu_count()

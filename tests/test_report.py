@@ -1,0 +1,195 @@
+"""The session report: the JSON rows and the Markdown table, on results whose every number is worked out here."""
+
+import json
+import math
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+from perf_tests.harness import report
+from perf_tests.harness.gates import Verdict
+from perf_tests.harness.parts import Parts
+from perf_tests.harness.stats import Comparison
+from perf_tests.harness.syncs import SyncCount, SyncSource
+from perf_tests.harness.timing import Throughput
+
+ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11", "torchvision": "0.26", "torchmetrics": "1.9",
+       "host": {"cpu": "Xeon", "cores": 16}, "date": "2026-11-22"}
+ITEM = SyncSource("cudaStreamSynchronize", "aten::item", "train.py:3 in step", "")
+METRIC = SyncSource("cudaStreamSynchronize", "", "metrics.py:9 in compute", "torchmetrics/x.py:1 in f")
+
+
+def full():
+    """pipeline: 100 samples in 0.3, 0.4, 0.3 s = 333.33, 250, 333.33 samples/s: median 333.33; mean 305.56, sample
+    standard deviation 48.11, so a spread of 15.75%; three rounds: the interval is the whole range, 12.5% of the median.
+    GPU-side: 2000 samples/s in five equal rounds (two of them added); kernels 0.04 s of each 0.05 s step: 80% busy,
+    not launch-bound, so the GPU is the bottleneck and the efficiency 333.33 / 2000 = 0.167."""
+    parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3, 0.4, 0.3)),
+                  gpu=Throughput(100, (0.05,) * 5, extended=2, window_s=1.23456), gpu_busy_s=0.04,
+                  loader_from="tests/test_x.py::test_x")
+    verdicts = {
+        "gpu": Verdict("gpu", 2100.0, Comparison(0.95, 0.97, True, "Mann-Whitney U, p=0.004"),
+                       confirmation=Comparison(0.9, 0.97, True, "Mann-Whitney U, p=0.004")),
+        "loader": Verdict("loader", None, why_not="not comparable: recorded on elsewhere"),
+        "pipeline": Verdict("pipeline", 333.34, Comparison(0.99999, 0.9, False, "")),  # -0.001%: shown as 0.0, not -0.0
+    }
+    syncs = SyncCount(steps=4, sources=Counter({ITEM: 2}), periodic=Counter({("perf_periodic:metrics", METRIC): 3}),
+                      periodic_runs=Counter({"perf_periodic:metrics": 1}))
+    return SimpleNamespace(test_id="test_a", parts=parts, samples_per_s=parts.pipeline.median, verdicts=verdicts,
+                           syncs=syncs, peak_mem_gb=1.23456, extra={"gain": 1.5, "workers": 8, "ratio": 0.12345},
+                           notes=["passed", "loader measured in test_x"])
+
+
+def bare():
+    """One round of 10 samples in 0.01 s, nothing else measured, compared or profiled."""
+    parts = Parts(batch_size=10, pipeline=Throughput(10, (0.01,)))
+    return SimpleNamespace(test_id="test_b", parts=parts, samples_per_s=parts.pipeline.median, verdicts={}, syncs=None,
+                           peak_mem_gb=None, extra={}, notes=[])
+
+
+FULL_ROW = {
+    "test": "test_a",
+    "samples_per_s": 333.3,
+    "parts": {
+        "pipeline": {"samples_per_s": 333.3, "rounds": [333.3, 250.0, 333.3], "spread_pct": 15.75, "ci_pct": 12.5,
+                     "added_rounds": 0, "window_s": 0.0},
+        "gpu": {"samples_per_s": 2000.0, "rounds": [2000.0] * 5, "spread_pct": 0.0, "ci_pct": 0.0, "added_rounds": 2,
+                "window_s": 1.23},
+        "loader": None,
+    },
+    "loader_measured_in": "tests/test_x.py::test_x",
+    "bottleneck": "GPU",
+    "efficiency": 0.167,
+    "gpu_busy_pct": 80.0,
+    "baseline": {
+        "gpu": {"compared": True, "baseline_samples_per_s": 2100.0, "change_pct": -5.0, "allowed_pct": -3.0,
+                "method": "Mann-Whitney U, p=0.004", "failed": True, "confirmed_change_pct": -10.0, "why_not": None},
+        "loader": {"compared": False, "baseline_samples_per_s": None, "change_pct": None, "allowed_pct": None, "method": None,
+                   "failed": False, "confirmed_change_pct": None, "why_not": "not comparable: recorded on elsewhere"},
+        "pipeline": {"compared": True, "baseline_samples_per_s": 333.34, "change_pct": 0.0, "allowed_pct": -10.0, "method": "",
+                     "failed": False, "confirmed_change_pct": None, "why_not": None},
+    },
+    "syncs_per_step": 0.5,
+    "sync_sources": [{"per_step": 0.5, "call": "cudaStreamSynchronize", "ops": "aten::item", "user": "train.py:3 in step",
+                      "library": ""}],
+    "periodic_syncs": [{"phase": "perf_periodic:metrics", "count": 3, "runs": 1, "call": "cudaStreamSynchronize", "ops": "",
+                        "user": "metrics.py:9 in compute", "library": "torchmetrics/x.py:1 in f"}],
+    "peak_mem_gb": 1.23,
+    "extra": {"gain": 1.5, "workers": 8, "ratio": 0.123},
+    "notes": ["passed", "loader measured in test_x"],
+}
+BARE_ROW = {
+    "test": "test_b", "samples_per_s": 1000.0,
+    "parts": {"pipeline": {"samples_per_s": 1000.0, "rounds": [1000.0], "spread_pct": None, "ci_pct": 0.0, "added_rounds": 0,
+                           "window_s": 0.0},
+              "gpu": None, "loader": None},
+    "loader_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "baseline": {},
+    "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "peak_mem_gb": None, "extra": {}, "notes": [],
+}
+FULL_LINE = ("| test_a | 333 | 2,000 | - | GPU | 0.17 | gpu -5.0% FAILED, pipeline +0.0% | 15.8/0.0% | 0.50 | 1.23 GB | "
+             "gain 1.50x, workers 8, ratio 0.12x; passed; loader measured in test_x |")
+BARE_LINE = "| test_b | 1,000 | - | - | - | - | - | - | - | - |  |"
+HEAD = ("GPU: NVIDIA H200 | driver 580 | CUDA 13.0 | torch 2.11 | torchvision 0.26 | torchmetrics 1.9 | "
+        "host Xeon x 16 cores | 2026-11-22\n\n")
+TABLE_HEAD = ("| test | pipeline | GPU-side | loader | bottleneck | efficiency | vs baseline | spread | syncs/step | peak mem "
+              "| notes |\n"
+              "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|\n")
+LADDER = {"ladder": [{"step": "baseline", "samples/s": 1234.4, "gain": 1.0, "runs": 3},
+                     {"step": "workers", "samples/s": 99.5, "note": None}]}
+LADDER_SECTION = ("### ladder\n\n| step | samples/s | gain | runs | note |\n|---|---|---|---|---|\n"
+                  "| baseline | 1,234 | 1.00 | 3 | - |\n| workers | 99.50 | - | - | - |\n")
+
+
+def test_rows_hold_every_number_rounded():
+    assert report.rows([full(), bare()]) == [FULL_ROW, BARE_ROW]
+
+
+def test_a_change_that_rounds_to_zero_is_not_negative():
+    change = report.rows([full()])[0]["baseline"]["pipeline"]["change_pct"]
+    assert change == 0.0 and math.copysign(1, change) == 1
+
+
+def test_markdown_table():
+    md = report.markdown([full(), bare()], ENV)
+    assert md.startswith(HEAD)
+    assert md.endswith("\n\n" + TABLE_HEAD + FULL_LINE + "\n" + BARE_LINE + "\n")
+
+
+def test_markdown_of_a_smoke_run_says_so_first():
+    md = report.markdown([], ENV, smoke=True)
+    assert md.startswith("SMOKE RUN (--perf-smoke): 2 steps at 32x32, nothing here is a measurement.\n\n" + HEAD)
+
+
+def test_markdown_without_host_or_results():
+    md = report.markdown([], {k: v for k, v in ENV.items() if k != "host"})
+    assert "| host None x None cores |" in md and md.endswith(TABLE_HEAD)
+
+
+def test_sections_follow_the_table():
+    md = report.markdown([bare()], ENV, LADDER)
+    assert md.endswith(BARE_LINE + "\n\n" + LADDER_SECTION)
+
+
+@pytest.mark.parametrize("value, cell", [(None, "-"), (1234.4, "1,234"), (100.0, "100"), (-250.0, "-250"), (99.5, "99.50"),
+                                         (-3.25, "-3.25"), (7, "7"), ("x", "x"), (True, "True")])
+def test_cell(value, cell):
+    assert report._cell(value) == cell
+
+
+def test_write_makes_the_folder_and_both_files(tmp_path):
+    written = report.write(tmp_path / "out" / "perf", [full()], ENV, LADDER, smoke=True)
+    md, js = tmp_path / "out" / "perf.md", tmp_path / "out" / "perf.json"
+    assert written == [md, js]
+    assert md.read_text() == report.markdown([full()], ENV, LADDER, smoke=True)
+    text = js.read_text()
+    assert json.loads(text) == {"env": ENV, "smoke": True, "tests": [FULL_ROW], "sections": LADDER}
+    assert text.startswith('{\n "env": {\n  "gpu": "NVIDIA H200",') and text.endswith("}\n")
+
+
+def test_write_without_sections_writes_an_empty_object(tmp_path):
+    report.write(tmp_path / "perf", [], ENV)
+    assert json.loads((tmp_path / "perf.json").read_text()) == {"env": ENV, "smoke": False, "tests": [], "sections": {}}
+
+
+LEGEND = ("samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
+          "efficiency = pipeline / slowest part; spread = between rounds, per part\n\n")
+
+
+def test_markdown_explains_its_columns_before_the_table():
+    assert report.markdown([], ENV).startswith(HEAD + LEGEND + TABLE_HEAD)
+
+
+def test_part_rounds_spread_and_interval_to_two_places():
+    """600 samples in 2, 3, 2 s: 300, 200, 300 samples/s; mean 266.67, standard deviation 57.735: 21.65%; three rounds,
+    so the interval is the whole range: 50 x 100 / 300 = 16.67%."""
+    assert report._part(Throughput(600, (2.0, 3.0, 2.0), extended=1, window_s=2.3456)) == {
+        "samples_per_s": 300.0, "rounds": [300.0, 200.0, 300.0], "spread_pct": 21.65, "ci_pct": 16.67, "added_rounds": 1,
+        "window_s": 2.35}
+
+
+def test_verdict_percentages_to_one_place():
+    v = Verdict("gpu", 1000.0, Comparison(0.9676, 0.9775, True, "m"), confirmation=Comparison(0.9543, 0.9775, True, "m"))
+    # -3.24% against an allowed -2.25% (a tolerance of 2.25; in binary 2.2499..., so -2.2), measured again at -4.57%
+    assert report._verdict(v) == {"compared": True, "baseline_samples_per_s": 1000.0, "change_pct": -3.2, "allowed_pct": -2.2,
+                                  "method": "m", "failed": True, "confirmed_change_pct": -4.6, "why_not": None}
+
+
+def test_row_rounding_of_busy_syncs_and_extra_columns():
+    """Kernels 0.04166 s of a 0.05 s GPU-side step: 83.32% busy; one sync in three steps; a text column stays text."""
+    parts = Parts(batch_size=100, pipeline=Throughput(100, (0.1,) * 3), gpu=Throughput(100, (0.05,) * 3),
+                  loader=Throughput(600, (2.0, 3.0, 2.0)), gpu_busy_s=0.04166)
+    result = SimpleNamespace(test_id="test_c", parts=parts, samples_per_s=parts.pipeline.median, verdicts={},
+                             syncs=SyncCount(steps=3, sources=Counter({ITEM: 1})), peak_mem_gb=None,
+                             extra={"workers": "8 of 16"}, notes=[])
+    [row] = report.rows([result])
+    assert (row["gpu_busy_pct"], row["syncs_per_step"], row["extra"]) == (83.3, 0.333, {"workers": "8 of 16"})
+    assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300
+    # the table shows the row's numbers: the loader's spread 21.6506% is 21.65 there (a binary 21.6499...), "21.6"
+    line = report.markdown([result], ENV).splitlines()[-1]
+    assert line == "| test_c | 1,000 | 2,000 | 300 | loader | 3.33 | - | 0.0/0.0/21.6% | 0.33 | - | workers 8 of 16 |"
+
+
+def test_write_makes_missing_folders(tmp_path):
+    report.write(tmp_path / "a" / "b" / "perf", [], ENV)
+    assert sorted(p.name for p in (tmp_path / "a" / "b").iterdir()) == ["perf.json", "perf.md"]

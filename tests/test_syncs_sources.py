@@ -1,0 +1,476 @@
+"""Where a sync comes from, on small hand-made traces: the ops around it, the user line and the library line,
+the pageable-copy rule at its edges; the file classification; the site markers; the command line in-process.
+"""
+
+import os
+import sysconfig
+import traceback
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from perf_tests.harness import syncs
+from perf_tests.harness.syncs import SITE_PREFIX, SyncCount, SyncSource, count_syncs, load_trace
+
+TRACES = Path(__file__).parent / "traces"
+STDLIB = sysconfig.get_paths()["stdlib"]
+SITE = "/opt/conda/lib/python3.11/site-packages"  # a site-packages folder outside this interpreter's own roots
+NO_STACK = "(no Python stack: the op ran on a C++ thread, e.g. autograd's backward)"
+STARTS = " (line where the function starts)"
+
+
+def ev(name, cat, ts, dur=0, tid=1, **args):
+    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
+
+
+def nested(names, cat="python_function", start=1, tid=1):
+    """Events nested one inside the other, outermost first."""
+    return [ev(n, cat, start + i, 900 - 2 * i, tid) for i, n in enumerate(names)]
+
+
+def sources_of(*events, steps=1):
+    trace = {"traceEvents": [ev(f"perf_step_{i}", "user_annotation", 1000 * i, 999) for i in range(steps)] + list(events)}
+    return count_syncs(trace).sources
+
+
+SYNC = ev("cudaStreamSynchronize", "cuda_runtime", 100, 5)
+ITEM_OPS = nested(["aten::item", "aten::_local_scalar_dense"], "cpu_op", start=50)
+
+
+# --- the Python stack around a sync without a site marker --------------------------------------------
+
+
+def test_library_line_is_the_innermost_library_frame_below_the_user_line():
+    stack = nested([
+        f"{STDLIB}/runpy.py(86): _run_code",
+        f"{SITE}/_pytest/python.py(159): pytest_pyfunc_call",
+        "tests/test_train.py(12): test_train",
+        "fixtures/recipes.py(80): train_step",
+        f"{SITE}/torch/amp/grad_scaler.py(371): unscale_",
+        "<built-in method item of Tensor object at 0x7f00>",  # torch's C entry: neither user nor library line
+    ])
+    assert sources_of(*stack, *ITEM_OPS, SYNC) == Counter({SyncSource(
+        "cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense",
+        "fixtures/recipes.py(80): train_step" + STARTS, "torch/amp/grad_scaler.py(371): unscale_"): 1})
+
+
+def test_user_code_called_back_by_a_library_has_no_library_line():
+    """A module's forward (user code) called by torch's _call_impl: the innermost user frame is the culprit,
+    and the library frame above it is not where the sync happens."""
+    stack = nested([
+        "tests/test_train.py(12): test_train",
+        "fixtures/recipes.py(80): train_step",
+        f"{SITE}/torch/nn/modules/module.py(1750): _call_impl",
+        "fixtures/metrics.py(20): forward",
+        "<built-in method item of Tensor object at 0x7f00>",
+    ])
+    assert sources_of(*stack, *ITEM_OPS, SYNC) == Counter({SyncSource(
+        "cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", "fixtures/metrics.py(20): forward" + STARTS, ""): 1})
+
+
+def test_a_stack_of_library_frames_only_names_no_line():
+    stack = nested([f"{STDLIB}/threading.py(1002): _bootstrap", f"{SITE}/torch/utils/data/_utils/pin_memory.py(50): _pin_loop"])
+    assert sources_of(*stack, SYNC) == Counter({SyncSource("cudaStreamSynchronize", "", "", ""): 1})
+
+
+def test_no_python_stack_says_so():
+    assert sources_of(*ITEM_OPS, SYNC) == Counter({SyncSource(
+        "cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", NO_STACK, ""): 1})
+
+
+def test_a_recorded_trace_without_site_markers_still_blames_the_user_line():
+    """The profiler names frames relative to their sys.path entry ('torch/amp/grad_scaler.py(371): ...'): without
+    the debug-mode marker, the stack fallback must still see torch's frames as library ones, not as user code."""
+    trace = load_trace(TRACES / "grad_scaler.json.gz")
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if not str(e.get("name", "")).startswith(SITE_PREFIX)]
+    [source] = count_syncs(trace).sources
+    assert source.user_line.startswith("record_traces.py(") and source.library_line.startswith("torch/amp/grad_scaler.py(")
+
+
+# --- ops around a sync: an op that starts or ends with it still contains it ----------------------------
+
+
+@pytest.mark.parametrize("ts, dur", [(50, 5), (140, 10)])  # the op is [50, 150]
+def test_an_op_sharing_an_edge_with_the_sync_encloses_it(ts, dur):
+    op = ev("aten::item", "cpu_op", 50, 100)
+    assert sources_of(op, ev("cudaStreamSynchronize", "cuda_runtime", ts, dur)) == Counter(
+        {SyncSource("cudaStreamSynchronize", "aten::item", NO_STACK, ""): 1})
+
+
+# --- site markers ----------------------------------------------------------------------------------------
+
+
+def marked(site):
+    return sources_of(*ITEM_OPS, SYNC, ev(site, "user_annotation", 120))
+
+
+def test_a_site_marker_names_the_lines_even_with_an_equals_sign_in_a_path():
+    [source] = marked(f"{SITE_PREFIX}user=outputs/lr=0.1/train.py:3 in step|lib=torchmetrics/aggregation.py:93 in update")
+    assert source.user_line == "outputs/lr=0.1/train.py:3 in step"
+    assert source.library_line == "torchmetrics/aggregation.py:93 in update"
+
+
+def test_a_site_marker_without_a_user_line_leaves_it_empty():
+    assert marked(f"{SITE_PREFIX}lib=torchmetrics/aggregation.py:93 in update") == Counter({SyncSource(
+        "cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", "", "torchmetrics/aggregation.py:93 in update"): 1})
+
+
+# --- pageable copies: a sync of their own unless a blocking call in the same (innermost) op already was ---
+
+
+def copy_events(launch_ts, correlation, tid=1):
+    return [ev("cudaMemcpyAsync", "cuda_runtime", launch_ts, 4, tid, correlation=correlation),
+            ev("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", launch_ts + 20, 2, 7, correlation=correlation)]
+
+
+PAGEABLE = "Memcpy HtoD (Pageable -> Device)"
+
+
+def test_a_pageable_copy_launched_outside_any_op_is_a_sync():
+    assert sources_of(*copy_events(300, 77)) == Counter({SyncSource(PAGEABLE, "", NO_STACK, ""): 1})
+
+
+def test_only_a_blocking_call_inside_the_innermost_op_covers_a_pageable_copy():
+    """aten::to > aten::_to_copy > aten::copy_: the synchronize after copy_ ended, in _to_copy, is a sync
+    of its own; the pageable copy in copy_ did not block there, so it is one too."""
+    ops = [ev("aten::to", "cpu_op", 300, 100), ev("aten::_to_copy", "cpu_op", 301, 98), ev("aten::copy_", "cpu_op", 302, 48)]
+    sync = ev("cudaStreamSynchronize", "cuda_runtime", 360, 5)
+    assert sources_of(*ops, *copy_events(310, 78), sync) == Counter({
+        SyncSource("cudaStreamSynchronize", "aten::to > aten::_to_copy", NO_STACK, ""): 1,
+        SyncSource(PAGEABLE, "aten::to > aten::_to_copy > aten::copy_", NO_STACK, ""): 1})
+
+
+@pytest.mark.parametrize("sync_ts", [500, 600])  # at the op's first or last microsecond
+def test_a_blocking_call_at_the_edge_of_the_op_covers_its_pageable_copy(sync_ts):
+    op = ev("aten::copy_", "cpu_op", 500, 100)
+    sync = ev("cudaStreamSynchronize", "cuda_runtime", sync_ts, 0)
+    expected = SyncSource("cudaStreamSynchronize", "aten::copy_", NO_STACK, "")
+    assert sources_of(op, *copy_events(520, 79), sync) == Counter({expected: 1})
+
+
+# --- describing sources -------------------------------------------------------------------------------------
+
+
+def test_a_source_outside_any_op_and_without_lines():
+    assert SyncSource("cudaStreamSynchronize", "", "", "").describe() == "cudaStreamSynchronize\n    user code: (not seen)"
+
+
+def test_a_source_with_every_line():
+    s = SyncSource("cudaStreamSynchronize", "aten::item", "fixtures/recipes.py:88 in train_step", "torch/x.py:1 in f")
+    assert s.describe() == ("cudaStreamSynchronize in aten::item\n    user code: fixtures/recipes.py:88 in train_step\n"
+                            "    library:   torch/x.py:1 in f")
+
+
+def test_a_count_of_no_steps_is_zero_per_step():
+    assert SyncCount(steps=0).per_step == 0.0
+
+
+# --- classifying files and shortening them --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("filename, library", [
+    (f"{SITE}/torch/nn/modules/module.py", True),
+    ("/usr/lib/python3/dist-packages/numpy/core/numeric.py", True),
+    ("C:\\Python311\\Lib\\site-packages\\torch\\_tensor.py", True),
+    ("<frozen importlib._bootstrap>", True),
+    (f"{STDLIB}/contextlib.py", True),
+    (os.path.join(syncs._HARNESS_DIR, "fixture.py"), True),  # the harness's own frames are not the user's
+    ("/work/project/fixtures/recipes.py", False),
+    ("fixtures/recipes.py", False),
+])
+def test_is_library(filename, library):
+    assert syncs._is_library(filename) is library
+
+
+def test_a_path_through_a_symlink_into_the_standard_library_is_library(tmp_path):
+    (tmp_path / "lib").symlink_to(STDLIB)
+    assert syncs._is_library(str(tmp_path / "lib" / "contextlib.py"))
+
+
+@pytest.mark.parametrize("where, short", [
+    (f"{SITE}/torch/amp/grad_scaler.py:400 in _unscale", "torch/amp/grad_scaler.py:400 in _unscale"),
+    ("/usr/lib/python3/dist-packages/numpy/x.py:3 in f", "numpy/x.py:3 in f"),
+    ("/venv/lib/site-packages/pkg/_vendor/site-packages/inner.py:1 in g", "pkg/_vendor/site-packages/inner.py:1 in g"),
+    ("/elsewhere/train.py:3 in step", "/elsewhere/train.py:3 in step"),
+])
+def test_short(where, short):
+    assert syncs._short(where) == short
+
+
+def test_short_makes_project_paths_relative_to_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert syncs._short(f"{os.getcwd()}/fixtures/recipes.py:88 in train_step") == "fixtures/recipes.py:88 in train_step"
+
+
+# --- site markers from a live stack -------------------------------------------------------------------------------
+
+
+def frame(filename, lineno, name):
+    return traceback.FrameSummary(filename, lineno, name)
+
+
+def test_site_of_names_the_innermost_user_frame_and_the_library_frame_below_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    stack = [
+        frame(f"{STDLIB}/runpy.py", 86, "_run_code"),
+        frame(f"{tmp_path}/tests/test_train.py", 12, "test_train"),
+        frame(f"{tmp_path}/fixtures/recipes.py", 80, "train_step"),
+        frame(f"{SITE}/torch/amp/grad_scaler.py", 371, "unscale_"),
+        frame(f"{SITE}/torch/_tensor.py", 40, "item"),
+        frame(f"{STDLIB}/warnings.py", 97, "_showwarnmsg"),
+        frame(os.path.join(syncs._HARNESS_DIR, "syncs.py"), 300, "mark"),
+    ]
+    assert syncs._site_of(stack) == f"{SITE_PREFIX}user=fixtures/recipes.py:80 in train_step|lib=torch/_tensor.py:40 in item"
+
+
+def test_site_of_without_a_library_frame_below_has_no_lib_part():
+    stack = [frame("/work/p/train.py", 3, "main"), frame("/work/p/train.py", 9, "step"), frame(f"{STDLIB}/warnings.py", 97, "w")]
+    assert syncs._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step"
+
+
+def test_site_of_a_stack_without_user_code_is_empty():
+    stack = [frame(f"{SITE}/torch/_tensor.py", 40, "item"), frame(os.path.join(syncs._HARNESS_DIR, "x.py"), 1, "f")]
+    assert syncs._site_of(stack) == ""
+
+
+@pytest.fixture
+def debug_mode(monkeypatch):
+    """torch.cuda's sync debug mode without a GPU: the modes set, in order; 'default' before."""
+    import torch
+
+    modes = []
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: "default")
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    return modes
+
+
+def test_sync_sites_marks_each_warned_sync_and_passes_other_warnings_through(debug_mode, monkeypatch):
+    import torch
+
+    marks, shown = [], []
+
+    class Record:
+        def __init__(self, name):
+            marks.append(name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(torch.profiler, "record_function", Record)
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *args, **kwargs: shown.append(str(message)))
+    with syncs.sync_sites():
+        assert debug_mode == ["warn"]
+        warnings.warn("called a synchronizing CUDA operation")  # sync:marker
+        warnings.warn("something else")
+        warnings.warn("something else")  # shown again: "always"
+    assert debug_mode == ["warn", "default"]
+    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith("# sync:marker"))
+    function = "test_sync_sites_marks_each_warned_sync_and_passes_other_warnings_through"
+    assert marks == [f"{SITE_PREFIX}user=tests/{Path(__file__).name}:{line} in {function}"]
+    assert shown == ["something else", "something else"]
+
+
+def test_sync_sites_restores_the_debug_mode_after_an_error(debug_mode):
+    with pytest.raises(RuntimeError, match="step failed"):
+        with syncs.sync_sites():
+            raise RuntimeError("step failed")
+    assert debug_mode == ["warn", "default"]
+
+
+def test_profile_steps_marks_the_steps_and_counts_them(debug_mode, monkeypatch, tmp_path):
+    """On the CPU (torch's profiler still runs): 3 marked steps, each with its warned sync's site marker."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    calls = []
+
+    def step():
+        calls.append(1)
+        warnings.warn("called a synchronizing CUDA operation")
+
+    counted = syncs.profile_steps(step, 3, tmp_path / "trace.json")
+    assert len(calls) == 3 and counted.steps == 3 and counted.total == 0  # no CUDA call was made
+    names = [e["name"] for e in load_trace(tmp_path / "trace.json")["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert [n for n in names if n.startswith("perf_step_")] == ["perf_step_0", "perf_step_1", "perf_step_2"]
+    assert sum(n.startswith(SITE_PREFIX) and " in step" in n for n in names) == 3
+    stack = [e["name"] for e in load_trace(tmp_path / "trace.json")["traceEvents"] if e.get("cat") == "python_function"]
+    assert any(name.endswith(": step") for name in stack)  # recorded with the Python stack
+
+
+# --- the command line, in-process ----------------------------------------------------------------------------------
+
+
+def test_main_exit_codes_and_output(capsys, tmp_path):
+    clean, item = TRACES / "clean.json.gz", TRACES / "item.json.gz"
+    assert syncs.main([str(clean)]) == 0
+    out = capsys.readouterr().out
+    assert out == f"{clean}: 0.00 syncs/step over 3 steps\nno host-device syncs in the steps\n"
+    assert syncs.main([str(item), str(clean)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{item}: 1.00 syncs/step over 3 steps\n  1.00/step  cudaStreamSynchronize in aten::item")
+    assert f"\n{clean}: 0.00 syncs/step over 3 steps\n" in out
+    missing = tmp_path / "missing.json"
+    assert syncs.main([str(missing), str(clean)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {missing}: no such file\n" and captured.out.startswith(f"{clean}: 0.00")
+
+
+def test_main_a_sync_in_a_periodic_phase_only_exits_1(capsys, tmp_path):
+    import json
+
+    path = tmp_path / "periodic.json"
+    phase = ev("perf_periodic:metrics", "user_annotation", 90, 30)
+    path.write_text(json.dumps({"traceEvents": [ev("perf_step_0", "user_annotation", 0, 999), phase, SYNC]}))
+    assert syncs.main([str(path)]) == 1
+    assert "plus 1 sync(s) in perf_periodic:metrics, which ran 1x in 1 steps:" in capsys.readouterr().out
+
+
+def test_main_help(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    with pytest.raises(SystemExit) as done:
+        syncs.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m perf_tests.harness.syncs [-h] TRACE [TRACE ...]\n")
+    assert "Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges)." in out
+    assert "TRACE       a Chrome trace, .json or gzipped" in out
+    assert ("exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read"
+            in out)
+
+
+# --- more of count_syncs: kernel time, edges, odd events -----------------------------------------------------------
+
+
+def counted(*events, steps=1):
+    trace = {"traceEvents": [ev(f"perf_step_{i}", "user_annotation", 1000 * i, 999) for i in range(steps)] + list(events)}
+    return count_syncs(trace)
+
+
+def test_gpu_busy_time_is_the_union_of_kernel_intervals_per_step():
+    """Kernels (us) [0, 10] and [5, 15] overlap: 15; [20, 30]; [30, 35] touches it: 5; [22, 28] lies inside: 0.
+    30 us over 2 steps: 15 us a step. Other GPU events (a memcpy) are not kernels."""
+    kernels = [ev("k", "kernel", 0, 10, 7), ev("k", "kernel", 5, 10, 7), ev("k", "kernel", 20, 10, 8),
+               ev("k", "kernel", 30, 5, 7), ev("k", "kernel", 22, 6, 7),
+               ev("Memcpy HtoD (Pinned -> Device)", "gpu_memcpy", 40, 50, 7)]
+    assert counted(*kernels, steps=2).gpu_busy_s == 1.5e-05
+    assert counted(steps=2).gpu_busy_s == 0.0
+
+
+def test_ops_that_start_together_are_listed_outermost_first():
+    inner, outer = ev("aten::_local_scalar_dense", "cpu_op", 50, 60), ev("aten::item", "cpu_op", 50, 100)
+    assert counted(inner, outer, SYNC).sources == Counter(
+        {SyncSource("cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", NO_STACK, ""): 1})
+
+
+@pytest.mark.parametrize("ts", [1000, 1999])  # the second step's first and last microsecond
+def test_a_sync_at_the_edge_of_a_step_is_in_it(ts):
+    assert counted(ev("cudaStreamSynchronize", "cuda_runtime", ts), steps=2).total == 1
+
+
+def test_a_sync_between_steps_is_not_counted():
+    assert counted(ev("cudaStreamSynchronize", "cuda_runtime", 999.5), steps=2).total == 0
+
+
+def test_a_pageable_copy_without_its_launch_does_not_hide_the_next_one():
+    lost = ev(PAGEABLE, "gpu_memcpy", 10, 2, 7, correlation=999)  # its launch is not in the trace
+    assert counted(lost, *copy_events(300, 77)).sources == Counter({SyncSource(PAGEABLE, "", NO_STACK, ""): 1})
+
+
+def test_a_periodic_phase_counts_its_runs_and_its_syncs():
+    phases = [ev("perf_periodic:metrics", "user_annotation", 90, 30), ev("perf_periodic:metrics", "user_annotation", 1090, 30)]
+    syncs_ = [ev("cudaStreamSynchronize", "cuda_runtime", 100, 1), ev("cudaStreamSynchronize", "cuda_runtime", 1100, 1)]
+    c = counted(*phases, *syncs_, steps=2)
+    assert c.total == 0 and c.periodic_runs == {"perf_periodic:metrics": 2}
+    assert c.periodic == {("perf_periodic:metrics", SyncSource("cudaStreamSynchronize", "", NO_STACK, "")): 2}
+
+
+def test_events_without_a_duration_are_instants():
+    op = ev("aten::item", "cpu_op", 50, 100)
+    sync = {k: v for k, v in ev("cudaStreamSynchronize", "cuda_runtime", 150).items() if k != "dur"}  # at the op's end
+    assert counted(op, sync).sources == Counter({SyncSource("cudaStreamSynchronize", "aten::item", NO_STACK, ""): 1})
+
+
+def test_an_event_with_an_unusable_process_id_is_skipped():
+    odd = {**SYNC, "pid": [1]}
+    assert counted(SYNC, odd).total == 1
+
+
+@pytest.mark.parametrize("name", ["cudaStreamSynchronize_ptsz", "cuCtxSynchronize_v2", "cuStreamSynchronize_v2_ptsz",
+                                  "cudaMemcpy_ptsz"])
+def test_per_thread_and_versioned_variants_are_the_same_blocking_call(name):
+    assert counted(ev(name, "cuda_driver", 100, 5)).total == 1
+
+
+def test_a_sync_without_a_marker_is_not_matched_to_other_annotations():
+    """The second step's range (an annotation after the sync) is no site marker."""
+    assert counted(*ITEM_OPS, SYNC, steps=2).sources == Counter({SyncSource(
+        "cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", NO_STACK, ""): 1})
+
+
+def test_count_syncs_names_its_source_as_trace_by_default():
+    with pytest.raises(syncs.TraceError, match="^trace: no 'traceEvents' list"):
+        count_syncs({})
+
+
+def test_describe_indents_every_line_of_a_source():
+    in_step = SyncSource("cudaStreamSynchronize", "aten::item", "a.py:1 in f", "torch/x.py:2 in g")
+    in_phase = SyncSource("cudaStreamSynchronize", "", "b.py:3 in h", "tm/y.py:4 in k")
+    c = SyncCount(steps=2, sources=Counter({in_step: 1}), periodic=Counter({("perf_periodic:m", in_phase): 2}),
+                  periodic_runs=Counter({"perf_periodic:m": 1}))
+    assert c.describe() == (
+        "  0.50/step  cudaStreamSynchronize in aten::item\n"
+        "               user code: a.py:1 in f\n"
+        "               library:   torch/x.py:2 in g\n"
+        "plus 2 sync(s) in perf_periodic:m, which ran 1x in 2 steps:\n"
+        "  2x  cudaStreamSynchronize\n"
+        "          user code: b.py:3 in h\n"
+        "          library:   tm/y.py:4 in k")
+
+
+# --- more of _site_of ------------------------------------------------------------------------------------------------
+
+
+def test_site_of_with_one_library_frame_right_below_the_user_frame():
+    stack = [frame("/work/p/train.py", 9, "step"), frame("/usr/lib/python3/dist-packages/torch/_tensor.py", 40, "item")]
+    assert syncs._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step|lib=torch/_tensor.py:40 in item"
+
+
+def test_site_of_names_the_innermost_of_several_library_frames():
+    stack = [frame("/work/p/train.py", 9, "step"), frame(f"{SITE}/tm/a.py", 1, "update"), frame(f"{SITE}/tm/b.py", 2, "_check"),
+             frame(f"{SITE}/tm/c.py", 3, "_cast")]
+    assert syncs._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step|lib=tm/c.py:3 in _cast"
+
+
+# --- more of the command line and profile_steps -----------------------------------------------------------------------
+
+
+def test_main_help_lines_in_full(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    with pytest.raises(SystemExit):
+        syncs.main(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges)." in lines
+    assert "exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read" in lines
+
+
+def test_main_names_a_trace_without_steps(capsys, tmp_path):
+    import json
+
+    path = tmp_path / "nosteps.json"
+    path.write_text(json.dumps({"traceEvents": [SYNC]}))
+    assert syncs.main([str(path)]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: no 'perf_step_<i>' ranges; the steps were not marked, "
+                                       "so nothing can be counted\n")
+
+
+def test_profile_steps_of_no_steps_names_the_trace(debug_mode, monkeypatch, tmp_path):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    with pytest.raises(syncs.TraceError, match=f"^{tmp_path / 'empty.json'}: no 'perf_step_<i>' ranges"):
+        syncs.profile_steps(lambda: None, 0, tmp_path / "empty.json")
