@@ -299,8 +299,11 @@ def test_environment_on_a_gpu_names_it_and_its_driver(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "NVIDIA H200")
     monkeypatch.setattr(baselines, "_driver_version", lambda: "580.65.06")
+    monkeypatch.setattr(baselines, "gpu_uuid", lambda: "GPU-9641a40c")
+    monkeypatch.setattr(baselines.nvml, "power_limit_w", lambda uuid: 700.0 if uuid == "GPU-9641a40c" else None)
     env = baselines.environment()
     assert (env["gpu"], env["driver"]) == ("NVIDIA H200", "580.65.06")
+    assert (env["gpu_uuid"], env["power_limit_w"]) == ("GPU-9641a40c", 700.0)
 
 
 class FakeNVML(types.ModuleType):
@@ -344,7 +347,7 @@ def test_driver_version_from_nvml(monkeypatch, proc_version, reported):
     from perf_tests.harness import baselines
 
     proc_version(PROC_VERSION)
-    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML(reported))
+    monkeypatch.setattr(baselines.nvml, "pynvml", FakeNVML(reported))
     assert baselines._driver_version() == "580.65.06"
 
 
@@ -353,7 +356,7 @@ def test_driver_version_falls_back_to_proc(monkeypatch, proc_version, nvml):
     from perf_tests.harness import baselines
 
     proc_version(PROC_VERSION)
-    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(baselines.nvml, "pynvml", nvml)
     assert baselines._driver_version() == "575.57.08"
 
 
@@ -362,7 +365,7 @@ def test_driver_version_unknown_is_none(monkeypatch, proc_version, text):
     from perf_tests.harness import baselines
 
     proc_version(text)
-    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setattr(baselines.nvml, "pynvml", None)
     assert baselines._driver_version() is None
 
 
@@ -371,5 +374,5 @@ def test_driver_version_from_proc_with_the_open_kernel_module(monkeypatch, proc_
     from perf_tests.harness import baselines
 
     proc_version(OPEN_PROC_VERSION)
-    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setattr(baselines.nvml, "pynvml", None)
     assert baselines._driver_version() == "575.57.08"

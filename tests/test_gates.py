@@ -62,7 +62,8 @@ def test_a_pass_reads_as_the_change_alone():
 def test_a_gpu_number_recorded_below_80_percent_busy_is_host_bound(busy, expected):
     now = Parts(batch_size=100, pipeline=steady(900.0), gpu=steady(1000.0))  # no profile now: not launch-bound
     m = Measure(tolerance=3, host_tolerance=10)
-    assert gates.tolerance_for("gpu", now, {"gpu_busy_pct": busy}, m) == expected
+    entry = {"gpu_busy_pct": busy, "env": {"gpu_uuid": "GPU-1"}}
+    assert gates.tolerance_for("gpu", now, entry, m, "GPU-1") == expected
 
 
 # --- why_not_comparable and verdict on sparse entries ------------------------------------------------

@@ -138,9 +138,9 @@ def test_marker_messages_in_full():
     assert str(e.value) == "t.py::t: @pytest.mark.perf(3, 'x') takes settings by name only, e.g. perf(rounds=3)"
     with pytest.raises(ValueError) as e:
         for_marker(Measure(), marks(pytest.mark.perf(stesp=4, rouns=2)), "t.py::t")
-    assert str(e.value) == ("t.py::t: @pytest.mark.perf got unknown settings ['rouns', 'stesp']; known: ['ci_pct', "
-                            "'host_tolerance', 'max_rounds', 'profile_steps', 'round_s', 'rounds', 'steps', 'tolerance', "
-                            "'warmup']")
+    assert str(e.value) == ("t.py::t: @pytest.mark.perf got unknown settings ['rouns', 'stesp']; known: "
+                            "['chip_tolerance', 'ci_pct', 'host_tolerance', 'max_rounds', 'profile_steps', 'round_s', "
+                            "'rounds', 'steps', 'tolerance', 'warmup']")
     with pytest.raises(ValueError) as e:
         for_marker(Measure(), marks(pytest.mark.perf(round_s="long")), "t.py::t")
     assert str(e.value) == ("t.py::t: @pytest.mark.perf(round_s='long'): expected a number of seconds such as 1 or 0.5, "

@@ -3,7 +3,7 @@
 import pytest
 
 from perf_tests.harness import gates
-from perf_tests.harness.parts import Parts, Windows, for_smoke
+from perf_tests.harness.parts import LOADER_HEADROOM, Parts, Windows, for_smoke, loader_ahead
 from perf_tests.harness.settings import Measure
 from perf_tests.harness.timing import Throughput
 
@@ -97,6 +97,23 @@ def test_each_part_times_its_own_step(part, per_step_s, warmup, steps):
     assert got.median == pytest.approx(10 / per_step_s)
 
 
+def test_a_pipeline_whose_loader_is_ahead_skips_the_drain_and_the_bursts():
+    w = Workload()
+    win = windows(w, warmup=2, rounds=3, steps=5)
+    win.loader_ahead = True
+    got = win.time("pipeline")
+    assert w.calls["step"] == 2 + 3 * 6  # the measure's warm-up; 5 steps in whole GPU-side periods of 3, not bursts of 4
+    assert got.median == pytest.approx(1000)
+
+
+@pytest.mark.parametrize("gpu, loader, ahead", [
+    (1000.0, 1000.0 * LOADER_HEADROOM, True), (1000.0, 1000.0 * LOADER_HEADROOM - 1, False),
+    (1000.0, None, False), (None, 5000.0, False),
+])
+def test_the_loader_is_ahead_by_the_headroom(gpu, loader, ahead):
+    assert loader_ahead(gpu and t(gpu), loader and t(loader)) is ahead
+
+
 def test_smoke_runs_one_round_of_two_steps():
     w = Workload()
     got = windows(w, smoke=True, warmup=5, rounds=5, steps=10).time("pipeline")
@@ -114,21 +131,35 @@ def test_an_unknown_part_is_an_error():
 def entry(host=HOST, busy=95.0, parts_=("pipeline", "gpu", "loader")):
     return {"parts": {p: {"samples_per_s": 1000.0, "spread_pct": 0.1, "rounds": [999.0, 1000.0, 1001.0, 1000.0, 1000.0]}
                       for p in parts_},
-            "gpu_busy_pct": busy, "env": {"gpu": "NVIDIA H200", "host": host}}
+            "gpu_busy_pct": busy, "env": {"gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "host": host}}
 
 
 def test_gpu_side_numbers_use_the_gpu_tolerance_others_the_host_tolerance():
-    m = Measure(tolerance=3, host_tolerance=10)
+    m = Measure(tolerance=3, chip_tolerance=20, host_tolerance=10)
     p = parts(busy_s=0.095)
-    assert gates.tolerance_for("gpu", p, entry(), m) == (3, False)
-    assert gates.tolerance_for("loader", p, entry(), m) == (10, True)
-    assert gates.tolerance_for("pipeline", p, entry(), m) == (10, True)
+    assert gates.tolerance_for("gpu", p, entry(), m, "GPU-1") == (3, False)
+    assert gates.tolerance_for("loader", p, entry(), m, "GPU-1") == (10, True)
+    assert gates.tolerance_for("pipeline", p, entry(), m, "GPU-1") == (10, True)
+
+
+def test_a_gpu_side_number_recorded_on_another_chip_gets_the_chip_tolerance():
+    m = Measure(tolerance=3, chip_tolerance=20, host_tolerance=10)
+    p = parts(busy_s=0.095)
+    assert gates.tolerance_for("gpu", p, entry(), m, "GPU-2") == (20, False)
+    assert gates.tolerance_for("gpu", p, entry(), m, None) == (20, False)  # this chip unknown
+    old = entry()
+    del old["env"]["gpu_uuid"]
+    assert gates.tolerance_for("gpu", p, old, m, "GPU-1") == (20, False)  # recorded before chips were
+    assert gates.chip_scope(entry()) == "recorded on chip GPU-1, not this one"
+    assert gates.chip_scope(old) == "recorded before chips were (an old entry)"
+    v = gates.verdict("gpu", [850.0] * 5, entry(), 20, "", gates.chip_scope(entry()))
+    assert not v.failed and v.describe() == "gpu -15.0% (recorded on chip GPU-1, not this one: allowed -20%)"
 
 
 def test_a_launch_bound_gpu_number_is_host_bound():
     m = Measure(tolerance=3, host_tolerance=10)
-    assert gates.tolerance_for("gpu", parts(busy_s=0.05), entry(), m) == (10, True)  # launch-bound now
-    assert gates.tolerance_for("gpu", parts(busy_s=0.095), entry(busy=50.0), m) == (10, True)  # when recorded
+    assert gates.tolerance_for("gpu", parts(busy_s=0.05), entry(), m, "GPU-1") == (10, True)  # launch-bound now
+    assert gates.tolerance_for("gpu", parts(busy_s=0.095), entry(busy=50.0), m, "GPU-1") == (10, True)  # when recorded
 
 
 def test_host_bound_numbers_are_compared_on_the_same_host_class_only():

@@ -56,18 +56,25 @@ class FakeGPU(device.Device):
 
     is_gpu = True
 
-    def __init__(self, case="clean", gpu="NVIDIA H200", host=None, slow=None, slow_steps=None):
-        super().__init__("cpu", {**ENV, "gpu": gpu, "host": host or HOST})
+    def __init__(self, case="clean", gpu="NVIDIA H200", host=None, slow=None, slow_steps=None, chip="GPU-1", watts=None):
+        super().__init__("cpu", {**ENV, "gpu": gpu, "gpu_uuid": chip, "host": host or HOST, "power_limit_w": 700.0})
+        self.watts = watts
         self.case, self.now, self.slow, self.slow_steps = case, 0.0, slow or {}, slow_steps
         self.steps = {"pipeline": 0, "gpu": 0, "loader": 0}
+        self.order = []  # parts in the order they were first stepped
 
     def work(self, part, seconds):
         self.steps[part] += 1
+        if part not in self.order:
+            self.order.append(part)
         slow = self.slow.get(part, 1.0) if self.slow_steps is None or self.steps[part] <= self.slow_steps else 1.0
         self.now += seconds * slow
 
     def clock(self):
         return self.now
+
+    def energy_j(self):
+        return None if self.watts is None else self.watts * self.now
 
     def synchronize(self):
         pass
@@ -189,6 +196,22 @@ def test_update_records_every_part_and_keeps_every_other_entry(suite):
     suite.run().assert_outcomes(passed=1)
 
 
+def test_the_gpu_side_window_comes_first_and_the_pipeline_last(suite):
+    dev = FakeGPU()
+    suite.gpu(dev)
+    suite.run().assert_outcomes(passed=1)
+    assert dev.order == ["gpu", "loader", "pipeline"]
+
+
+@pytest.mark.parametrize("watts, note", [(690.0, True), (600.0, False)])
+def test_a_gpu_side_window_at_the_power_limit_says_so(suite, watts, note):
+    suite.gpu(FakeGPU(watts=watts))
+    result = suite.run("--perf-update-baselines")
+    result.assert_outcomes(passed=1)
+    assert suite.entry()["parts"]["gpu"]["watts"] == watts
+    assert ("GPU-side at the power limit: 690 of 700 W" in result.stdout.str()) is note
+
+
 def test_failed_test_is_not_recorded(suite):
     suite.gpu(FakeGPU(case="item"))
     suite.run("--perf-update-baselines").assert_outcomes(failed=1)
@@ -237,6 +260,19 @@ def test_a_gpu_side_slowdown_beyond_the_tolerance_fails(suite, slow, failed):
     suite.gpu(FakeGPU(slow={"gpu": slow}))
     result = suite.run()
     result.assert_outcomes(failed=int(failed), passed=int(not failed))
+
+
+@pytest.mark.parametrize("slow, args, failed", [(1.15, (), False), (1.1, ("--perf-chip-tolerance=8",), True)])
+def test_a_gpu_side_number_from_another_chip_is_checked_at_the_chip_tolerance(suite, slow, args, failed):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(slow={"gpu": slow}, chip="GPU-2"))
+    result = suite.run(*args)
+    result.assert_outcomes(failed=int(failed), passed=int(not failed))
+    if failed:
+        result.stdout.fnmatch_lines(["*gpu: 9,090.9 samples/s against a baseline of 10,000.0 (-9.1%; allowed -8%, "
+                                     "recorded on chip GPU-1, not this one, median intervals)*"])
+    else:
+        result.stdout.fnmatch_lines(["*gpu -13.0% (recorded on chip GPU-1, not this one: allowed -20%)*"])
 
 
 def test_a_slowdown_the_second_measurement_does_not_show_passes_with_a_note(suite):
@@ -488,7 +524,8 @@ def test_markers_merge_per_field_closest_first(suite, pytester, layout):
 
 @pytest.mark.parametrize("mark, message", [
     ("perf(3)", "test_copy.py::test_copy: @pytest.mark.perf(3) takes settings by name only, e.g. perf(rounds=3)"),
-    ("perf(round=3)", "test_copy.py::test_copy: @pytest.mark.perf got unknown settings ['round']; known: ['ci_pct', "),
+    ("perf(round=3)",
+     "test_copy.py::test_copy: @pytest.mark.perf got unknown settings ['round']; known: ['chip_tolerance', 'ci_pct', "),
     ("perf(rounds=0)", "test_copy.py::test_copy: @pytest.mark.perf(rounds=0): expected a whole number of at least 1, got 0"),
 ])
 def test_a_bad_marker_is_a_usage_error_naming_the_test(suite, pytester, mark, message):

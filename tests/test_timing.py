@@ -144,3 +144,24 @@ def test_runner_message_says_what_to_check():
     with pytest.raises(RuntimeError, match=r"^no round was timed: is pytest-benchmark disabled \(--benchmark-disable\)\?$"):
         measure_throughput(lambda: None, lambda: None, batch_size=1, warmup=0, rounds=1, steps=1,
                            runner=lambda fn, setup, rounds: None)
+
+
+def test_power_is_the_energy_of_the_timed_rounds_over_their_time():
+    clock = FakeClock([0.01])
+    reads = []
+
+    def energy():  # a 500 W device
+        reads.append(clock.now)
+        return 500 * clock.now
+
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=6, rounds=3, steps=2, clock=clock, energy=energy)
+    assert reads[0] == pytest.approx(0.06) and len(reads) == 2 * 3  # around each round, after the warm-up
+    assert t.watts == pytest.approx(500.0) and t.energy_j == pytest.approx(500 * 0.06)
+
+
+def test_no_energy_counter_no_power():
+    clock = FakeClock([0.01])
+    assert measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=2, steps=1, clock=clock).watts is None
+    unknown = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=2, steps=1, clock=clock,
+                                 energy=lambda: None)
+    assert unknown.watts is None and unknown.energy_j is None

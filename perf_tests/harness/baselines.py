@@ -35,6 +35,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import nvml
 from .host import host_class
 from .parts import PARTS
 
@@ -66,24 +67,30 @@ def environment() -> dict:
             env[module] = None
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()
+        env["gpu_uuid"] = gpu_uuid()
+        env["power_limit_w"] = nvml.power_limit_w(env["gpu_uuid"])
         env["driver"] = _driver_version()
     env["host"] = host_class()
     env["date"] = datetime.date.today().isoformat()
     return env
 
 
+def gpu_uuid() -> str | None:
+    """This chip's identity, as nvidia-smi writes it ("GPU-9641a40c-..."): GPU-side numbers are
+    compared tightly only with a baseline recorded on the same chip (gates.py says why)."""
+    import torch
+
+    uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+    if uuid is None:
+        return None
+    text = str(uuid)
+    return text if text.startswith("GPU-") else f"GPU-{text}"
+
+
 def _driver_version() -> str | None:
-    try:
-        import pynvml  # shipped as nvidia-ml-py on the GPU image; optional
-    except ImportError:
-        pynvml = None
-    if pynvml is not None:
-        try:
-            pynvml.nvmlInit()
-            v = pynvml.nvmlSystemGetDriverVersion()
-            return v.decode() if isinstance(v, bytes) else v
-        except pynvml.NVMLError:
-            pass
+    version = nvml.driver_version()
+    if version:
+        return version
     try:
         text = Path("/proc/driver/nvidia/version").read_text()
     except OSError:

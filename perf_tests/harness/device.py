@@ -6,7 +6,7 @@ import functools
 import time
 from dataclasses import dataclass
 
-from . import baselines, syncs
+from . import baselines, nvml, syncs
 
 
 @functools.lru_cache(maxsize=1)
@@ -32,6 +32,10 @@ class Device:
     def clock(self) -> float:
         """Seconds, for timing rounds (each round ends with `synchronize`)."""
         return time.perf_counter()
+
+    def energy_j(self) -> float | None:
+        """Joules the GPU used since its driver loaded, where NVML can say (the GPU-side window's power)."""
+        return nvml.energy_j(self.env.get("gpu_uuid")) if self.is_gpu else None
 
     def reset_peak_memory(self) -> None:
         if self.is_gpu:

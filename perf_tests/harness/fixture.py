@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from . import gates, settings
-from .parts import PARTS, Parts, Windows
+from .parts import PARTS, Parts, Windows, loader_ahead
 from .stats import compare
 from .syncs import SyncCount
 from .timing import Throughput, plain_rounds
@@ -31,10 +31,23 @@ class PerfWarning(UserWarning):
     """A check that could not be made: no baseline, no predecessor measured in this run."""
 
 
+POWER_CAPPED = 0.95  # a GPU-side window that draws this share of the power limit runs at it
+
+
 def _part_entry(t: Throughput) -> dict:
     spread = t.spread_pct
-    return {"samples_per_s": round(t.median, 1), "spread_pct": None if spread is None else round(spread, 2),
-            "rounds": [round(r, 1) for r in t.rounds]}
+    entry = {"samples_per_s": round(t.median, 1), "spread_pct": None if spread is None else round(spread, 2),
+             "rounds": [round(r, 1) for r in t.rounds]}
+    if t.watts is not None:
+        entry["watts"] = round(t.watts)
+    return entry
+
+
+def _power_note(gpu: Throughput | None, limit_w: float | None) -> str | None:
+    """Say so where the GPU-side rounds ran at the power limit: there, chips of one model differ."""
+    if gpu is None or gpu.watts is None or not limit_w or gpu.watts < POWER_CAPPED * limit_w:
+        return None
+    return f"GPU-side at the power limit: {gpu.watts:,.0f} of {limit_w:,.0f} W"
 
 
 @dataclass
@@ -104,8 +117,9 @@ class Perf:
         """Time the workload's parts (all it has, or `parts`), then count its syncs in a profiled window."""
         session, dev = self._session, self._session.device
         windows = self._windows = Windows(workload, self.measure_settings, dev, self.smoke)
-        # the GPU-side window first: the loader's workers do not exist yet to compete for the CPU
-        wanted = tuple(p for p in ("gpu", "pipeline", "loader") if p in (parts or windows.available()))  # this order
+        # the GPU-side window first: the loader's workers do not exist yet to compete for the CPU; the
+        # pipeline last: how it is timed depends on which of the other two is faster
+        wanted = tuple(p for p in ("gpu", "loader", "pipeline") if p in (parts or windows.available()))  # this order
         timed_by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
         dev.reset_peak_memory()
         measured, loader_from = {}, None
@@ -114,6 +128,8 @@ class Perf:
             if part == "loader" and key is not None and key in session.loaders:
                 measured[part], loader_from = session.loaders[key]
                 continue
+            if part == "pipeline":
+                windows.loader_ahead = loader_ahead(measured.get("gpu"), measured.get("loader"))
             measured[part] = windows.time(part, self._pedantic if part == timed_by_benchmark else None)
             if part == "loader" and key is not None:
                 session.loaders[key] = (measured[part], self.test_id)
@@ -134,6 +150,9 @@ class Perf:
         result = Result(self.test_id, result_parts, syncs, peak, trace)
         if loader_from:
             result.notes.append(f"loader measured in {loader_from.rsplit('::', 1)[-1]}")
+        power = _power_note(measured.get("gpu"), dev.env.get("power_limit_w"))
+        if power:
+            result.notes.append(power)
         if any(t.extended for t in measured.values()):
             result.notes.append("rounds added: " + ", ".join(f"{n} +{t.extended}" for n, t in measured.items() if t.extended))
         session.results[self.test_id] = result
@@ -304,14 +323,15 @@ class Perf:
         if entry is None:
             self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
             return
-        host = session.device.env.get("host")
+        host, chip = session.device.env.get("host"), session.device.env.get("gpu_uuid")
         for part in ("gpu", "loader", "pipeline"):
             now = result.parts.get(part)
             if now is None or (part == "loader" and result.parts.loader_from):
                 continue  # a shared loader is checked by the test that measured it
-            tolerance, host_bound = gates.tolerance_for(part, result.parts, entry, self.measure_settings)
+            tolerance, host_bound = gates.tolerance_for(part, result.parts, entry, self.measure_settings, chip)
+            scope = "" if host_bound or gates.same_chip(entry, chip) else gates.chip_scope(entry)
             v = result.verdicts[part] = gates.verdict(
-                part, list(now.rounds), entry, tolerance, gates.why_not_comparable(part, entry, host, host_bound))
+                part, list(now.rounds), entry, tolerance, gates.why_not_comparable(part, entry, host, host_bound), scope)
             if v.failed:
                 base = entry["parts"][part]
                 v.confirmation = compare(self._confirm(result, part).rounds, base.get("rounds") or [base["samples_per_s"]],
@@ -320,7 +340,8 @@ class Perf:
         if failed:
             lines = [
                 f"  {v.part}: {result.parts.get(v.part).median:,.1f} samples/s against a baseline of {v.baseline_sps:,.1f} "
-                f"({v.change_pct:+.1f}%; allowed {100 * (v.comparison.factor - 1):+.0f}%, {v.comparison.method}); "
+                f"({v.change_pct:+.1f}%; allowed {100 * (v.comparison.factor - 1):+.0f}%"
+                + (f", {v.scope}" if v.scope else "") + f", {v.comparison.method}); "
                 f"measured again: {100 * (v.confirmation.ratio - 1):+.1f}%\n"
                 f"    this run's rounds: {_rounds(result.parts.get(v.part))}; baseline's: {_rounds_of(entry['parts'][v.part])}"
                 for v in failed
@@ -331,6 +352,7 @@ class Perf:
                 f"on {gates.hosts.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}",
                 pytrace=False,
             )
+        result.notes.extend(v.describe() for v in result.verdicts.values() if v.compared and v.scope)
         skipped = [v for v in result.verdicts.values() if not v.compared]
         if skipped:
             if self.strict:

@@ -1,8 +1,12 @@
 """Which baseline numbers a run's parts are compared with, at what tolerance, and the verdicts.
 
-- The GPU-side number is a property of the GPU model and the software: it is compared with this
-  GPU model's baseline at `tolerance` (3% by default), wherever the baseline was recorded, unless
-  the host's launches bind it (then it follows the host like the others).
+- The GPU-side number is a property of the GPU and the software: it is compared with the baseline
+  at `tolerance` (3% by default) where the baseline was recorded on this chip (its UUID), and at
+  `chip_tolerance` (20%) where it was recorded on another chip of the model, unless the host's
+  launches bind it (then it follows the host like the others). Chips of one model are not equal
+  under their power limit: on H200 machines of this project's cloud, all at the 700 W limit, the
+  compiled ladder steps' GPU-side numbers were 14-15% lower on two machines than on a third, whose
+  chip reached higher clocks within the limit (README, "GPU-side numbers across chips").
 - Loader and pipeline numbers follow the host's CPUs: they are compared only with a baseline
   recorded on the same host (host.py says why not merely the same CPU model), at `host_tolerance`
   (10% by default).
@@ -26,6 +30,7 @@ class Verdict:
     comparison: Comparison | None = None  # None when not compared
     why_not: str = ""  # why it was not compared
     confirmation: Comparison | None = None  # a second measurement's comparison, made when the first failed
+    scope: str = ""  # what the baseline was recorded on, where that set a wider tolerance
 
     @property
     def compared(self) -> bool:
@@ -44,6 +49,8 @@ class Verdict:
         if self.comparison is None:
             return f"{self.part}: {self.why_not}"
         text = f"{self.part} {self.change_pct:+.1f}%"
+        if self.scope:
+            text += f" ({self.scope}: allowed {100 * (self.comparison.factor - 1):+.0f}%)"
         if self.comparison.inconclusive:
             text += f" (below the allowed {100 * (self.comparison.factor - 1):+.0f}%, not significant: {self.comparison.method})"
         if self.confirmation is not None:
@@ -58,10 +65,23 @@ def _launch_bound(entry: dict) -> bool:
     return busy is not None and busy < 100 * LAUNCH_BOUND
 
 
-def tolerance_for(part: str, parts: Parts, entry: dict, measure: Measure) -> tuple[float, bool]:
-    """(tolerance in percent, whether the number depends on the host) for one part."""
+def tolerance_for(part: str, parts: Parts, entry: dict, measure: Measure, gpu_uuid: str | None) -> tuple[float, bool]:
+    """(tolerance in percent, whether the number depends on the host) for one part, on chip `gpu_uuid`."""
     host_bound = part != "gpu" or parts.launch_bound or _launch_bound(entry)
-    return (measure.host_tolerance if host_bound else measure.tolerance), host_bound
+    if host_bound:
+        return measure.host_tolerance, True
+    return (measure.tolerance if same_chip(entry, gpu_uuid) else measure.chip_tolerance), False
+
+
+def same_chip(entry: dict, gpu_uuid: str | None) -> bool:
+    recorded = entry.get("env", {}).get("gpu_uuid")
+    return recorded is not None and recorded == gpu_uuid
+
+
+def chip_scope(entry: dict) -> str:
+    """What a GPU-side comparison with another chip's baseline says of it."""
+    recorded = entry.get("env", {}).get("gpu_uuid")
+    return f"recorded on chip {recorded[:12]}, not this one" if recorded else "recorded before chips were (an old entry)"
 
 
 def why_not_comparable(part: str, entry: dict, host: dict, host_bound: bool) -> str:
@@ -74,9 +94,9 @@ def why_not_comparable(part: str, entry: dict, host: dict, host_bound: bool) -> 
     return hosts.why_not_comparable(entry.get("env", {}).get("host"), host)
 
 
-def verdict(part: str, now: list[float], entry: dict, tolerance_pct: float, why_not: str) -> Verdict:
+def verdict(part: str, now: list[float], entry: dict, tolerance_pct: float, why_not: str, scope: str = "") -> Verdict:
     base = entry.get("parts", {}).get(part)
     if why_not:
         return Verdict(part, None, why_not=why_not)
     ref = base.get("rounds") or [base["samples_per_s"]]
-    return Verdict(part, base["samples_per_s"], compare(now, ref, 1 - tolerance_pct / 100))
+    return Verdict(part, base["samples_per_s"], compare(now, ref, 1 - tolerance_pct / 100), scope=scope)

@@ -29,6 +29,11 @@ from .timing import Throughput, measure_throughput
 
 PARTS = ("pipeline", "gpu", "loader")
 LAUNCH_BOUND = 0.8
+# A loader this much faster than the GPU-side step keeps its prefetch queue full through the
+# pipeline: the batches wait for the GPU, not the GPU for the next burst of batches, so the
+# pipeline's rounds need not hold whole bursts nor its warm-up drain the queue. (H200 ladder: the
+# uint8 steps' loaders ran 2.0-2.7x their GPU-side steps; rounds of 16 batches of 1024 took 3 s.)
+LOADER_HEADROOM = 1.25
 GPU_WARMUP = 3  # the GPU-side step reuses the compiled model: a few steps settle clocks and caches
 
 
@@ -71,6 +76,11 @@ class Parts:
         return self.pipeline.median / min(limits) if limits else None
 
 
+def loader_ahead(gpu: Throughput | None, loader: Throughput | None) -> bool:
+    """Whether the loader outruns the GPU-side step by LOADER_HEADROOM (both measured)."""
+    return gpu is not None and loader is not None and loader.median >= LOADER_HEADROOM * gpu.median
+
+
 def for_smoke(measure: Measure) -> Measure:
     """One round of two steps, no growing: proves the windows run, measures nothing."""
     return replace(measure, warmup=1, rounds=1, max_rounds=1, steps=2, round_s=0.0)
@@ -83,14 +93,15 @@ class Windows:
         """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it."""
         self.workload, self.device, self.smoke = workload, device, smoke
         self.measure = for_smoke(measure) if smoke else measure
+        self.loader_ahead = False  # set by the caller once the GPU-side and loader windows have run
 
-    def _time(self, step, warmup: int, runner=None, cycle_attr: str = "cycle_steps") -> Throughput:
+    def _time(self, step, warmup: int, runner=None, cycle: int = 1, energy=None) -> Throughput:
         m = self.measure
         kwargs = {"runner": runner} if runner is not None else {}
         return measure_throughput(
             step, self.device.synchronize, clock=self.device.clock, batch_size=self.workload.batch_size, warmup=warmup,
-            rounds=m.rounds, steps=m.steps, cycle=1 if self.smoke else getattr(self.workload, cycle_attr, 1),
-            round_s=m.round_s, max_rounds=m.max_rounds, ci_pct=m.ci_pct, **kwargs,
+            rounds=m.rounds, steps=m.steps, cycle=1 if self.smoke else cycle,
+            round_s=m.round_s, max_rounds=m.max_rounds, ci_pct=m.ci_pct, energy=energy, **kwargs,
         )
 
     def available(self) -> tuple[str, ...]:
@@ -100,13 +111,17 @@ class Windows:
     def time(self, part: str, runner=None) -> Throughput:
         """Warm up and time one part; `runner` (pytest-benchmark's pedantic) drives its first rounds."""
         w, m = self.workload, self.measure
+        cycle = getattr(w, "cycle_steps", 1)
         if part == "pipeline":
+            if self.loader_ahead:  # whole metric cycles still, not whole bursts of batches
+                return self._time(w.step, m.warmup, runner, cycle=getattr(w, "gpu_cycle_steps", 1))
             warmup = m.warmup if self.smoke else max(m.warmup, getattr(w, "warmup_steps", 0))
-            return self._time(w.step, warmup, runner)
+            return self._time(w.step, warmup, runner, cycle=cycle)
         if part == "gpu":
-            return self._time(w.gpu_step, m.warmup if self.smoke else GPU_WARMUP, cycle_attr="gpu_cycle_steps")
+            return self._time(w.gpu_step, m.warmup if self.smoke else GPU_WARMUP, cycle=getattr(w, "gpu_cycle_steps", 1),
+                              energy=getattr(self.device, "energy_j", None))
         if part == "loader":
             # the workers refilled their prefetch queue while the loader was not read: drain it first
             warmup = m.warmup if self.smoke else getattr(w, "warmup_steps", 0)
-            return self._time(w.loader_step, warmup)
+            return self._time(w.loader_step, warmup, cycle=cycle)
         raise ValueError(f"unknown part {part!r}; expected one of {PARTS}")

@@ -63,13 +63,15 @@ class Measure:
     steps: int = 2  # least training steps per timed round
     round_s: float = 0.5  # least seconds per timed round: steps per round grow to fill it
     profile_steps: int = 3  # steps in the separate profiled window that counts syncs
-    tolerance: float = 3.0  # % below the baseline allowed for GPU-side numbers (same GPU model)
+    tolerance: float = 3.0  # % below the baseline allowed for GPU-side numbers recorded on this chip
+    chip_tolerance: float = 20.0  # % below the baseline allowed for GPU-side numbers recorded on another chip
     host_tolerance: float = 10.0  # % below the baseline allowed for loader and pipeline numbers (same host class)
 
 
 MEASURE_TYPES = {
     "warmup": positive_int, "rounds": positive_int, "max_rounds": positive_int, "ci_pct": percent, "steps": positive_int,
-    "round_s": seconds, "profile_steps": positive_int, "tolerance": percent, "host_tolerance": percent,
+    "round_s": seconds, "profile_steps": positive_int, "tolerance": percent, "chip_tolerance": percent,
+    "host_tolerance": percent,
 }
 MEASURE_HELP = {
     "warmup": "warm-up steps before the timed rounds (compilation happens here)",
@@ -79,7 +81,8 @@ MEASURE_HELP = {
     "steps": "least training steps per timed round",
     "round_s": "least seconds per timed round; steps per round grow to fill it",
     "profile_steps": "steps in the profiled window that counts host-device syncs",
-    "tolerance": "percent a GPU-side number may fall below this GPU model's baseline",
+    "tolerance": "percent a GPU-side number may fall below a baseline recorded on this GPU chip",
+    "chip_tolerance": "percent a GPU-side number may fall below a baseline recorded on another chip of this GPU model",
     "host_tolerance": "percent a loader or pipeline number may fall below a baseline recorded on the same host class",
 }
 

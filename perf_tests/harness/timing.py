@@ -24,6 +24,12 @@ class Throughput:
     durations_s: tuple[float, ...]
     extended: int = 0  # rounds added because the median's interval was too wide
     window_s: float = 0.0  # wall time of the whole window: warm-up, probe and rounds
+    energy_j: float | None = None  # the device's energy over the timed rounds, where it has a meter
+
+    @property
+    def watts(self) -> float | None:
+        """average power over the timed rounds"""
+        return None if self.energy_j is None else self.energy_j / sum(self.durations_s)
 
     @property
     def rounds(self) -> tuple[float, ...]:
@@ -74,12 +80,14 @@ def measure_throughput(
     ci_pct: float = math.inf,
     runner=plain_rounds,
     clock: Callable[[], float] | None = None,
+    energy: Callable[[], float | None] | None = None,
 ) -> Throughput:
     """Warm up, size the rounds, time `rounds` rounds through `runner`, extend while too noisy.
 
     `runner(fn, setup, rounds)` drives the first rounds; the pytest plugin passes pytest-benchmark's
     `pedantic` there, so that those rounds are also benchmark rounds. `setup` (a sync) runs before
-    each round, outside the timed region; each round ends with a sync inside it.
+    each round, outside the timed region; each round ends with a sync inside it. `energy` (joules
+    since some origin, or None) is read around each round, outside its timed region.
     """
     clock = clock or time.perf_counter
     start = time.perf_counter()  # the window's own cost, always on the wall clock
@@ -94,13 +102,17 @@ def measure_throughput(
         sync()
         steps = steps_per_round(clock() - t0, cycle, steps=steps, cycle=cycle, round_s=round_s)
     durations: list[float] = []
+    joules: list[float | None] = []
 
     def one_round() -> None:
+        e0 = energy() if energy else None
         t0 = clock()
         for _ in range(steps):
             step()
         sync()
         durations.append(clock() - t0)
+        e1 = energy() if energy else None
+        joules.append(None if e0 is None or e1 is None else e1 - e0)
 
     runner(one_round, sync, rounds)
     if not durations:
@@ -109,5 +121,6 @@ def measure_throughput(
     cap = max(max_rounds or first, first)
     while len(durations) < cap and ci_halfwidth_pct([steps * batch_size / d for d in durations]) > ci_pct:
         plain_rounds(one_round, sync, 1)
+    energy_j = None if None in joules else sum(joules)
     return Throughput(steps * batch_size, tuple(durations), extended=len(durations) - first,
-                      window_s=time.perf_counter() - start)
+                      window_s=time.perf_counter() - start, energy_j=energy_j)

@@ -1,0 +1,60 @@
+"""What NVML (nvidia-ml-py, imported as pynvml) tells about the GPU: driver, power limit, energy.
+
+Optional: without the package, or where NVML refuses, every function returns None. The energy
+counter shows why two GPUs of one model differ: H200 machines of this project's cloud drew their
+700 W limit through the compiled ladder steps, and the chips that needed more power for the same
+clocks ran them 14-15% slower (README, "GPU-side numbers across chips").
+"""
+
+from __future__ import annotations
+
+import functools
+
+try:
+    import pynvml
+except ImportError:  # not installed: nothing to read
+    pynvml = None
+
+
+@functools.lru_cache(maxsize=None)
+def _handle(uuid: str | None):
+    if pynvml is None or not uuid:
+        return None
+    try:
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetHandleByUUID(uuid)
+    except pynvml.NVMLError:
+        return None
+
+
+def driver_version() -> str | None:
+    if pynvml is None:
+        return None
+    try:
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+    except pynvml.NVMLError:
+        return None
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def power_limit_w(uuid: str | None) -> float | None:
+    """The power limit the driver enforces on this GPU, in watts."""
+    handle = _handle(uuid)
+    if handle is None:
+        return None
+    try:
+        return pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000
+    except pynvml.NVMLError:
+        return None
+
+
+def energy_j(uuid: str | None) -> float | None:
+    """Joules this GPU used since the driver loaded (Volta and later)."""
+    handle = _handle(uuid)
+    if handle is None:
+        return None
+    try:
+        return pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000
+    except pynvml.NVMLError:
+        return None
