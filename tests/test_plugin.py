@@ -212,6 +212,27 @@ def test_a_gpu_side_window_at_the_power_limit_says_so(suite, watts, note):
     assert ("GPU-side at the power limit: 690 of 700 W" in result.stdout.str()) is note
 
 
+def test_a_loader_is_measured_once_per_recipe_and_settings(suite, pytester):
+    pytester.makepyfile(test_copy=TEST_FILE + """
+Work.loader_key = ("recipe", 1)
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_again(perf, perf_session):
+    perf.measure(Work(perf_session.device))
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0.001)
+def test_longer_rounds(perf, perf_session):
+    perf.measure(Work(perf_session.device))
+""")
+    dev = FakeGPU()
+    suite.gpu(dev)
+    result = suite.run("-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    assert out.count("loader measured in test_copy") == 1  # test_again's; test_longer_rounds measured its own
+    assert dev.steps["loader"] == 3 * 5 + (1 + 3 * 5)  # test_copy's rounds; test_longer_rounds', after a probe
+
+
 def test_failed_test_is_not_recorded(suite):
     suite.gpu(FakeGPU(case="item"))
     suite.run("--perf-update-baselines").assert_outcomes(failed=1)

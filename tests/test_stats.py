@@ -82,20 +82,23 @@ def test_the_p_value_is_the_exact_one():
 
 
 def test_a_p_value_of_exactly_alpha_is_not_significant():
-    """One new round against 199: its rank among the 200 is uniform under the null hypothesis, so
-    ranking second gives p = P(rank <= 2) = 2/200 = 0.01, which is not below ALPHA."""
-    ref = [1.0] + [float(x) for x in range(3, 201)]  # 199 rounds: 1, 3, 4, ..., 200
-    c = compare([2.0], ref, 1.0)
-    assert c.method == "Mann-Whitney U, p=0.010"
+    """One new round against 99: its rank among the 100 is uniform under the null hypothesis, so
+    ranking fifth gives p = P(rank <= 5) = 5/100 = 0.05, which is not below ALPHA."""
+    assert ALPHA == 0.05
+    ref = [1.0, 2, 3, 4] + [float(x) for x in range(6, 101)]  # 99 rounds: 1-4, 6-100
+    c = compare([5.0], ref, 1.0)
+    assert c.method == "Mann-Whitney U, p=0.050"
     assert not c.significant and c.inconclusive
+    assert compare([3.5], ref, 1.0).significant  # fourth: p = 0.04
 
 
 def test_sizes_whose_least_p_equals_alpha_use_the_intervals():
-    """1 + 99 rounds: the least possible p is 1/C(100, 1) = 0.01 = ALPHA, so no outcome could be
+    """1 + 19 rounds: the least possible p is 1/C(20, 1) = 0.05 = ALPHA, so no outcome could be
     significant by the U test; the intervals decide (a single number is its own interval)."""
-    c = compare([900.0], [1000.0] * 99, 0.97)
+    c = compare([900.0], [1000.0] * 19, 0.97)
     assert c.method == "median intervals"
     assert c.failed  # 900 < 0.97 * 1000
+    assert compare([900.0], [1000.0] * 20, 0.97).method.startswith("Mann-Whitney U")
 
 
 def test_intervals_compare_new_high_end_with_ref_low_end():

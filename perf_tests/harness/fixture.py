@@ -123,7 +123,9 @@ class Perf:
         timed_by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
         dev.reset_peak_memory()
         measured, loader_from = {}, None
+        # the same loader measured the same way is measured once a session
         key = getattr(workload, "loader_key", None)
+        key = None if key is None else (key, self.measure_settings)
         for part in wanted:
             if part == "loader" and key is not None and key in session.loaders:
                 measured[part], loader_from = session.loaders[key]

@@ -24,7 +24,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-ALPHA = 0.01  # one-sided; with 5 + 5 rounds it takes at most one inverted pair (exact p 2/252 = 0.008)
+# One-sided. A significant shortfall is measured again before it fails (the caller's confirmation),
+# which keeps clean runs from failing; 0.01 let through a 15% loader slowdown planted against a 10%
+# tolerance on an H200 machine (7 + 7 rounds with one fast outlier each: p = 0.019).
+ALPHA = 0.05
 CONFIDENCE = 0.95  # of a median's interval
 
 
