@@ -267,3 +267,26 @@ def test_rounds_grow_to_the_round_s_of_the_measure():
     """GPU-side steps of 5 ms in periods of 3: 0.1 s takes 20 steps, 21 in whole periods."""
     got = windows(Workload(), warmup=1, rounds=2, steps=1, round_s=0.1).time("gpu")
     assert got.samples_per_round == 21 * 10
+
+
+class BareFed(Bare):
+    """Bare's noisy steps, with a GPU-side step: its pipeline is loader-fed, so host-bound."""
+
+    def gpu_step(self):
+        self._advance("step")
+
+
+@pytest.mark.parametrize("part, extended", [("pipeline", False), ("loader", False), ("gpu", True)])
+def test_only_gpu_side_numbers_are_extended(part, extended):
+    got = windows(BareFed(), warmup=1, rounds=5, steps=1, max_rounds=8, ci_pct=1.0).time(part)
+    assert len(got.rounds) == (8 if extended else 5)
+
+
+@pytest.mark.parametrize("loader_sps, steps", [(None, 20), (250.0, 8), (5000.0, 20)])
+def test_a_pipeline_round_is_sized_no_faster_than_its_loader(loader_sps, steps):
+    """Pipeline steps of 10 ms (batch 10) and round_s 0.19 s: 19 steps a round at the probe's pace, 20 in
+    whole bursts of 4; a loader of 250 samples/s feeds one step in 40 ms: 5 steps, 8 in whole bursts; a
+    faster loader changes nothing."""
+    win = windows(Workload(), warmup=1, rounds=2, steps=1, round_s=0.19)
+    win.loader = loader_sps and t(loader_sps)
+    assert win.time("pipeline").samples_per_round == steps * 10

@@ -165,3 +165,11 @@ def test_no_energy_counter_no_power():
     unknown = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=2, steps=1, clock=clock,
                                  energy=lambda: None)
     assert unknown.watts is None and unknown.energy_j is None
+
+
+def test_the_probe_pace_is_bounded_by_the_least_step_time():
+    """A probe that ran on queued batches (1 ms a step) would size rounds of 100 steps for 0.1 s; at
+    least 10 ms a step, 10 steps."""
+    assert steps_per_round(0.004, 4, steps=1, cycle=1, round_s=0.1) == 100
+    assert steps_per_round(0.004, 4, steps=1, cycle=1, round_s=0.1, least_step_s=0.01) == 10
+    assert steps_per_round(0.08, 4, steps=1, cycle=1, round_s=0.1, least_step_s=0.01) == 5  # the probe is slower

@@ -131,7 +131,8 @@ class Perf:
                 measured[part], loader_from = session.loaders[key]
                 continue
             if part == "pipeline":
-                windows.loader_ahead = loader_ahead(measured.get("gpu"), measured.get("loader"))
+                windows.loader = measured.get("loader")
+                windows.loader_ahead = loader_ahead(measured.get("gpu"), windows.loader)
             measured[part] = windows.time(part, self._pedantic if part == timed_by_benchmark else None)
             if part == "loader" and key is not None:
                 session.loaders[key] = (measured[part], self.test_id)
@@ -152,7 +153,7 @@ class Perf:
         result = Result(self.test_id, result_parts, syncs, peak, trace)
         if loader_from:
             result.notes.append(f"loader measured in {loader_from.rsplit('::', 1)[-1]}")
-        power = _power_note(measured.get("gpu"), dev.env.get("power_limit_w"))
+        power = _power_note(result_parts.gpu, dev.env.get("power_limit_w"))
         if power:
             result.notes.append(power)
         if any(t.extended for t in measured.values()):

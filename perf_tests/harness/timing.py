@@ -59,9 +59,11 @@ def plain_rounds(fn: Callable[[], None], setup: Callable[[], None], rounds: int)
         fn()
 
 
-def steps_per_round(probe_s: float, probe_steps: int, *, steps: int, cycle: int, round_s: float) -> int:
-    """The least whole number of cycles that holds `steps` steps and lasts `round_s` at the probe's pace."""
-    per_step = probe_s / probe_steps
+def steps_per_round(probe_s: float, probe_steps: int, *, steps: int, cycle: int, round_s: float,
+                    least_step_s: float = 0.0) -> int:
+    """The least whole number of cycles that holds `steps` steps and lasts `round_s` at the probe's pace
+    (or at `least_step_s` a step, where the probe ran faster than the steady state can)."""
+    per_step = max(probe_s / probe_steps, least_step_s)
     wanted = max(steps, math.ceil(round_s / per_step) if per_step > 0 else steps)
     return -(-wanted // cycle) * cycle
 
@@ -81,13 +83,15 @@ def measure_throughput(
     runner=plain_rounds,
     clock: Callable[[], float] | None = None,
     energy: Callable[[], float | None] | None = None,
+    least_step_s: float = 0.0,
 ) -> Throughput:
     """Warm up, size the rounds, time `rounds` rounds through `runner`, extend while too noisy.
 
     `runner(fn, setup, rounds)` drives the first rounds; the pytest plugin passes pytest-benchmark's
     `pedantic` there, so that those rounds are also benchmark rounds. `setup` (a sync) runs before
     each round, outside the timed region; each round ends with a sync inside it. `energy` (joules
-    since some origin, or None) is read around each round, outside its timed region.
+    since some origin, or None) is read around each round, outside its timed region. `least_step_s`
+    bounds the probe's pace: a loader-fed pipeline's probe can run on batches queued in advance.
     """
     clock = clock or time.perf_counter
     start = time.perf_counter()  # the window's own cost, always on the wall clock
@@ -100,7 +104,7 @@ def measure_throughput(
         for _ in range(cycle):
             step()
         sync()
-        steps = steps_per_round(clock() - t0, cycle, steps=steps, cycle=cycle, round_s=round_s)
+        steps = steps_per_round(clock() - t0, cycle, steps=steps, cycle=cycle, round_s=round_s, least_step_s=least_step_s)
     durations: list[float] = []
     joules: list[float | None] = []
 
