@@ -27,6 +27,10 @@ EXPECT = {
 NAIVE_AT_MOST = 0.97  # naive / none, GPU-side (an H200 measured 0.87)
 FIXED_WITHIN_PCT = 4  # fixed / none, GPU-side (an H200 measured 0.98: the metrics' own kernels)
 EFFICIENCY = 0.7
+# A pitfall's syncs stall the main thread every step, so loading and training overlap less where the
+# loader and the GPU-side step are about as fast: naive measured 0.89, 0.76 and 0.65 on three H200
+# machines (host_value_gpu_metric 1.13, 0.84). That loss is the pitfall's cost, not a broken harness.
+PITFALL_EFFICIENCY = 0.5
 
 
 @pytest.mark.perf(profile_steps=8)
@@ -44,7 +48,7 @@ def test_metrics(perf, measure, variant):
         perf.assert_not_slower(result, than="none", noise_pct=FIXED_WITHIN_PCT, part="gpu")
     if variant == "naive":
         perf.assert_cost(result, over="none", at_most=NAIVE_AT_MOST, part="gpu")
-    perf.assert_efficiency(result, at_least=EFFICIENCY)
+    perf.assert_efficiency(result, at_least=EFFICIENCY if EXPECT[variant] is not None else PITFALL_EFFICIENCY)
     perf.assert_baseline(result)
 
 
