@@ -252,8 +252,9 @@ def test_pipeline_rounds_go_through_the_runner():
             fn()
 
     w = Workload()
-    windows(w, warmup=1, rounds=3, steps=4).time("pipeline", runner=runner)
-    assert seen == [3]
+    for part in ("pipeline", "gpu", "loader"):  # whichever part a test times first (a loader-only test: the loader)
+        windows(w, warmup=1, rounds=3, steps=4).time(part, runner=runner)
+    assert seen == [3, 3, 3]
 
 
 @pytest.mark.parametrize("part, name", [("gpu", "gpu_step"), ("loader", "loader_step")])

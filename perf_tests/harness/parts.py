@@ -127,10 +127,11 @@ class Windows:
             return self._time(w.step, warmup, runner, cycle=cycle, extend=resident, least_step_s=least,
                               energy=getattr(self.device, "energy_j", None) if resident else None)
         if part == "gpu":
-            return self._time(w.gpu_step, m.warmup if self.smoke else GPU_WARMUP, cycle=getattr(w, "gpu_cycle_steps", 1),
-                              energy=getattr(self.device, "energy_j", None), extend=True)
+            return self._time(w.gpu_step, m.warmup if self.smoke else GPU_WARMUP, runner,
+                              cycle=getattr(w, "gpu_cycle_steps", 1), energy=getattr(self.device, "energy_j", None),
+                              extend=True)
         if part == "loader":
             # the workers refilled their prefetch queue while the loader was not read: drain it first
             warmup = m.warmup if self.smoke else getattr(w, "warmup_steps", 0)
-            return self._time(w.loader_step, warmup, cycle=cycle)
+            return self._time(w.loader_step, warmup, runner, cycle=cycle)
         raise ValueError(f"unknown part {part!r}; expected one of {PARTS}")
