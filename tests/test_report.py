@@ -26,7 +26,7 @@ def full():
     GPU-side: 2000 samples/s in five equal rounds (two of them added); kernels 0.04 s of each 0.05 s step: 80% busy,
     not launch-bound, so the GPU is the bottleneck and the efficiency 333.33 / 2000 = 0.167."""
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3, 0.4, 0.3)),
-                  gpu=Throughput(100, (0.05,) * 5, extended=2, window_s=1.23456), gpu_busy_s=0.04,
+                  gpu=Throughput(100, (0.05,) * 5, extended=2, window_s=1.23456, energy_j=172.6), gpu_busy_s=0.04,
                   loader_from="tests/test_x.py::test_x")
     verdicts = {
         "gpu": Verdict("gpu", 2100.0, Comparison(0.95, 0.97, True, "Mann-Whitney U, p=0.004"),
@@ -53,9 +53,9 @@ FULL_ROW = {
     "samples_per_s": 333.3,
     "parts": {
         "pipeline": {"samples_per_s": 333.3, "rounds": [333.3, 250.0, 333.3], "spread_pct": 15.75, "ci_pct": 12.5,
-                     "added_rounds": 0, "window_s": 0.0},
+                     "added_rounds": 0, "window_s": 0.0, "watts": None},
         "gpu": {"samples_per_s": 2000.0, "rounds": [2000.0] * 5, "spread_pct": 0.0, "ci_pct": 0.0, "added_rounds": 2,
-                "window_s": 1.23},
+                "window_s": 1.23, "watts": 690},  # 172.6 J over 0.25 s
         "loader": None,
     },
     "loader_measured_in": "tests/test_x.py::test_x",
@@ -82,7 +82,7 @@ FULL_ROW = {
 BARE_ROW = {
     "test": "test_b", "samples_per_s": 1000.0,
     "parts": {"pipeline": {"samples_per_s": 1000.0, "rounds": [1000.0], "spread_pct": None, "ci_pct": 0.0, "added_rounds": 0,
-                           "window_s": 0.0},
+                           "window_s": 0.0, "watts": None},
               "gpu": None, "loader": None},
     "loader_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "baseline": {},
     "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "peak_mem_gb": None, "extra": {}, "notes": [],

@@ -22,7 +22,7 @@ def _part(t) -> dict | None:
     spread = t.spread_pct
     return {"samples_per_s": round(t.median, 1), "rounds": [round(x, 1) for x in t.rounds],
             "spread_pct": None if spread is None else round(spread, 2), "ci_pct": round(t.ci_pct, 2), "added_rounds": t.extended,
-            "window_s": round(t.window_s, 2)}
+            "window_s": round(t.window_s, 2), "watts": None if t.watts is None else round(t.watts)}
 
 
 def _verdict(v) -> dict:
