@@ -163,9 +163,9 @@ def test_markdown_explains_its_columns_before_the_table():
 def test_part_rounds_spread_and_interval_to_two_places():
     """600 samples in 2, 3, 2 s: 300, 200, 300 samples/s; mean 266.67, standard deviation 57.735: 21.65%; three rounds,
     so the interval is the whole range: 50 x 100 / 300 = 16.67%."""
-    assert report._part(Throughput(600, (2.0, 3.0, 2.0), extended=1, window_s=2.3456)) == {
+    assert report._part(Throughput(600, (2.0, 3.0, 2.0), extended=1, window_s=2.3456, energy_j=4100.0)) == {
         "samples_per_s": 300.0, "rounds": [300.0, 200.0, 300.0], "spread_pct": 21.65, "ci_pct": 16.67, "added_rounds": 1,
-        "window_s": 2.35}
+        "window_s": 2.35, "watts": 586}  # 4,100 J over 7 s
 
 
 def test_verdict_percentages_to_one_place():
