@@ -12,8 +12,7 @@ def test_host_bound_numbers_compare_on_the_same_machine_only():
     a = {"cpu": "Xeon (family 6 model 207 stepping 2)", "cores": 16, "machine": "4c4c4544-0042"}
     assert host.why_not_comparable(a, dict(a)) == ""
     other = host.why_not_comparable(a, {**a, "machine": "9b1d0c2e-77aa"})
-    assert other == ("not comparable: recorded on Xeon (family 6 model 207 stepping 2) x 16 cores, machine 4c4c4544-0042, "
-                     "this host is Xeon (family 6 model 207 stepping 2) x 16 cores, machine 9b1d0c2e-77aa")
+    assert other == "not comparable: recorded on machine 4c4c4544-0042, this is machine 9b1d0c2e-77aa (the same CPU class)"
     assert host.why_not_comparable(a, {**a, "cores": 8}).startswith("not comparable")
     assert "without host information" in host.why_not_comparable(None, a)
 

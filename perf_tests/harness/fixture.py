@@ -356,12 +356,15 @@ class Perf:
                 pytrace=False,
             )
         result.notes.extend(v.describe() for v in result.verdicts.values() if v.compared and v.scope)
-        skipped = [v for v in result.verdicts.values() if not v.compared]
-        if skipped:
+        why_not: dict[str, list[str]] = {}  # one note for the parts not compared for one reason
+        for v in result.verdicts.values():
+            if not v.compared:
+                why_not.setdefault(v.why_not, []).append(v.part)
+        if why_not:
+            notes = [f"{', '.join(parts)}: {why}" for why, parts in why_not.items()]
             if self.strict:
-                pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: "
-                            + "; ".join(v.describe() for v in skipped), pytrace=False)
-            result.notes.extend(v.describe() for v in skipped)
+                pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(notes), pytrace=False)
+            result.notes.extend(notes)
 
     def _missing(self, result: Result, what: str) -> None:
         msg = f"{self.test_id}: {what}. Record one on this GPU: pytest '{self.test_id}' --perf-update-baselines"

@@ -60,7 +60,9 @@ def why_not_comparable(recorded: dict | None, current: dict) -> str:
     if not recorded:
         return ("not comparable: the baseline was recorded without host information (an old file); "
                 "re-record it on this host with --perf-update-baselines")
-    keys = ("cpu", "cores", "machine")
-    if all(recorded.get(k) == current.get(k) for k in keys):
-        return ""
+    if all(recorded.get(k) == current.get(k) for k in ("cpu", "cores")):
+        if recorded.get("machine") == current.get("machine"):
+            return ""
+        return (f"not comparable: recorded on machine {str(recorded.get('machine'))[:13]}, this is machine "
+                f"{str(current.get('machine'))[:13]} (the same CPU class)")
     return f"not comparable: recorded on {describe(recorded)}, this host is {describe(current)}"
