@@ -606,3 +606,82 @@ def test_xdist_runs_smoke_scenarios_without_files(suite):
     pytest.importorskip("xdist")
     suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
     suite.run("-n", "2", "--perf-smoke").assert_outcomes(passed=1)
+
+
+# --- claims within one run: gains, costs, efficiency ----------------------------------------------------------------
+
+CLAIM_FILE = TEST_FILE + """
+class Other(Work):
+    def gpu_step(self):
+        self.work("gpu", 0.001 / {speed})  # {speed} times test_copy's GPU-side speed
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_other(perf, perf_session):
+    result = perf.measure(Other(perf_session.device))
+    perf.{check}
+"""
+
+
+def claim(pytester, suite, speed, check, *args):
+    pytester.makepyfile(test_copy=CLAIM_FILE.format(speed=speed, check=check))
+    return suite.run("-p", "no:randomly", *args)
+
+
+@pytest.mark.parametrize("speed, failed", [(2.0, False), (1.2, True)])
+def test_a_gain_over_a_predecessor_is_checked_on_the_named_part(suite, pytester, speed, failed):
+    result = claim(pytester, suite, speed, "assert_gain(result, over='test_copy.py::test_copy', at_least=1.5, part='gpu')")
+    result.assert_outcomes(passed=2 - failed, failed=int(failed))
+    if failed:
+        result.stdout.fnmatch_lines([
+            "*test_other: gpu 12,000 samples/s is 1.200x the gpu number of test_copy (10,000 samples/s in this run), "
+            "expected at least 1.5x (median intervals); measured again: 1.200x (median intervals).",
+            "*this test's rounds: 12,000, 12,000, 12,000",
+            "*test_copy's rounds: 10,000, 10,000, 10,000",
+        ])
+    else:
+        result.stdout.fnmatch_lines(["*| test_copy.py::test_other |*| gpu vs test_copy 2.00x; passed*"])
+
+
+@pytest.mark.parametrize("speed, failed", [(0.8, False), (1.0, True)])
+def test_a_pitfall_must_still_cost_what_it_costs(suite, pytester, speed, failed):
+    result = claim(pytester, suite, speed, "assert_cost(result, over='test_copy.py::test_copy', at_most=0.9, part='gpu')")
+    result.assert_outcomes(passed=2 - failed, failed=int(failed))
+    if failed:
+        result.stdout.fnmatch_lines(["*gpu 10,000 samples/s is 1.000x the gpu number of test_copy*expected at most 0.9x*"])
+
+
+@pytest.mark.parametrize("speed, failed", [(0.97, False), (0.9, True)])
+def test_no_slower_allows_its_noise_only(suite, pytester, speed, failed):
+    result = claim(pytester, suite, speed, "assert_not_slower(result, than='test_copy.py::test_copy', noise_pct=5, part='gpu')")
+    result.assert_outcomes(passed=2 - failed, failed=int(failed))
+
+
+def test_a_predecessor_not_measured_warns_and_fails_in_strict_mode(suite, pytester):
+    check = "assert_gain(result, over='test_copy.py::test_gone', at_least=1.5, part='gpu')"
+    result = claim(pytester, suite, 2.0, check)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*PerfWarning: test_copy.py::test_other: the gpu number of test_copy.py::test_gone was not measured in this "
+        "run, so gpu vs test_gone is not checked"])
+    strict = claim(pytester, suite, 2.0, check, "--perf-strict")
+    strict.stdout.fnmatch_lines(["*test_other: the gpu number of*was not measured in this run*"])
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.parametrize("floor, failed", [(0.5, False), (0.6, True)])
+def test_an_efficiency_below_its_floor_fails_naming_the_bottleneck(suite, pytester, floor, failed):
+    # pipeline 5,000 samples/s; GPU-side 10,000; loader 20,000: efficiency 0.5, bottleneck the GPU
+    result = claim(pytester, suite, 1.0, f"assert_efficiency(result, at_least={floor})")
+    result.assert_outcomes(passed=2 - failed, failed=int(failed))
+    if failed:
+        result.stdout.fnmatch_lines([
+            "*test_other: pipeline efficiency 0.50, expected at least 0.6: the pipeline delivers 5,000 samples/s while "
+            "its bottleneck (GPU) allows 10,000. parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; "
+            "bottleneck: GPU"])
+
+
+def test_a_row_added_to_a_section_is_in_the_report(suite, pytester, tmp_path):
+    check = "add_row('Claims', step='other', gain=perf.ratio(result, perf.result_of('test_copy.py::test_copy'), 'gpu'))"
+    result = claim(pytester, suite, 2.0, check, f"--perf-report={tmp_path / 'perf'}")
+    result.assert_outcomes(passed=2)
+    assert json.loads((tmp_path / "perf.json").read_text())["sections"] == {"Claims": [{"step": "other", "gain": 2.0}]}
