@@ -1,9 +1,9 @@
 """What NVML (nvidia-ml-py, imported as pynvml) tells about the GPU: driver, power limit, energy.
 
 Optional: without the package, or where NVML refuses, every function returns None. The energy
-counter shows why two GPUs of one model differ: H200 machines of this project's cloud drew their
-700 W limit through the compiled ladder steps, and the chips that needed more power for the same
-clocks ran them 14-15% slower (README, "GPU-side numbers across chips").
+counter tells whether a GPU-side window ran at the power limit: H200 machines of this project's
+cloud drew their 700 W limit through the compiled ladder steps, and two of six ran the bf16 step
+14-15% slower than the others, for a reason not established (README, "GPU-side numbers across chips").
 """
 
 from __future__ import annotations
