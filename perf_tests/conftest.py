@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -17,6 +18,8 @@ def measure(perf):
     opened = []
 
     def run(recipe: recipes.Recipe, parts: tuple[str, ...] | None = None):
+        if perf.worker_start:
+            recipe = replace(recipe, worker_start=perf.worker_start)
         if perf.smoke:
             recipe = recipes.for_smoke(recipe)
         workload = recipes.build(recipe, perf.device)

@@ -151,6 +151,7 @@ def test_smoke_runs_the_step_without_assertions(suite):
     ("--perf-rounds=0", "argument --perf-rounds: expected a whole number of at least 1, got 0"),
     ("--perf-tolerance=abc", "argument --perf-tolerance: expected a percentage such as 5 or 7.5, got 'abc'"),
     ("--perf-workers=-2", "argument --perf-workers: expected a whole number of at least 1, got -2"),
+    ("--perf-worker-start=thread", "argument --perf-worker-start: invalid choice: 'thread' (choose from "),
 ])
 def test_malformed_options_are_usage_errors(suite, option, message):
     result = suite.run(option)

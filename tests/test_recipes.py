@@ -1,6 +1,6 @@
 """The recipes: each ladder step is the one-field change the article makes, and bad knobs say so."""
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 import torch
@@ -41,6 +41,7 @@ def test_the_article_baseline():
     ({"amp": "fp8"}, "Recipe.amp='fp8'"),
     ({"resize_on": "gpu"}, "resize_on='gpu' needs cast_on='gpu'"),
     ({"dataset": "mnist"}, "Recipe.dataset='mnist'"),
+    ({"worker_start": "thread"}, "Recipe.worker_start='thread'"),
 ])
 def test_bad_recipe_names_the_field(bad, message):
     with pytest.raises(ValueError, match=message):
@@ -104,3 +105,16 @@ def test_a_loader_fed_workload_has_every_part_on_the_cpu():
         assert resident.gpu_step is None and resident.loader_step is None and resident.step().isfinite()
     finally:
         resident.close()
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_workers_started_without_fork_train_the_same_recipe(method):
+    """The suite runs under a start method that cannot deadlock: the dataset, its transforms and the
+    sampler travel to workers that do not inherit the parent's memory."""
+    recipe = replace(for_smoke(ladder(workers=2)["pin_memory"]), worker_start=method)
+    w = build(recipe, "cpu")
+    try:
+        assert w.step().isfinite() and w.step().isfinite()
+        assert dict(w.loader_key)["worker_start"] == method  # another loader than fork's
+    finally:
+        w.close()

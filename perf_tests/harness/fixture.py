@@ -103,6 +103,10 @@ class Perf:
         return self._session.settings.workers
 
     @property
+    def worker_start(self) -> str | None:
+        return self._session.settings.worker_start
+
+    @property
     def strict(self) -> bool:
         return self._session.settings.strict
 

@@ -120,6 +120,8 @@ def add_options(parser) -> None:
     group.addoption("--perf-workers", type=positive_int, default=None,
                     help="DataLoader workers for the ladder's multi-worker steps "
                          f"(default: one per core, here {default_workers()})")
+    group.addoption("--perf-worker-start", choices=("fork", "forkserver", "spawn"), default=None,
+                    help="how the DataLoader starts its workers (default: the platform's, fork on Linux before Python 3.14)")
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ class SessionSettings:
     smoke: bool
     workers: int
     measure: Measure  # command line > ini > default; markers are applied per test
+    worker_start: str | None = None  # the DataLoader workers' start method; None: the platform's
 
     @classmethod
     def from_config(cls, config) -> "SessionSettings":
@@ -149,6 +152,7 @@ class SessionSettings:
             trace_dir=opt("--perf-trace-dir") and _folder(opt("--perf-trace-dir"), "--perf-trace-dir"),
             smoke=opt("--perf-smoke"),
             workers=opt("--perf-workers") or default_workers(),
+            worker_start=opt("--perf-worker-start"),
             measure=_measure_from(config),
         )
 
