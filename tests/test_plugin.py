@@ -633,6 +633,7 @@ def test_a_gain_over_a_predecessor_is_checked_on_the_named_part(suite, pytester,
     result = claim(pytester, suite, speed, "assert_gain(result, over='test_copy.py::test_copy', at_least=1.5, part='gpu')")
     result.assert_outcomes(passed=2 - failed, failed=int(failed))
     if failed:
+        assert not [line for line in result.stdout.lines if line.startswith(("> ", "E "))]  # the message, no traceback
         result.stdout.fnmatch_lines([
             "*test_other: gpu 12,000 samples/s is 1.200x the gpu number of test_copy (10,000 samples/s in this run), "
             "expected at least 1.5x (median intervals); measured again: 1.200x (median intervals).",
@@ -661,9 +662,10 @@ def test_a_predecessor_not_measured_warns_and_fails_in_strict_mode(suite, pytest
     check = "assert_gain(result, over='test_copy.py::test_gone', at_least=1.5, part='gpu')"
     result = claim(pytester, suite, 2.0, check)
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "*PerfWarning: test_copy.py::test_other: the gpu number of test_copy.py::test_gone was not measured in this "
-        "run, so gpu vs test_gone is not checked"])
+    result.stdout.fnmatch_lines([  # the warning points at the test's own line
+        "*/test_copy.py:3[0-9]: PerfWarning: test_copy.py::test_other: the gpu number of test_copy.py::test_gone was "
+        "not measured in this run, so gpu vs test_gone is not checked",
+        "*| test_copy.py::test_other |*| passed; not compared with test_gone |"])
     strict = claim(pytester, suite, 2.0, check, "--perf-strict")
     strict.stdout.fnmatch_lines(["*test_other: the gpu number of*was not measured in this run*"])
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
@@ -686,3 +688,38 @@ def test_a_row_added_to_a_section_is_in_the_report(suite, pytester, tmp_path):
     result = claim(pytester, suite, 2.0, check, f"--perf-report={tmp_path / 'perf'}")
     result.assert_outcomes(passed=2)
     assert json.loads((tmp_path / "perf.json").read_text())["sections"] == {"Claims": [{"step": "other", "gain": 2.0}]}
+
+
+def test_a_step_names_its_predecessor_by_parameter_id(suite, pytester):
+    pytester.makepyfile(test_copy=TEST_FILE + """
+class Other(Work):
+    def __init__(self, device, speed):
+        super().__init__(device)
+        self.speed = speed
+
+    def gpu_step(self):
+        self.work("gpu", 0.001 / self.speed)
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+@pytest.mark.parametrize("step", ["slow", "fast"])
+def test_ladder(perf, perf_session, step):
+    result = perf.measure(Other(perf_session.device, {"slow": 1.0, "fast": 3.0}[step]))
+    if step == "fast":
+        perf.assert_gain(result, over="slow", at_least=2.5, part="gpu")
+        assert perf.result_of("slow").test_id == "test_copy.py::test_ladder[slow]"
+""")
+    result = suite.run("-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*| test_copy.py::test_ladder[[]fast[]] |*| gpu vs slow 3.00x; passed*"])
+
+
+def test_a_marker_applied_after_collection_fails_the_test_naming_it(suite, pytester):
+    pytester.makepyfile(test_copy=TEST_FILE.replace(
+        "def test_copy(perf, perf_session):",
+        "def test_copy(request, perf_session):\n    request.node.add_marker(pytest.mark.perf(rouns=2))\n"
+        "    perf = request.getfixturevalue('perf')"))
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert out.count("test_copy.py::test_copy: @pytest.mark.perf got unknown settings ['rouns']; known: ") == 1
+    assert "During handling" not in out and not [line for line in result.stdout.lines if line.startswith(("> ", "E "))]

@@ -87,8 +87,11 @@ class Perf:
         self.test_id = request.node.nodeid
         try:
             self.measure_settings = settings.for_marker(session.settings.measure, request.node.iter_markers("perf"), self.test_id)
+            problem = ""
         except ValueError as e:  # a marker applied after collection, which checks the others
-            pytest.fail(str(e), pytrace=False)
+            problem = str(e)
+        if problem:  # failed outside the handler: the message once, without the ValueError it came from
+            pytest.fail(problem, pytrace=False)
 
     @property
     def device(self) -> str:

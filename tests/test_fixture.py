@@ -1,0 +1,41 @@
+"""The perf fixture's pieces that need no pytest session: what a baseline entry records."""
+
+from types import SimpleNamespace
+
+from perf_tests.harness.fixture import Result, _power_note
+from perf_tests.harness.parts import Parts
+from perf_tests.harness.timing import Throughput
+
+
+def test_a_baseline_entry_rounds_each_number_to_its_places():
+    # pipeline 100 samples in 0.3 s: 333.33/s; GPU-side in 0.07 s: 1,428.57/s, 10 J over its 0.21 s: 47.6 W;
+    # kernels 6.6 ms of a 70 ms step: 9.43% busy (launch-bound)
+    parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,) * 3),
+                  gpu=Throughput(100, (0.07,) * 3, energy_j=10.0), gpu_busy_s=0.0066)
+    entry = Result("t", parts, SimpleNamespace(per_step=1 / 3), 1.23456, None).baseline_entry({"gpu": "X"})
+    assert entry == {
+        "parts": {"pipeline": {"samples_per_s": 333.3, "spread_pct": 0.0, "rounds": [333.3] * 3},
+                  "gpu": {"samples_per_s": 1428.6, "spread_pct": 0.0, "rounds": [1428.6] * 3, "watts": 48}},
+        "bottleneck": "host launch overhead", "efficiency": 0.233, "gpu_busy_pct": 9.4, "syncs_per_step": 0.333,
+        "peak_mem_gb": 1.23, "env": {"gpu": "X"},
+    }
+
+
+def test_what_was_not_measured_is_none_in_the_entry():
+    parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)))
+    entry = Result("t", parts, None, None, None).baseline_entry({"gpu": "cpu"})
+    assert entry == {
+        "parts": {"pipeline": {"samples_per_s": 333.3, "spread_pct": None, "rounds": [333.3]}},
+        "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "syncs_per_step": None, "peak_mem_gb": None,
+        "env": {"gpu": "cpu"},
+    }
+
+
+def test_the_power_note_starts_at_95_percent_of_the_limit():
+    def gpu(watts):
+        return Throughput(100, (1.0,), energy_j=watts)
+
+    assert _power_note(gpu(665.0), 700.0) == "GPU-side at the power limit: 665 of 700 W"
+    assert _power_note(gpu(664.0), 700.0) is None
+    assert _power_note(gpu(700.0), None) is None and _power_note(Throughput(100, (1.0,)), 700.0) is None
+    assert _power_note(None, 700.0) is None
