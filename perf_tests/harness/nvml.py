@@ -38,23 +38,22 @@ def driver_version() -> str | None:
     return v.decode() if isinstance(v, bytes) else v
 
 
-def power_limit_w(uuid: str | None) -> float | None:
-    """The power limit the driver enforces on this GPU, in watts."""
+def _read(uuid: str | None, query, scale: float) -> float | None:
+    """`query(handle) / scale` for this GPU, or None where NVML cannot say."""
     handle = _handle(uuid)
     if handle is None:
         return None
     try:
-        return pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000
+        return query(handle) / scale
     except pynvml.NVMLError:
         return None
+
+
+def power_limit_w(uuid: str | None) -> float | None:
+    """The power limit the driver enforces on this GPU, in watts."""
+    return _read(uuid, lambda h: pynvml.nvmlDeviceGetEnforcedPowerLimit(h), 1000)  # milliwatts
 
 
 def energy_j(uuid: str | None) -> float | None:
     """Joules this GPU used since the driver loaded (Volta and later)."""
-    handle = _handle(uuid)
-    if handle is None:
-        return None
-    try:
-        return pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000
-    except pynvml.NVMLError:
-        return None
+    return _read(uuid, lambda h: pynvml.nvmlDeviceGetTotalEnergyConsumption(h), 1000)  # millijoules
