@@ -100,7 +100,8 @@ def test_each_part_times_its_own_step(part, per_step_s, warmup, steps):
 def test_a_pipeline_whose_loader_is_ahead_skips_the_drain_and_the_bursts():
     w = Workload()
     win = windows(w, warmup=2, rounds=3, steps=5)
-    win.loader_ahead = True
+    win.gpu, win.loader = t(100.0), t(100.0 * LOADER_HEADROOM)
+    assert win.loader_ahead
     got = win.time("pipeline")
     assert w.calls["step"] == 2 + 3 * 6  # the measure's warm-up; 5 steps in whole GPU-side periods of 3, not bursts of 4
     assert got.median == pytest.approx(1000)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from . import gates, settings
-from .parts import PARTS, Parts, Windows, loader_ahead
+from .parts import PARTS, Parts, Windows
 from .stats import compare
 from .syncs import SyncCount
 from .timing import Throughput, plain_rounds
@@ -138,8 +138,7 @@ class Perf:
                 measured[part], loader_from = session.loaders[key]
                 continue
             if part == "pipeline":
-                windows.loader = measured.get("loader")
-                windows.loader_ahead = loader_ahead(measured.get("gpu"), windows.loader)
+                windows.gpu, windows.loader = measured.get("gpu"), measured.get("loader")
             measured[part] = windows.time(part, self._pedantic if part == timed_by_benchmark else None)
             if part == "loader" and key is not None:
                 session.loaders[key] = (measured[part], self.test_id)

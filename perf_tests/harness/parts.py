@@ -32,7 +32,7 @@ LAUNCH_BOUND = 0.8
 # A loader this much faster than the GPU-side step keeps its prefetch queue full through the
 # pipeline: the batches wait for the GPU, not the GPU for the next burst of batches, so the
 # pipeline's rounds need not hold whole bursts nor its warm-up drain the queue. (H200 ladder: the
-# uint8 steps' loaders ran 2.0-2.7x their GPU-side steps; rounds of 16 batches of 1024 took 3 s.)
+# uint8 steps' loaders ran 1.9-3.0x their GPU-side steps; rounds of 16 batches of 1024 took 3 s.)
 LOADER_HEADROOM = 1.25
 GPU_WARMUP = 3  # the GPU-side step reuses the compiled model: a few steps settle clocks and caches
 
@@ -93,8 +93,13 @@ class Windows:
         """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it."""
         self.workload, self.device, self.smoke = workload, device, smoke
         self.measure = for_smoke(measure) if smoke else measure
-        self.loader: Throughput | None = None  # set by the caller before the pipeline's window, where measured
-        self.loader_ahead = False  # ... and whether it outruns the GPU-side step (loader_ahead)
+        # the GPU-side and loader numbers, where measured: set by the caller before the pipeline's window
+        self.gpu: Throughput | None = None
+        self.loader: Throughput | None = None
+
+    @property
+    def loader_ahead(self) -> bool:
+        return loader_ahead(self.gpu, self.loader)
 
     def _time(self, step, warmup: int, runner=None, cycle: int = 1, energy=None, extend: bool = False,
               least_step_s: float = 0.0) -> Throughput:
