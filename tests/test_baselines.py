@@ -330,16 +330,11 @@ OPEN_PROC_VERSION = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  5
 
 
 @pytest.fixture
-def proc_version(tmp_path, monkeypatch):
+def proc_version(fake_proc):
     """Point _driver_version at a made-up /proc/driver/nvidia/version (None: there is none)."""
     from perf_tests.harness import baselines
 
-    def use(text):
-        fake = tmp_path / "version"
-        if text is not None:
-            fake.write_text(text)
-        monkeypatch.setattr(baselines, "Path", lambda p: fake if p == "/proc/driver/nvidia/version" else Path(p))
-    return use
+    return lambda text: fake_proc(baselines, "/proc/driver/nvidia/version", text)
 
 
 @pytest.mark.parametrize("reported", [b"580.65.06", "580.65.06"])

@@ -58,14 +58,10 @@ CPU implementer\t: 0x41
 
 
 @pytest.fixture
-def cpuinfo(tmp_path, monkeypatch):
+def cpuinfo(fake_proc, monkeypatch):
     """Point host_class at a made-up /proc/cpuinfo; platform says nothing of the processor, like Linux."""
     def use(text):
-        fake = tmp_path / "cpuinfo"
-        if text is not None:
-            fake.write_text(text)
-        real_path = host.Path
-        monkeypatch.setattr(host, "Path", lambda p: fake if p == "/proc/cpuinfo" else real_path(p))
+        fake_proc(host, "/proc/cpuinfo", text)
     monkeypatch.setattr(host.platform, "processor", lambda: "")
     monkeypatch.setattr(host.platform, "machine", lambda: "aarch64")
     monkeypatch.setattr(host, "machine_id", lambda: "4c4c4544")
