@@ -718,7 +718,7 @@ def test_a_marker_applied_after_collection_fails_the_test_naming_it(suite, pytes
         "def test_copy(perf, perf_session):",
         "def test_copy(request, perf_session):\n    request.node.add_marker(pytest.mark.perf(rouns=2))\n"
         "    perf = request.getfixturevalue('perf')"))
-    result = suite.run()
+    result = suite.run("-rN")  # no short summary: its line is cut or not by the terminal's width
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert out.count("test_copy.py::test_copy: @pytest.mark.perf got unknown settings ['rouns']; known: ") == 1
