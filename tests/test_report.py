@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from perf_tests.harness import report
+from perf_tests.harness import report, syncs
 from perf_tests.harness.gates import Verdict
 from perf_tests.harness.parts import Parts
 from perf_tests.harness.stats import Comparison
@@ -16,7 +16,8 @@ from perf_tests.harness.timing import Throughput
 
 ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11", "torchvision": "0.26", "torchmetrics": "1.9",
        "host": {"cpu": "Xeon", "cores": 16}, "date": "2026-11-22"}
-ITEM = SyncSource("cudaStreamSynchronize", "aten::item", "train.py:3 in step", "")
+ITEM = SyncSource("cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", "train.py:3 in step", "")
+UNKNOWN = SyncSource("cudaDeviceSynchronize", "", "", "")
 METRIC = SyncSource("cudaStreamSynchronize", "", "metrics.py:9 in compute", "torchmetrics/x.py:1 in f")
 
 
@@ -71,10 +72,13 @@ FULL_ROW = {
                      "failed": False, "confirmed_change_pct": None, "why_not": None},
     },
     "syncs_per_step": 0.5,
-    "sync_sources": [{"per_step": 0.5, "call": "cudaStreamSynchronize", "ops": "aten::item", "user": "train.py:3 in step",
-                      "library": ""}],
+    "sync_sources": [{"per_step": 0.5, "call": "cudaStreamSynchronize", "ops": "aten::item > aten::_local_scalar_dense",
+                      "user": "train.py:3 in step", "library": "", "kind": "tensor read on the host",
+                      "fix": ITEM.advice.fix, "more": "https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution"}],
     "periodic_syncs": [{"phase": "perf_periodic:metrics", "count": 3, "runs": 1, "call": "cudaStreamSynchronize", "ops": "",
-                        "user": "metrics.py:9 in compute", "library": "torchmetrics/x.py:1 in f"}],
+                        "user": "metrics.py:9 in compute", "library": "torchmetrics/x.py:1 in f",
+                        "kind": "torchmetrics input check", "fix": METRIC.advice.fix,
+                        "more": "https://lightning.ai/docs/torchmetrics/stable/aggregation/mean.html"}],
     "peak_mem_gb": 1.23,
     "extra": {"gain": 1.5, "workers": 8, "ratio": 0.123},
     "notes": ["passed", "loader measured in test_x"],
@@ -111,9 +115,24 @@ def test_a_change_that_rounds_to_zero_is_not_negative():
 
 
 def test_markdown_table():
-    md = report.markdown([full(), bare()], ENV)
+    md = report.markdown([bare(), full()], ENV)
     assert md.startswith(HEAD)
-    assert md.endswith("\n\n" + TABLE_HEAD + FULL_LINE + "\n" + BARE_LINE + "\n")
+    assert ("\n\n" + TABLE_HEAD + BARE_LINE + "\n" + FULL_LINE + "\n\n### Where the syncs come from\n") in md
+
+
+def test_markdown_lists_each_sync_with_its_fix_between_the_table_and_the_sections():
+    unknown = full()
+    unknown.test_id, unknown.syncs = "test_c", SyncCount(steps=2, sources=Counter({UNKNOWN: 2}))
+    table, listing = report.markdown([full(), bare(), unknown], ENV, LADDER).split("\n\n### Where the syncs come from\n\n")
+    assert table.endswith(BARE_LINE + "\n" + table.rsplit("\n", 1)[1]) and table.rsplit("\n", 1)[1].startswith("| test_c |")
+    assert listing == (
+        "- **test_a**: 0.50/step `cudaStreamSynchronize` in `aten::item > aten::_local_scalar_dense` at "
+        f"`train.py:3 in step`. Fix: {ITEM.advice.fix} ([more](https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution))\n"
+        "- **test_a**: 3x in perf_periodic:metrics (1 runs) `cudaStreamSynchronize` at `metrics.py:9 in compute`; "
+        f"library `torchmetrics/x.py:1 in f`. Fix: {METRIC.advice.fix} "
+        "([more](https://lightning.ai/docs/torchmetrics/stable/aggregation/mean.html))\n"
+        f"- **test_c**: 1.00/step `cudaDeviceSynchronize` at `(not seen)`. Fix: {syncs.UNKNOWN_FIX}\n"
+        "\n" + LADDER_SECTION)
 
 
 def test_markdown_of_a_smoke_run_says_so_first():
@@ -186,7 +205,7 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
     assert (row["gpu_busy_pct"], row["syncs_per_step"], row["extra"]) == (83.3, 0.333, {"workers": "8 of 16"})
     assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300
     # the table shows the row's numbers: the loader's spread 21.6506% is 21.65 there (a binary 21.6499...), "21.6"
-    line = report.markdown([result], ENV).splitlines()[-1]
+    line = report.markdown([result], ENV).split("\n\n### Where the syncs come from")[0].splitlines()[-1]
     assert line == "| test_c | 1,000 | 2,000 | 300 | loader | 3.33 | - | 0.0/0.0/21.6% | 0.33 | - | workers 8 of 16 |"
 
 

@@ -116,3 +116,16 @@ def test_unreadable_trace_names_the_file(tmp_path, content):
     path.write_bytes(content)
     with pytest.raises(TraceError, match=re.escape(str(path))):
         load_trace(path)
+
+
+@pytest.mark.parametrize("case, kind", [
+    ("item", "tensor read on the host"),
+    ("pageable_blocking", "blocking copy"),
+    ("pageable_nonblocking", "pageable copy"),
+    ("grad_scaler", "GradScaler inf check"),  # an .item() inside GradScaler: the library's advice wins
+    ("mean_metric", "torchmetrics input check"),
+])
+def test_each_recorded_sync_carries_its_fix(case, kind):
+    [source] = counted(case).sources
+    assert source.advice.kind == kind
+    assert f"    fix:       {source.advice.fix} (more: https://" in source.describe()

@@ -154,13 +154,14 @@ def test_a_blocking_call_at_the_edge_of_the_op_covers_its_pageable_copy(sync_ts)
 
 
 def test_a_source_outside_any_op_and_without_lines():
-    assert SyncSource("cudaStreamSynchronize", "", "", "").describe() == "cudaStreamSynchronize\n    user code: (not seen)"
+    assert SyncSource("cudaStreamSynchronize", "", "", "").describe() == (
+        f"cudaStreamSynchronize\n    user code: (not seen)\n    fix:       {syncs.UNKNOWN_FIX}")
 
 
 def test_a_source_with_every_line():
     s = SyncSource("cudaStreamSynchronize", "aten::item", "fixtures/recipes.py:88 in train_step", "torch/x.py:1 in f")
     assert s.describe() == ("cudaStreamSynchronize in aten::item\n    user code: fixtures/recipes.py:88 in train_step\n"
-                            "    library:   torch/x.py:1 in f")
+                            f"    library:   torch/x.py:1 in f\n    fix:       {syncs.UNKNOWN_FIX}")
 
 
 def test_a_count_of_no_steps_is_zero_per_step():
@@ -314,6 +315,7 @@ def test_main_exit_codes_and_output(capsys, tmp_path):
     assert syncs.main([str(item), str(clean)]) == 1
     out = capsys.readouterr().out
     assert out.startswith(f"{item}: 1.00 syncs/step over 3 steps\n  1.00/step  cudaStreamSynchronize in aten::item")
+    assert "\n               fix:       .item(), float(t)" in out  # the advice, as the failure message gives it
     assert f"\n{clean}: 0.00 syncs/step over 3 steps\n" in out
     missing = tmp_path / "missing.json"
     assert syncs.main([str(missing), str(clean)]) == 2
@@ -427,10 +429,12 @@ def test_describe_indents_every_line_of_a_source():
         "  0.50/step  cudaStreamSynchronize in aten::item\n"
         "               user code: a.py:1 in f\n"
         "               library:   torch/x.py:2 in g\n"
+        f"               fix:       {syncs.UNKNOWN_FIX}\n"
         "plus 2 sync(s) in perf_periodic:m, which ran 1x in 2 steps:\n"
         "  2x  cudaStreamSynchronize\n"
         "          user code: b.py:3 in h\n"
-        "          library:   tm/y.py:4 in k")
+        "          library:   tm/y.py:4 in k\n"
+        f"          fix:       {syncs.UNKNOWN_FIX}")
 
 
 # --- more of _site_of ------------------------------------------------------------------------------------------------
@@ -504,3 +508,85 @@ def test_profile_steps_keeps_the_profilers_one_cycle_warning_quiet(debug_mode, m
         warnings.simplefilter("always")
         assert syncs.profile_steps(lambda: None, 2, tmp_path / "t.json") == "counted"
     assert [str(w.message) for w in seen] == ["another profiler warning"]
+
+
+# --- fix advice ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, kind", [
+    (SyncSource("cudaStreamSynchronize", "aten::index > aten::nonzero", "a.py:1 in loss", ""), "boolean mask"),
+    (SyncSource("cudaStreamSynchronize", "aten::is_nonzero > aten::item > aten::_local_scalar_dense", "a.py:1 in f", ""),
+     "tensor read on the host"),
+    (SyncSource(PAGEABLE, "", NO_STACK, ""), "pageable copy"),
+    (SyncSource("cudaStreamSynchronize", "aten::_to_copy > aten::copy_", "a.py:1 in f", ""), "blocking copy"),
+    (SyncSource("cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", "a.py:1 in f",
+                "torchmetrics/aggregation.py:93 in _cast_and_nan_check_input"), "torchmetrics input check"),
+])
+def test_known_sources_get_their_advice(source, kind):
+    assert source.advice.kind == kind
+
+
+@pytest.mark.parametrize("source", [
+    SyncSource("cudaDeviceSynchronize", "", "a.py:1 in f", ""),  # torch.cuda.synchronize() by hand
+    SyncSource("cudaStreamSynchronize", "aten::nonzerox", "a.py:1 in f", ""),  # op names match whole
+    SyncSource("cudaStreamSynchronize", "aten::item", "a.py:1 in f", "mylib/torch/amp/grad_scaler.py:1 in f"),
+])
+def test_an_unknown_source_says_no_fix_is_known(source):
+    assert source.advice is None
+    assert source.describe().endswith(f"    fix:       {syncs.UNKNOWN_FIX}")
+
+
+def test_advice_without_criteria_matches_nothing():
+    assert not syncs.Advice("x", "y", "z").matches(SyncSource("cudaStreamSynchronize", "", "", ""))
+
+
+# --- a sync in the backward pass, traced back to its forward op ----------------------------------------------------------
+
+
+def flow(ph, flow_id, ts, tid):
+    return {"ph": ph, "id": flow_id, "pid": 1, "tid": tid, "ts": ts, "cat": "fwdbwd", "name": "fwdbwd",
+            **({"bp": "e"} if ph == "f" else {})}
+
+
+def test_a_backward_sync_is_attributed_to_the_forward_line_through_the_flow_events():
+    forward = [*nested(["/work/p/train.py(40): step", "/work/p/losses.py(7): masked_loss"], start=10),
+               ev("aten::index", "cpu_op", 20, 30)]
+    backward = [ev("IndexBackward0", "cpu_op", 200, 100, tid=2), ev("aten::nonzero", "cpu_op", 210, 50, tid=2),
+                ev("cudaStreamSynchronize", "cuda_runtime", 220, 5, tid=2)]
+    assert sources_of(*forward, *backward, flow("s", 5, 20, 1), flow("f", 5, 200, 2)) == Counter({SyncSource(
+        "cudaStreamSynchronize", "IndexBackward0 > aten::nonzero",
+        "/work/p/losses.py(7): masked_loss (line where the function starts, in the forward op aten::index that "
+        "IndexBackward0 differentiates)", ""): 1})
+    unlinked = sources_of(*forward, *backward, flow("s", 5, 20, 1), flow("f", 6, 200, 2))  # no start with that id
+    assert [s.user_line for s in unlinked] == [NO_STACK]
+
+
+def test_a_backward_sync_in_a_real_trace_names_the_forward_function(tmp_path):
+    """A CPU profile of a boolean-mask loss, its backward ops moved to a thread of their own (as on a GPU, where
+    autograd runs them on the device's thread without a Python stack) and a sync put inside the backward nonzero."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    x = torch.randn(64, 8, requires_grad=True)
+
+    def masked_loss(y):
+        return y[y > 0].sum()
+
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        with record_function("perf_step_0"):
+            masked_loss(x * 2).backward()
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = load_trace(tmp_path / "trace.json")["traceEvents"]
+    [graph] = [e for e in events if e.get("name") == "autograd::engine::evaluate_function: IndexBackward0"]
+    inside = [e for e in events if e.get("ph") in ("X", "f") and e.get("cat") in ("cpu_op", "fwdbwd", "python_function")
+              and graph["ts"] <= e["ts"] <= graph["ts"] + graph["dur"]]
+    for e in inside:
+        e["tid"] = 999
+    events[:] = [e for e in events if not (e.get("tid") == 999 and e.get("cat") == "python_function")]
+    [nonzero] = [e for e in inside if e["name"] == "aten::nonzero"]
+    events.append({**nonzero, "name": "cudaStreamSynchronize", "cat": "cuda_runtime", "ts": nonzero["ts"] + 1, "dur": 1})
+    [source] = count_syncs({"traceEvents": events}).sources
+    assert "IndexBackward0" in source.ops and source.ops.endswith("aten::nonzero")
+    line = masked_loss.__code__.co_firstlineno
+    assert f"test_syncs_sources.py({line}): masked_loss (line where the function starts, in the forward op " in source.user_line
+    assert source.advice.kind == "boolean mask"

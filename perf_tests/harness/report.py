@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .parts import PARTS
+from .syncs import UNKNOWN_FIX
 
 
 def _fmt(value, spec: str, empty: str = "-") -> str:
@@ -13,7 +14,9 @@ def _fmt(value, spec: str, empty: str = "-") -> str:
 
 
 def _source(s) -> dict:
-    return {"call": s.call, "ops": s.ops, "user": s.user_line, "library": s.library_line}
+    advice = s.advice
+    return {"call": s.call, "ops": s.ops, "user": s.user_line, "library": s.library_line,
+            "kind": advice and advice.kind, "fix": advice.fix if advice else UNKNOWN_FIX, "more": advice and advice.more}
 
 
 def _part(t) -> dict | None:
@@ -119,7 +122,21 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
             f"{_fmt(row['syncs_per_step'], '.2f')} | {_fmt(row['peak_mem_gb'], '.2f')} GB | {notes} |"
         )
     text = head + "\n".join(lines).replace("| - GB |", "| - |") + "\n"
-    return "\n".join([text, *(section(t, table) for t, table in (sections or {}).items())])
+    return "\n".join([text, *_sync_sources(results), *(section(t, table) for t, table in (sections or {}).items())])
+
+
+def _sync_sources(results) -> list[str]:
+    """Where each test's syncs come from, with the fix, as a list under the table (empty when no test synced)."""
+    items = []
+    for row in rows(results):
+        found = [(f"{s['per_step']:.2f}/step", s) for s in row["sync_sources"]]
+        found += [(f"{s['count']}x in {s['phase']} ({s['runs']} runs)", s) for s in row["periodic_syncs"]]
+        for how_often, s in found:
+            more = f" ([more]({s['more']}))" if s["more"] else ""
+            lib = f"; library `{s['library']}`" if s["library"] else ""
+            items.append(f"- **{row['test']}**: {how_often} `{s['call']}`" + (f" in `{s['ops']}`" if s["ops"] else "")
+                         + f" at `{s['user'] or '(not seen)'}`{lib}. Fix: {s['fix']}{more}")
+    return ["### Where the syncs come from\n\n" + "\n".join(items) + "\n"] if items else []
 
 
 def write(path: Path, results, env: dict, sections: dict | None = None, smoke: bool = False) -> list[Path]:

@@ -69,12 +69,85 @@ class SyncSource:
     user_line: str  # "fixtures/recipes.py:88 in train_step", or the best guess from the stack
     library_line: str  # "torchmetrics/aggregation.py:93 in _cast_and_nan_check_input", or ""
 
+    @property
+    def advice(self) -> Advice | None:
+        return next((a for a in KNOWN_SOURCES if a.matches(self)), None)
+
     def describe(self) -> str:
         where = f" in {self.ops}" if self.ops else ""
         lines = [f"{self.call}{where}", f"    user code: {self.user_line or '(not seen)'}"]
         if self.library_line:
             lines.append(f"    library:   {self.library_line}")
+        advice = self.advice
+        lines.append(f"    fix:       {advice.fix} (more: {advice.more})" if advice else f"    fix:       {UNKNOWN_FIX}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The known fix for one kind of sync, told by the call, the torch ops around it or the library line."""
+
+    kind: str  # a short name: "pageable copy"
+    fix: str  # one line
+    more: str  # where to read more
+    calls: frozenset = frozenset()  # the sync's call is one of these
+    op: str = ""  # the sync runs inside this torch op
+    library: str = ""  # the library line starts with this
+
+    def matches(self, source: SyncSource) -> bool:
+        return bool(
+            (self.calls or self.op or self.library)
+            and (not self.calls or source.call in self.calls)
+            and (not self.op or self.op in source.ops.split(" > "))
+            and source.library_line.startswith(self.library)
+        )
+
+
+UNKNOWN_FIX = "no fix known to the suite for this source: the lines above and the trace show where it waits"
+# First match wins: a library's own sync before the op it syncs in (GradScaler's check is an .item()).
+KNOWN_SOURCES: list[Advice] = [
+    Advice(
+        "GradScaler inf check",
+        "GradScaler.step reads the found-inf flag on the host; an optimizer with a fused step "
+        "(torch.optim.AdamW(..., fused=True), SGD, Adam) takes the flag on the GPU; bf16 autocast needs no scaler",
+        "https://pytorch.org/docs/stable/amp.html#gradient-scaling",
+        library="torch/amp/grad_scaler.py",
+    ),
+    Advice(
+        "torchmetrics input check",
+        'construct the metric with nan_strategy="disable" (its NaN check reads the GPU), and feed it tensors: '
+        "a CPU scalar tensor with a weight, not a Python float that is copied to the GPU on each update",
+        "https://lightning.ai/docs/torchmetrics/stable/aggregation/mean.html",
+        library="torchmetrics/",
+    ),
+    Advice(
+        "pageable copy",
+        "copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, non_blocking=True)",
+        "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
+        calls=frozenset(PAGEABLE_COPIES),
+    ),
+    Advice(
+        "blocking copy",
+        "to the GPU: pin the source and pass non_blocking=True; from the GPU (.cpu(), .tolist(), .numpy()): "
+        "read it every k steps, or copy it non_blocking into pinned memory and read it a step later",
+        "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
+        op="aten::copy_",
+    ),
+    Advice(
+        "boolean mask",
+        "indexing with a boolean mask needs the count of its True values on the host: weight by the mask instead "
+        "((x * mask).sum() / mask.sum()) or select with torch.where",
+        "https://pytorch.org/docs/stable/generated/torch.where.html",
+        op="aten::nonzero",
+    ),
+    Advice(
+        "tensor read on the host",
+        ".item(), float(t), bool(t), `if t:` or printing a GPU tensor waits for the GPU: read it every k steps, "
+        "or copy it non_blocking into pinned memory and read it a step later",
+        "https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution",
+        op="aten::_local_scalar_dense",
+    ),
+]
 
 
 @dataclass
@@ -166,13 +239,14 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
 
     counted = SyncCount(steps=len(steps), gpu_busy_s=_kernel_time_s(events) / len(steps))
     sites = _sites_by_sync(syncs, by_thread)
+    forward_of = _forward_links(trace["traceEvents"], by_thread)
     for e in events:
         if e.get("cat") == "user_annotation" and e["name"].startswith(PERIODIC_PREFIX) and in_steps(e["ts"]):
             counted.periodic_runs[e["name"]] += 1
     for sync in syncs:
         if not in_steps(sync["ts"]):
             continue
-        source = _source(sync, by_thread, sites.get(id(sync)))
+        source = _source(sync, by_thread, sites.get(id(sync)), forward_of)
         phase = [p["name"] for p in _enclosing(sync, by_thread, "user_annotation") if p["name"].startswith(PERIODIC_PREFIX)]
         if phase:
             counted.periodic[phase[0], source] += 1
@@ -272,15 +346,46 @@ def _key(thread_events: list[dict]) -> tuple:
     return (e.get("pid"), e.get("tid"))
 
 
-def _source(sync: dict, by_thread: dict, site: str | None) -> SyncSource:
-    ops = " > ".join(o["name"] for o in _enclosing(sync, by_thread, "cpu_op"))
+def _forward_links(raw_events: list, by_thread: dict) -> dict[int, dict]:
+    """Backward op -> the forward op that created its autograd node, from the trace's `fwdbwd` flow events.
+
+    The profiler draws a flow from each forward op (ph "s", at the op's start) to the backward op that
+    differentiates it (ph "f", at that op's start); both ends are keyed by thread and start time.
+    """
+    ends: dict[str, dict[tuple, object]] = {"s": {}, "f": {}}
+    for e in raw_events:
+        if isinstance(e, dict) and e.get("cat") == "fwdbwd" and e.get("ph") in ends and _is_number(e.get("ts")):
+            ends[e["ph"]][e.get("pid"), e.get("tid"), float(e["ts"])] = e.get("id")
+    by_id = {flow_id: at for at, flow_id in ends["s"].items()}
+    starts = {}  # (pid, tid, ts) -> outermost cpu_op starting there
+    for (pid, tid), thread_events in by_thread.items():
+        for o in thread_events:
+            if o.get("cat") == "cpu_op":
+                starts.setdefault((pid, tid, float(o["ts"])), o)
+    links = {}
+    for at, flow_id in ends["f"].items():
+        backward, forward = starts.get(at), starts.get(by_id.get(flow_id))
+        if backward is not None and forward is not None:
+            links[id(backward)] = forward
+    return links
+
+
+def _source(sync: dict, by_thread: dict, site: str | None, forward_of: dict[int, dict] | None = None) -> SyncSource:
+    around = _enclosing(sync, by_thread, "cpu_op")
+    ops = " > ".join(o["name"] for o in around)
     if site:
         fields = dict(part.split("=", 1) for part in site[len(SITE_PREFIX) :].split("|") if "=" in part)
         return SyncSource(sync["name"], ops, fields.get("user", ""), fields.get("lib", ""))
-    stack = [f["name"] for f in _enclosing(sync, by_thread, "python_function")]
+    stack, via = [f["name"] for f in _enclosing(sync, by_thread, "python_function")], ""
+    if not stack:  # a backward op on autograd's thread: take the stack of the forward op it differentiates
+        backward = next((o for o in reversed(around) if id(o) in (forward_of or {})), None)
+        if backward is not None:
+            forward = forward_of[id(backward)]
+            stack = [f["name"] for f in _enclosing(forward, by_thread, "python_function")]
+            via = f", in the forward op {forward['name']} that {backward['name']} differentiates"
     user = [s for s in stack if not _is_library(s.split("(")[0])]
     library = [s for s in stack if _is_library(s.split("(")[0]) and not s.startswith("<built-in")]
-    user_line = f"{_short(user[-1])} (line where the function starts)" if user else ""
+    user_line = f"{_short(user[-1])} (line where the function starts{via})" if user else ""
     if not stack:
         user_line = "(no Python stack: the op ran on a C++ thread, e.g. autograd's backward)"
     library_line = _short(library[-1]) if library and user and stack.index(library[-1]) > stack.index(user[-1]) else ""
