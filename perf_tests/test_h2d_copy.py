@@ -18,6 +18,7 @@ COPIES = {
 }
 
 
+@pytest.mark.gate
 @pytest.mark.parametrize("copy", list(COPIES))
 def test_h2d_copy(perf, measure, copy):
     recipe, syncs_per_step = COPIES[copy]

@@ -45,9 +45,10 @@ EXPECT = {
 }
 assert list(EXPECT) == LADDER_STEPS, "every ladder step states its expectation"
 CEILING_SHARE = 0.95  # the last step's pipeline reaches this share of the ladder's best GPU-side number
+GATE_STEPS = LADDER_STEPS[LADDER_STEPS.index("set_to_none"):]  # the GPU's optimizations and the last step: the merge gate's
 
 
-@pytest.mark.parametrize("step", LADDER_STEPS)
+@pytest.mark.parametrize("step", [pytest.param(s, marks=pytest.mark.gate if s in GATE_STEPS else ()) for s in LADDER_STEPS])
 def test_ladder(perf, measure, step):
     expect = EXPECT[step]
     result = measure(ladder(perf.workers)[step])
@@ -81,6 +82,7 @@ CHANNELS_LAST = {"eager_nchw": False, "eager_channels_last": True, "compiled_cha
 COMPILED_NCHW = "perf_tests/test_ladder.py::test_ladder[bf16]"  # the same recipe, its GPU-side number
 
 
+@pytest.mark.gate
 @pytest.mark.parametrize("layout", list(CHANNELS_LAST))
 def test_channels_last(perf, measure, layout):
     """channels_last where it gains: in eager mode it more than doubles the bf16 step's GPU-side number

@@ -671,6 +671,19 @@ def test_a_predecessor_not_measured_warns_and_fails_in_strict_mode(suite, pytest
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
 
 
+def test_a_predecessor_left_out_by_a_marker_is_a_note_even_in_strict_mode(suite, pytester):
+    """The merge gate runs a marked subset under --perf-strict: a claim over a test that -m left out is not checked."""
+    pytester.makepyfile(test_copy=CLAIM_FILE.format(speed=2.0, check="assert_gain(result, over='test_copy.py::test_copy', at_least=1.5, part='gpu')")
+                        .replace("def test_other", "@pytest.mark.gate\ndef test_other"))
+    pytester.makeini("[pytest]\nmarkers =\n    gate: the subset")
+    result = suite.run("-p", "no:randomly", "-m", "gate", "--perf-strict")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines([
+        "*: PerfWarning: test_copy.py::test_other: test_copy.py::test_copy was deselected (-k or -m) in this run, "
+        "so gpu vs test_copy is not checked",
+        "*| test_copy.py::test_other |*| passed; not compared with test_copy (deselected) |"])
+
+
 @pytest.mark.parametrize("floor, failed", [(0.5, False), (0.6, True)])
 def test_an_efficiency_below_its_floor_fails_naming_the_bottleneck(suite, pytester, floor, failed):
     # pipeline 5,000 samples/s; GPU-side 10,000; loader 20,000: efficiency 0.5, bottleneck the GPU

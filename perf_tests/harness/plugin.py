@@ -49,6 +49,7 @@ class PerfSession:
         self.device = device.detect_device()
         self.results: dict[str, Result] = {}
         self.loaders: dict = {}  # loader_key -> (Throughput, test id): one loader measurement a session
+        self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
         self.updates: dict[str, dict] = {}
         self.sections: dict[str, list[dict]] = {}
         self.baseline_file: baselines.BaselineFile | None = None
@@ -121,6 +122,11 @@ def pytest_collection_modifyitems(config, items):
             settings.for_marker(measure, item.iter_markers("perf"), item.nodeid)
         except ValueError as e:
             raise pytest.UsageError(str(e)) from None
+
+
+def pytest_deselected(items):
+    if items and SESSION in items[0].config.stash:
+        items[0].config.stash[SESSION].deselected.update(item.nodeid for item in items)
 
 
 @pytest.fixture
