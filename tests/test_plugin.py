@@ -673,8 +673,9 @@ def test_a_predecessor_not_measured_warns_and_fails_in_strict_mode(suite, pytest
 
 def test_a_predecessor_left_out_by_a_marker_is_a_note_even_in_strict_mode(suite, pytester):
     """The merge gate runs a marked subset under --perf-strict: a claim over a test that -m left out is not checked."""
-    pytester.makepyfile(test_copy=CLAIM_FILE.format(speed=2.0, check="assert_gain(result, over='test_copy.py::test_copy', at_least=1.5, part='gpu')")
-                        .replace("def test_other", "@pytest.mark.gate\ndef test_other"))
+    check = "assert_gain(result, over='test_copy.py::test_copy', at_least=1.5, part='gpu')"
+    marked = CLAIM_FILE.format(speed=2.0, check=check).replace("def test_other", "@pytest.mark.gate\ndef test_other")
+    pytester.makepyfile(test_copy=marked)
     pytester.makeini("[pytest]\nmarkers =\n    gate: the subset")
     result = suite.run("-p", "no:randomly", "-m", "gate", "--perf-strict")
     result.assert_outcomes(passed=1, deselected=1)
