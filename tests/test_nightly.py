@@ -1,0 +1,116 @@
+"""The nightly's alert logic on two recorded runs of the suite (H200, 2026-11-22, `pytest perf_tests --perf-report`):
+`clean.json.gz` (29 passed) and `one_failed.json.gz` (test_metrics[naive] failed its efficiency floor)."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from perf_tests.harness import nightly
+
+RUNS = Path(__file__).parent / "nightly"
+NAIVE = "perf_tests/test_metrics.py::test_metrics[naive]"
+
+
+def night(run: str, commit: str, gpu: str | None = None) -> nightly.Night:
+    report = json.loads(gzip.open(RUNS / f"{run}.json.gz").read())
+    if gpu:
+        report["env"]["gpu"] = gpu
+    return nightly.summarize(report, commit * 40, f"https://ci/runs/{commit}")
+
+
+class FakeGitHub:
+    """What GitHub would hold: the open issues and their comments."""
+
+    def __init__(self):
+        self.issues: dict[int, dict] = {}
+
+    def open_issues(self, label):
+        return {i["title"]: n for n, i in self.issues.items() if label in i["labels"]}
+
+    def create_issue(self, title, body, label):
+        self.issues[len(self.issues) + 1] = {"title": title, "body": body, "labels": [label], "comments": []}
+
+    def comment(self, number, body):
+        self.issues[number]["comments"].append(body)
+
+
+def test_a_recorded_run_becomes_a_night_with_its_failed_tests_and_their_numbers():
+    bad, good = night("one_failed", "b"), night("clean", "a")
+    assert (good.date, good.gpu, good.failed) == ("2026-11-22", "NVIDIA H200", {})
+    assert list(bad.failed) == [NAIVE]
+    assert bad.failed[NAIVE].startswith("samples/s: pipeline 3,119, gpu 4,826, loader 4,928; efficiency 0.65 (bottleneck: ")
+    assert "syncs/step 2" in bad.failed[NAIVE]
+
+
+def test_one_bad_night_is_suspicious_two_open_one_issue_and_a_third_updates_it():
+    github, history = FakeGitHub(), []
+    for n, (run, commit) in enumerate([("clean", "a"), ("one_failed", "b"), ("one_failed", "c"), ("one_failed", "d")]):
+        tonight = night(run, commit)
+        decision = nightly.decide(history, tonight, "https://github.com/o/r")
+        nightly.apply(decision.alerts, github)
+        history.append(tonight)
+        if n == 0:
+            assert decision.status.startswith("first night: 0 failed test(s)") and not decision.alerts
+        if n == 1:
+            assert decision.status == f"0 regression(s) (failed two nights in a row), 1 suspicious (failed tonight only): {NAIVE}"
+            assert not github.issues
+        if n == 2:
+            [alert] = decision.alerts
+            assert alert.title == f"perf regression: {NAIVE}"
+            assert f"[bbbbbbbbbbbb..cccccccccccc](https://github.com/o/r/compare/{'b' * 40}...{'c' * 40})" in alert.body
+            assert "Run and traces: https://ci/runs/c" in alert.body
+            assert [i["comments"] for i in github.issues.values()] == [[]]
+    [issue] = github.issues.values()  # not duplicated on the third bad night: commented on
+    assert issue["title"] == f"perf regression: {NAIVE}" and len(issue["comments"]) == 1
+    assert "dddddddddddd" in issue["comments"][0]
+
+
+def test_a_night_on_a_new_gpu_model_alerts_nobody_and_the_old_models_nights_still_count():
+    history = [night("one_failed", "a"), night("one_failed", "b", gpu="NVIDIA H100 80GB HBM3")]
+    first = nightly.decide(history[:1], history[1])
+    assert first.status.startswith("first night on NVIDIA H100 80GB HBM3: 1 failed test(s)") and not first.alerts
+    again = nightly.decide(history, night("one_failed", "c"))  # the H200's last night was "a", two nights back
+    assert [a.test for a in again.alerts] == [NAIVE]
+
+
+def test_a_recovered_test_is_not_alerted():
+    decision = nightly.decide([night("one_failed", "a")], night("clean", "b"))
+    assert decision.alerts == []
+    assert decision.status == "0 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only)"
+
+
+def test_record_keeps_every_night_and_alert_needs_a_token(tmp_path, capsys, monkeypatch):
+    report = tmp_path / "perf.json"
+    report.write_bytes(gzip.open(RUNS / "one_failed.json.gz").read())
+    args = ["record", "--report", str(report), "--history", str(tmp_path / "h"), "--commit", "c" * 40,
+            "--out", str(tmp_path / "alerts.json")]
+    assert nightly.main(args) == 0 and nightly.main(args) == 0  # the same commit twice: a re-run
+    names = sorted(p.name for p in (tmp_path / "h").iterdir())
+    assert names == ["2026-11-22-cccccccccccc-1.json", "2026-11-22-cccccccccccc.json"]
+    assert capsys.readouterr().out.splitlines() == [
+        "first night: 1 failed test(s), nothing to compare with, no alert",
+        f"1 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only): {NAIVE}"]
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    with pytest.raises(SystemExit) as exit:
+        nightly.main(["alert", str(tmp_path / "alerts.json")])
+    assert exit.value.code == 2
+    assert "alerts to file, but GITHUB_REPOSITORY or GITHUB_TOKEN is not set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not a night recorded by this tool"),
+    ('{"date": "x"}', "not a night recorded by this tool"),
+])
+def test_a_corrupt_history_file_is_named(tmp_path, content, message):
+    (tmp_path / "2026-01-01-x.json").write_text(content)
+    with pytest.raises(SystemExit, match=f"2026-01-01-x.json: {message}"):
+        nightly.load_history(tmp_path)
+
+
+def test_an_unreadable_report_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        nightly.main(["record", "--report", str(tmp_path / "none.json"), "--history", str(tmp_path), "--commit", "c",
+                      "--out", str(tmp_path / "a.json")])
+    assert "--report" in capsys.readouterr().err and not (tmp_path / "a.json").exists()
