@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from fixtures.recipes import LADDER_STEPS, channels_last_pair, ladder
+from perf_tests.harness.report import Chart
 from perf_tests.harness.settings import cpu_count, default_workers
 
 
@@ -45,6 +46,7 @@ EXPECT = {
 }
 assert list(EXPECT) == LADDER_STEPS, "every ladder step states its expectation"
 CEILING_SHARE = 0.95  # the last step's pipeline reaches this share of the ladder's best GPU-side number
+LADDER_CHART = Chart(x="step", bars=("pipeline",), lines=("gpu_side",), ceiling="gpu_side", note="bottleneck")
 GATE_STEPS = LADDER_STEPS[LADDER_STEPS.index("set_to_none"):]  # the GPU's optimizations and the last step: the merge gate's
 
 
@@ -64,6 +66,7 @@ def test_ladder(perf, measure, step):
         perf.assert_gain(result, over=ceiling.test_id, over_part="gpu", at_least=CEILING_SHARE)
     perf.add_row(
         "Ladder (seed 000 and past it)",
+        chart=LADDER_CHART,
         step=step,
         pipeline=result.samples_per_s,
         gpu_side=result.parts.gpu.median if result.parts.gpu else None,
@@ -133,9 +136,11 @@ def test_default_workers_near_best(perf_session):
     if perf_session.settings.smoke or default not in sweep:
         pytest.skip(f"the sweep did not measure the default ({default} workers) on a GPU in this run")
     best = max(sweep, key=sweep.get)
-    perf_session.sections["Worker sweep (loader alone, compile step's recipe)"] = [
+    title = "Worker sweep (loader alone, compile step's recipe)"
+    perf_session.sections[title] = [
         {"workers": n, "samples_per_s": sps, "of_best": sps / sweep[best]} for n, sps in sorted(sweep.items())
     ]
+    perf_session.charts[title] = Chart(x="workers", lines=("samples_per_s",))
     assert sweep[default] >= 0.9 * sweep[best], (
         f"the default, {default} workers, gives {sweep[default]:,.0f} samples/s, {sweep[default] / sweep[best]:.0%} "
         f"of the best ({best} workers: {sweep[best]:,.0f}); change the default"

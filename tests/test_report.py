@@ -212,3 +212,35 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
 def test_write_makes_missing_folders(tmp_path):
     report.write(tmp_path / "a" / "b" / "perf", [], ENV)
     assert sorted(p.name for p in (tmp_path / "a" / "b").iterdir()) == ["perf.json", "perf.md"]
+
+
+CHART = report.Chart(x="step", bars=("pipeline",), lines=("gpu_side",), ceiling="gpu_side", note="bottleneck")
+CHARTED = [{"step": "baseline", "pipeline": 400.4, "gpu_side": 5000.0, "bottleneck": "loader"},
+           {"step": "compile", "pipeline": 7000.0, "gpu_side": None, "bottleneck": None}]
+
+
+def test_a_charted_section_is_drawn_in_mermaid_below_its_table():
+    md = report.markdown([], ENV, {"Ladder": CHARTED}, charts={"Ladder": CHART})
+    assert md.endswith(
+        "| compile | 7,000 | - | - |\n\n"
+        "```mermaid\nxychart-beta\n"
+        '    title "Ladder"\n'
+        '    x-axis ["baseline (loader)", "compile"]\n'
+        '    y-axis "samples/s"\n'
+        "    bar [400, 7000]\n"
+        "    line [5000, 0]\n"  # a value not measured is drawn at 0
+        "    line [5000, 5000]\n"
+        "```\n\n"
+        "bars: pipeline; line 1: gpu_side; line 2: ceiling (best gpu_side, 5,000)\n")
+
+
+def test_an_uncharted_or_empty_section_has_no_chart():
+    assert "mermaid" not in report.markdown([], ENV, {"Ladder": CHARTED, "Empty": []}, charts={"Empty": CHART})
+
+
+def test_write_draws_a_png_per_charted_section(tmp_path):
+    pytest.importorskip("matplotlib", reason="pip install -e '.[charts]'")
+    written = report.write(tmp_path / "perf", [], ENV, {"Ladder (seed 000)": CHARTED, "Plain": CHARTED},
+                           charts={"Ladder (seed 000)": CHART})
+    assert [p.name for p in written] == ["perf.md", "perf.json", "perf.ladder_seed_000.png"]
+    assert written[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -22,6 +22,7 @@ import pytest
 
 from . import gates, settings
 from .parts import PARTS, Parts, Windows
+from .report import Chart
 from .stats import compare
 from .syncs import SyncCount
 from .timing import Throughput, plain_rounds
@@ -314,11 +315,13 @@ class Perf:
                 pytrace=False,
             )
 
-    def add_row(self, section: str, **columns) -> None:
-        """Add a row to a table of its own in the session report (the ladder's, say)."""
+    def add_row(self, section: str, chart: Chart | None = None, **columns) -> None:
+        """Add a row to a table of its own in the session report (the ladder's, say), drawn as `chart` if given."""
         if self.smoke:
             return
         self._session.sections.setdefault(section, []).append(columns)
+        if chart is not None:
+            self._session.charts[section] = chart
 
     # --- the baseline ---------------------------------------------------------------------------
 

@@ -39,7 +39,8 @@ class PerfSession:
         if not self.settings.report or self.report_error:
             return []
         try:
-            return report.write(self.settings.report, self.results.values(), self.device.env, self.sections, self.settings.smoke)
+            return report.write(self.settings.report, self.results.values(), self.device.env, self.sections, self.settings.smoke,
+                                self.charts)
         except OSError as e:
             self.report_error = f"perf report NOT written to {self.settings.report}: {e}"
             return []
@@ -52,6 +53,7 @@ class PerfSession:
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
         self.updates: dict[str, dict] = {}
         self.sections: dict[str, list[dict]] = {}
+        self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
         self.baseline_file: baselines.BaselineFile | None = None
         self.baseline_note: str | None = None  # a corrupt file moved aside, an old schema
         self.save_error: str | None = None
@@ -194,7 +196,8 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     if perf.results:
         terminalreporter.section("perf report")
-        terminalreporter.write_line(report.markdown(perf.results.values(), perf.device.env, perf.sections, perf.settings.smoke))
+        terminalreporter.write_line(report.markdown(perf.results.values(), perf.device.env, perf.sections, perf.settings.smoke,
+                                                    perf.charts))
     for line in filter(None, [perf.baseline_note, perf.save_error, perf.report_error]):
         terminalreporter.write_line(line, red=True, bold=True)
     if perf.updates and not perf.save_error:
