@@ -3,6 +3,8 @@
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from perf_tests.harness import nightly
 
 RUNS = Path(__file__).parent / "nightly"
+ROOT = Path(__file__).resolve().parents[1]
 NAIVE = "perf_tests/test_metrics.py::test_metrics[naive]"
 
 
@@ -65,6 +68,26 @@ def test_one_bad_night_is_suspicious_two_open_one_issue_and_a_third_updates_it()
     [issue] = github.issues.values()  # not duplicated on the third bad night: commented on
     assert issue["title"] == f"perf regression: {NAIVE}" and len(issue["comments"]) == 1
     assert "dddddddddddd" in issue["comments"][0]
+
+
+def test_the_alert_and_the_summary_chart_the_tests_numbers_night_by_night(tmp_path):
+    history = [night("clean", "a"), night("one_failed", "b")]
+    decision = nightly.decide(history, night("one_failed", "c"))
+    [alert] = decision.alerts
+    chart = alert.body.split("```mermaid\n", 1)[1]
+    assert chart.startswith(f'xychart-beta\n    title "{NAIVE} over the last 3 night(s)"\n'
+                            '    x-axis ["2026-11-22 aaaaaaa", "2026-11-22 bbbbbbb", "2026-11-22 ccccccc"]\n')
+    assert chart.count("    line [") == 3 and "line 1: pipeline; line 2: gpu; line 3: loader" in chart  # one per part
+    assert decision.charts == nightly.trend(history + [night("one_failed", "c")], NAIVE)
+
+
+def test_the_alert_half_needs_only_the_standard_library():
+    """It runs on a hosted runner with nothing installed: torch, numpy, scipy and pytest must not be imported."""
+    blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in ("torch", "numpy", "scipy", "pytest", "yaml"))
+    run = subprocess.run([sys.executable, "-c", f"import sys; {blocked}; from perf_tests.harness import nightly; "
+                          "nightly.main(['alert', '--help'])"], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert "the alerts.json that `record` wrote" in run.stdout
 
 
 def test_a_night_on_a_new_gpu_model_alerts_nobody_and_the_old_models_nights_still_count():

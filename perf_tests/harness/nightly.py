@@ -24,6 +24,8 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .report import Chart, mermaid
+
 LABEL = "perf-regression"
 TITLE = "perf regression: {test}"
 
@@ -35,6 +37,7 @@ class Night:
     gpu: str
     failed: dict[str, str] = field(default_factory=dict)  # test id -> its numbers, one line
     run_url: str = ""
+    samples: dict[str, dict[str, float]] = field(default_factory=dict)  # test id -> part -> samples/s (median)
 
 
 @dataclass
@@ -48,13 +51,24 @@ class Alert:
 class Decision:
     status: str  # one line for the job summary
     alerts: list[Alert] = field(default_factory=list)
+    charts: str = ""  # Markdown: each failed test's numbers over the last nights
 
 
 def summarize(report: dict, commit: str, run_url: str = "") -> Night:
     """The night of one perf report (the JSON that --perf-report writes)."""
     env = report.get("env") or {}
-    failed = {row["test"]: _numbers(row) for row in report.get("tests", []) if (row.get("notes") or [""])[0] == "FAILED"}
-    return Night(date=str(env.get("date")), commit=commit, gpu=str(env.get("gpu")), failed=failed, run_url=run_url)
+    tests = report.get("tests", [])
+    failed = {row["test"]: _numbers(row) for row in tests if (row.get("notes") or [""])[0] == "FAILED"}
+    samples = {row["test"]: {name: p["samples_per_s"] for name, p in row["parts"].items() if p} for row in tests}
+    return Night(date=str(env.get("date")), commit=commit, gpu=str(env.get("gpu")), failed=failed, run_url=run_url,
+                 samples=samples)
+
+
+def trend(nights: list[Night], test: str, last: int = 14) -> str:
+    """A Mermaid chart of one test's parts over the last nights (those that measured it)."""
+    table = [{"night": f"{n.date} {n.commit[:7]}", **n.samples[test]} for n in nights if test in n.samples][-last:]
+    parts = tuple(dict.fromkeys(p for row in table for p in row if p != "night"))
+    return mermaid(f"{test} over the last {len(table)} night(s)", table, Chart(x="night", lines=parts)) if table else ""
 
 
 def _numbers(row: dict) -> str:
@@ -82,6 +96,7 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
     commits = f"{previous.commit[:12]}..{tonight.commit[:12]}"
     if repo_url:
         commits = f"[{commits}]({repo_url}/compare/{previous.commit}...{tonight.commit})"
+    same_gpu = [n for n in history if n.gpu == tonight.gpu] + [tonight]
     alerts = [
         Alert(t, TITLE.format(test=t), "\n".join([
             f"`{t}` failed on two consecutive nights on {tonight.gpu}.",
@@ -91,11 +106,14 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
             "",
             f"Commits: {commits}. Run and traces: {tonight.run_url or '(no run URL)'}",
             f"Reproduce: `pytest '{t}' --perf-trace-dir traces` on a {tonight.gpu}.",
+            "",
+            trend(same_gpu, t),
         ]))
         for t in repeated
     ]
     status = f"{len(repeated)} regression(s) (failed two nights in a row), {len(new)} suspicious (failed tonight only)"
-    return Decision(status + (": " + ", ".join(repeated + new) if tonight.failed else ""), alerts)
+    charts = "\n".join(trend(same_gpu, t) for t in repeated + new)
+    return Decision(status + (": " + ", ".join(repeated + new) if tonight.failed else ""), alerts, charts)
 
 
 def load_history(folder: Path) -> list[Night]:
@@ -177,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--run-url", default="")
     rec.add_argument("--repo-url", default="", help="https://github.com/OWNER/REPO, for the commit range's link")
     rec.add_argument("--out", type=Path, required=True, help="where to write the decision (alerts.json)")
+    rec.add_argument("--summary", type=Path, help="where to write the status and the failed tests' trends (Markdown)")
     alert = sub.add_parser("alert", help="open or update one issue per regression (GITHUB_TOKEN, GITHUB_REPOSITORY)")
     alert.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
     args = parser.parse_args(argv)
@@ -191,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         save_night(args.history, tonight)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(asdict(decision), indent=1) + "\n")
+        if args.summary:
+            args.summary.write_text(f"Nightly trend: {decision.status}\n\n{decision.charts}")
         print(decision.status)
         return 0
     try:
