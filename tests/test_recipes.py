@@ -118,3 +118,20 @@ def test_workers_started_without_fork_train_the_same_recipe(method):
         assert dict(w.loader_key)["worker_start"] == method  # another loader than fork's
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("device, bound", [(torch.device("cuda"), torch.device("cuda", 3)),
+                                           (torch.device("cuda", 1), torch.device("cuda", 1))])
+def test_an_nccl_group_is_bound_to_its_gpu(monkeypatch, device, bound):
+    """Bound at init (device_id), NCCL's barrier() knows its GPU instead of guessing it and warning."""
+    import torch.distributed as dist
+
+    from fixtures.distributed import single_process_group
+
+    calls = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda *args, **kwargs: calls.append((args, kwargs)))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    single_process_group(device)
+    [(args, kwargs)] = calls
+    assert args == ("nccl",) and kwargs["device_id"] == bound and (kwargs["rank"], kwargs["world_size"]) == (0, 1)
