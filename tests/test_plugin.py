@@ -5,6 +5,7 @@ trace recorded on an H200, so every message the suite prints is exercised here.
 """
 
 import json
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -109,8 +110,13 @@ def suite(pytester, monkeypatch):
             monkeypatch.setattr(device, "detect_device", lambda: dev)
 
         @staticmethod
-        def run(*args):
-            return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+        def run(*args, traceback=False):
+            """`traceback`: whether a frame of the harness may show (a check called wrongly raises); a check
+            that fails says its message only."""
+            result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+            frames = [line for line in result.stdout.lines if re.match(r"\S*perf_tests/harness/\w+\.py:\d+: \w+$", line)]
+            assert traceback or not frames, frames
+            return result
 
         @staticmethod
         def entry(test="test_copy.py::test_copy"):
@@ -232,6 +238,16 @@ def test_longer_rounds(perf, perf_session):
     out = result.stdout.str()
     assert out.count("loader measured in test_copy") == 1  # test_again's; test_longer_rounds measured its own
     assert dev.steps["loader"] == 3 * 5 + (1 + 3 * 5)  # test_copy's rounds; test_longer_rounds', after a probe
+
+
+def test_smoke_mode_shrinks_every_window_and_checks_nothing(suite):
+    """--perf-smoke: one round of two steps per part after one warm-up step, whatever the marker asks (5 steps, 3 rounds)."""
+    suite.gpu(gpu := FakeGPU(case="item"))  # a sync per step that a measured run would fail on
+    result = suite.run("--perf-smoke", "--perf-report=out/perf")
+    result.assert_outcomes(passed=1)
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1}
+    assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2, "loader": 1 + 2}
 
 
 def test_failed_test_is_not_recorded(suite):
@@ -737,3 +753,203 @@ def test_a_marker_applied_after_collection_fails_the_test_naming_it(suite, pytes
     out = result.stdout.str()
     assert out.count("test_copy.py::test_copy: @pytest.mark.perf got unknown settings ['rouns']; known: ") == 1
     assert "During handling" not in out and not [line for line in result.stdout.lines if line.startswith(("> ", "E "))]
+
+
+# --- what the fixture hands pytest-benchmark, and its checks' exact edges (mutation testing found these unguarded) ----
+
+
+def no_traceback(result):
+    """A perf check fails with its message only: no source lines of the harness ("> ...", "E ...")."""
+    assert not [line for line in result.stdout.lines if line.startswith(("> ", "E "))]
+
+
+def fake_timer(pytester) -> str:
+    """pytest-benchmark's --benchmark-timer reading the fake GPU's clock, so that its round times are exact."""
+    pytester.makepyfile(fakeclock="from perf_tests.harness import device\n\n"
+                                  "def clock():\n    return device.detect_device().clock()\n")
+    pytester.syspathinsert()
+    return "--benchmark-timer=fakeclock.clock"
+
+
+def test_pytest_benchmark_times_the_pipeline_and_records_every_number(suite, pytester):
+    result = suite.run("--benchmark-json=bench.json", fake_timer(pytester))
+    result.assert_outcomes(passed=1, warnings=1)
+    [bench] = json.loads((suite.path / "bench.json").read_text())["benchmarks"]
+    assert bench["stats"]["data"] == pytest.approx([5 * 0.002] * 3)  # the pipeline's rounds: 5 steps of 2 ms, as the marker asks
+    extra = bench["extra_info"]
+    assert isinstance(extra.pop("profile_window_s"), float)  # wall time, not the fake clock
+    assert {k: extra[k] for k in ("samples_per_s", "bottleneck", "syncs_per_step", "peak_mem_gb", "gpu")} == {
+        "samples_per_s": 5000.0, "bottleneck": "GPU", "syncs_per_step": 0.0, "peak_mem_gb": 1.5, "gpu": "NVIDIA H200"}
+
+
+def test_a_test_of_the_loader_alone_gives_pytest_benchmark_the_loader(suite, pytester):
+    pytester.makepyfile(test_copy=TEST_FILE.replace("perf.measure(Work(perf_session.device))",
+                                                    "perf.measure(Work(perf_session.device), parts=('loader',))")
+                        .replace("    perf.assert_syncs(result, per_step=0)\n", ""))
+    suite.run("--benchmark-json=bench.json", fake_timer(pytester)).assert_outcomes(passed=1, warnings=1)
+    [bench] = json.loads((suite.path / "bench.json").read_text())["benchmarks"]
+    assert bench["stats"]["data"] == pytest.approx([5 * 0.0005] * 3)
+
+
+def test_a_resident_workload_is_its_own_gpu_side_step(suite, pytester):
+    """A workload with only step() (its batch lives on the GPU): its pipeline is the GPU-side number (whose kernels,
+    0.95 ms of each 2 ms step, leave the GPU waiting for launches)."""
+    pytester.makepyfile(test_copy=TEST_FILE.replace("    def gpu_step(self):\n        self.work(\"gpu\", 0.001)\n", "")
+                        .replace("    def loader_step(self):\n        self.work(\"loader\", 0.0005)\n", ""))
+    suite.run("--perf-report=out/perf").assert_outcomes(passed=1, warnings=1)
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert row["parts"]["gpu"] == row["parts"]["pipeline"] and row["parts"]["gpu"]["rounds"] == [5000.0] * 3
+    assert (row["parts"]["loader"], row["bottleneck"], row["efficiency"]) == (None, "host launch overhead", 1.0)
+
+
+@pytest.mark.parametrize("loader_s, pipeline_steps", [
+    (0.0005, 1 + 3 * 5),  # the loader 2x the GPU-side step: its queue stays full, the marker's warm-up is enough
+    (0.00095, 4 + 3 * 5),  # 1.05x: the workload's warm-up, which drains the loader's queue
+])
+def test_the_pipeline_window_is_sized_by_the_other_two(suite, pytester, loader_s, pipeline_steps):
+    pytester.makepyfile(test_copy=TEST_FILE.replace('self.work("loader", 0.0005)', f'self.work("loader", {loader_s})')
+                        + "\nWork.warmup_steps = 4\n")
+    suite.gpu(gpu := FakeGPU())
+    suite.run().assert_outcomes(passed=1, warnings=1)
+    assert gpu.steps["pipeline"] - 3 == pipeline_steps  # 3 more: the profiled window's
+
+
+def test_added_rounds_are_noted(suite):
+    suite.gpu(FakeGPU(slow={"gpu": 1.3}, slow_steps=1 + 5))  # the GPU-side window's first round is slow
+    result = suite.run("--perf-report=out/perf", "--perf-ci-pct=0.5")
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert row["parts"]["gpu"]["added_rounds"] > 0
+    assert f"rounds added: gpu +{row['parts']['gpu']['added_rounds']}" in row["notes"]
+    clean(result)
+
+
+@pytest.mark.parametrize("expect, outcome, message", [
+    ("per_step=1", "passed", None),  # exactly one, as the trace has
+    ("per_step=2", "failed", "expected 2 (fewer syncs than this scenario documents)"),
+    ("per_step=0.5", "failed", "expected 0.5 (a new sync appeared)"),
+    ("at_least=1", "passed", None),
+    ("at_least=1.5", "failed", "expected at least 1.5: the pitfall this scenario documents no longer syncs"),
+])
+def test_a_sync_count_is_held_exactly(suite, pytester, expect, outcome, message):
+    suite.gpu(FakeGPU(case="item"))
+    pytester.makepyfile(test_copy=TEST_FILE.replace("per_step=0", expect))
+    result = suite.run()
+    result.assert_outcomes(**{outcome: 1}, warnings=1 if outcome == "passed" else 0)
+    if message:
+        result.stdout.fnmatch_lines([f"*measured 1.00 host-device syncs per step (3 in 3 profiled steps), {message}*"])
+        no_traceback(result)
+
+
+def test_syncs_from_another_library_are_each_listed(suite, pytester):
+    suite.gpu(FakeGPU(case="pageable_nonblocking"))
+    pytester.makepyfile(test_copy=TEST_FILE.replace("per_step=0", "at_least=1, from_library='torchmetrics/'"))
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*; expected every sync to come from 'torchmetrics/', these do not:",
+                                 "Memcpy HtoD (Pageable -> Device) in aten::to > *",
+                                 "    user code: record_traces.py(*): step *"])
+    no_traceback(result)
+
+
+@pytest.mark.parametrize("call, error", [
+    ("perf.assert_syncs(result)", "TypeError: assert_syncs takes exactly one of per_step= and at_least="),
+    ("perf.assert_syncs(result, per_step=0, at_least=1)", "TypeError: assert_syncs takes exactly one of per_step= and at_least="),
+    ("result.syncs = None; perf.assert_syncs(result, per_step=0)",
+     "RuntimeError: test_copy.py::test_copy: no sync count; syncs are counted only on a CUDA GPU outside --perf-smoke"),
+    ("result.test_id = 'another'; perf._confirm(result, 'gpu')",
+     "RuntimeError: test_copy.py::test_copy: can only confirm a result measured by this test"),
+])
+def test_a_check_called_wrongly_raises_naming_the_mistake(suite, pytester, call, error):
+    pytester.makepyfile(test_copy=TEST_FILE.replace("perf.assert_syncs(result, per_step=0)", call))
+    result = suite.run(traceback=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"E * {error}"])
+
+
+DEFAULTS_FILE = TEST_FILE + """
+class Other(Work):
+    def step(self):
+        self.work("pipeline", 0.002 / {speed})
+
+    def gpu_step(self):
+        self.work("gpu", 0.001 * {speed})
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_other(perf, perf_session):
+    result = perf.measure(Other(perf_session.device))
+    {check}
+"""
+
+
+@pytest.mark.parametrize("check, speed, failed", [
+    ("perf.assert_gain(result, over='test_copy.py::test_copy', at_least=1.5)", 2.0, False),  # the pipeline, by default
+    ("perf.assert_gain(result, over='test_copy.py::test_copy', at_least=1.5)", 1.2, True),
+    ("perf.assert_not_slower(result, than='test_copy.py::test_copy', noise_pct=5)", 0.96, False),  # 1 - 5/100 = 0.95
+    ("perf.assert_not_slower(result, than='test_copy.py::test_copy', noise_pct=5)", 0.945, True),
+    ("perf.assert_cost(result, over='test_copy.py::test_copy', at_most=0.5)", 2.0, False),  # the GPU-side, by default
+    ("perf.assert_cost(result, over='test_copy.py::test_copy', at_most=0.5)", 1.5, True),
+    ("assert round(perf.ratio(result, perf.result_of('test_copy.py::test_copy')), 9) == 2.5", 2.5, False),  # pipeline
+])
+def test_the_claims_default_parts(suite, pytester, check, speed, failed):
+    """Other's pipeline is `speed` times test_copy's, its GPU-side number 1/`speed` times."""
+    pytester.makepyfile(test_copy=DEFAULTS_FILE.format(speed=speed, check=check))
+    result = suite.run("-p", "no:randomly")
+    result.assert_outcomes(passed=2 - failed, failed=int(failed), warnings=1)  # test_copy's missing baseline
+
+
+def test_a_claim_across_parts_is_labelled_with_both(suite, pytester):
+    check = "perf.assert_gain(result, over='test_copy.py::test_copy', at_least=0.4, part='pipeline', over_part='gpu')"
+    pytester.makepyfile(test_copy=DEFAULTS_FILE.format(speed=1.0, check=check))
+    result = suite.run("-p", "no:randomly", "--perf-report=out/perf")
+    result.assert_outcomes(passed=2, warnings=1)
+    rows = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert rows[1]["extra"] == {"pipeline vs test_copy gpu": 0.5}  # 5,000 over 10,000
+
+
+def test_a_predecessor_without_the_part_is_not_compared(suite, pytester):
+    loader_only = "perf.measure(Work(perf_session.device), parts=('loader',))"
+    pytester.makepyfile(test_copy=DEFAULTS_FILE.format(speed=1.0, check="perf.assert_gain(result, over='x', at_least=1)")
+                        .replace("perf.measure(Work(perf_session.device))", loader_only)
+                        .replace("    perf.assert_syncs(result, per_step=0)\n    perf.assert_baseline(result)\n", "")
+                        .replace("over='x'", "over='test_copy.py::test_copy', part='gpu'"))
+    result = suite.run("-p", "no:randomly", "--perf-strict")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_other: the gpu number of test_copy.py::test_copy was not measured in this run*"])
+
+
+def test_the_loader_note_names_the_test_that_measured_it(suite, pytester):
+    pytester.makepyfile(test_copy=TEST_FILE + """
+Work.loader_key = ("recipe", 1)
+
+class TestB:
+    @pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+    def test_b(self, perf, perf_session):
+        perf.measure(Work(perf_session.device))
+""")
+    result = suite.run("-p", "no:randomly", "--perf-report=out/perf")
+    rows = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert rows[1]["test"] == "test_copy.py::TestB::test_b" and "loader measured in test_copy" in rows[1]["notes"]
+    clean(result)
+
+
+def test_a_claim_that_fails_once_is_measured_again_and_noted_when_not_confirmed(suite, pytester):
+    """test_copy's GPU-side window and test_other's first (3 warm-up + 3 x 5 steps each) run at half speed:
+    test_other is 1.2x at first, 2.4x measured again."""
+    suite.gpu(FakeGPU(slow={"gpu": 2.0}, slow_steps=2 * (3 + 3 * 5)))
+    check = "assert_gain(result, over='test_copy.py::test_copy', at_least=1.5, part='gpu')"
+    result = claim(pytester, suite, 1.2, check, "--perf-report=out/perf")
+    result.assert_outcomes(passed=2, warnings=1)
+    notes = json.loads((suite.path / "out" / "perf.json").read_text())["tests"][1]["notes"]
+    assert notes == ["passed", "gpu measured again to confirm: 12,000 samples/s",
+                     "gpu vs test_copy: 1.200x at first, 2.400x measured again: not confirmed"]
+
+
+def test_a_baseline_entry_is_noted_recorded_then_re_recorded(suite):
+    notes = []
+    for _ in range(2):
+        suite.run("--perf-update-baselines", "--perf-report=out/perf").assert_outcomes(passed=1)
+        notes.append(json.loads((suite.path / "out" / "perf.json").read_text())["tests"][0]["notes"])
+    assert notes[0][-1] == "baseline recorded" and notes[1][-1] == "baseline re-recorded"
+    suite.baseline.unlink()
+    suite.run("--perf-report=out/perf").assert_outcomes(passed=1, warnings=1)
+    assert json.loads((suite.path / "out" / "perf.json").read_text())["tests"][0]["notes"][-1] == "no baseline"
