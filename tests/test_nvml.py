@@ -32,7 +32,7 @@ class FakeNVML(types.ModuleType):
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):
         self._maybe_fail("energy")
-        return 123_456_789  # millijoules
+        return 123_456_789 if handle == ("handle", "GPU-1") else 0  # millijoules
 
 
 @pytest.fixture

@@ -248,6 +248,8 @@ def test_smoke_mode_shrinks_every_window_and_checks_nothing(suite):
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1}
     assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2, "loader": 1 + 2}
+    assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
+    result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 2 steps at 32x32, nothing here is a measurement."])
 
 
 def test_failed_test_is_not_recorded(suite):
@@ -355,6 +357,14 @@ def test_an_old_baseline_file_loads_and_says_what_was_not_checked(suite):
     assert "pipeline: not comparable: the baseline was recorded without host information" in out
     assert "is an old baseline file (schema 1)" in out
     assert "Re-record it on this GPU with: pytest perf_tests --perf-update-baselines" in out
+    result.stdout.fnmatch_lines([f"{suite.baseline} is an old baseline file (schema 1): it holds one "
+                                 "pipeline number per test and no host, so GPU-side and loader numbers are not checked and "
+                                 "pipeline numbers are not comparable. Re-record it on this GPU with: *"])
+    colored = suite.run("--color=yes")  # said in red, bold
+    colored.stdout.fnmatch_lines([f"\x1b[31m\x1b[1m{suite.baseline} is an old baseline file (schema 1)*"])
+    recording = suite.run("--perf-update-baselines")  # re-recording: nothing to warn about
+    assert "is an old baseline file" not in recording.stdout.str()
+    assert f"recorded 1 baseline(s) into {suite.baseline}" in recording.stdout.str()
 
 
 def test_new_sync_fails_naming_the_line(suite, tmp_path):
@@ -429,10 +439,26 @@ def test_comparing_with_a_run_from_another_gpu_warns_and_fails_in_strict_mode(su
     saved = next(suite.path.glob(".benchmarks/**/*h200.json"))
     assert json.loads(saved.read_text())["machine_info"]["gpu"]["gpu"] == "NVIDIA H200"
     suite.gpu(FakeGPU(gpu="NVIDIA H100 80GB HBM3"))
-    warned = suite.run("--benchmark-compare")
-    warned.stdout.fnmatch_lines(["*COMPARING ACROSS GPU MODELS*"])
+    message = ("COMPARING ACROSS GPU MODELS: this run is on 'NVIDIA H100 80GB HBM3', the saved run on 'NVIDIA H200' "
+               "(*.benchmarks). The differences below are not regressions. Compare against a run saved on the same GPU "
+               "model (--benchmark-compare=NNNN).")
+    warned = suite.run("--benchmark-compare", "--color=yes")
+    # in the header, and again after the tests in a red, bold section of its own
+    warned.stdout.fnmatch_lines([f"WARNING: {message}", "*\x1b[31m\x1b[1m*!! WARNING !!*", f"\x1b[31m\x1b[1m{message}*"])
     strict = suite.run("--benchmark-compare", "--perf-strict")
     assert strict.ret == pytest.ExitCode.USAGE_ERROR
+    strict.stderr.fnmatch_lines([f"*--perf-strict: {message}"])
+    suite.gpu(FakeGPU())
+    same = suite.run("--benchmark-compare", "--perf-strict")  # the same model: compared, nothing to say
+    same.assert_outcomes(passed=1)
+    assert "COMPARING ACROSS" not in same.stdout.str() + same.stderr.str()
+
+
+def test_strict_mode_from_the_ini_file_refuses_a_comparison_across_models(suite, pytester):
+    suite.run("--benchmark-save=h200").assert_outcomes(passed=1, warnings=1)
+    suite.gpu(FakeGPU(gpu="NVIDIA H100 80GB HBM3"))
+    pytester.makeini("[pytest]\nperf_strict = true\n")
+    assert suite.run("--benchmark-compare").ret == pytest.ExitCode.USAGE_ERROR
 
 
 # --- bad inputs: each ends in one clear line, never a traceback, and loses nothing recorded -------
@@ -486,6 +512,9 @@ def test_update_in_smoke_mode_says_nothing_was_recorded(suite):
                                  "outside --perf-smoke*"])
     assert not suite.baseline.parent.exists()
     clean(result)
+    suite.run("--perf-update-baselines", "--perf-smoke", "--color=yes").stdout.fnmatch_lines(
+        ["\x1b[33m--perf-update-baselines recorded nothing*"])  # in yellow
+    assert "recorded nothing" not in suite.run("--perf-smoke").stdout.str()  # nothing was asked
 
 
 def test_benchmark_only_runs_the_perf_tests(suite):
@@ -609,12 +638,16 @@ def test_a_failing_baseline_write_fails_the_session_and_keeps_the_file(suite, mo
 @pytest.mark.parametrize("args, what", [
     ((), "on a GPU"),
     (("--perf-smoke", "--perf-report=out/perf"), "with --perf-report"),
+    (("--perf-smoke", "--perf-report=out/perf", "--perf-update-baselines"), "with --perf-report and --perf-update-baselines"),
 ])
 def test_xdist_is_refused_where_it_would_measure_or_write(suite, args, what):
     pytest.importorskip("xdist")
     result = suite.run("-n", "2", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*-n 2 (pytest-xdist) {what}: the perf scenarios measure one GPU from one process*"])
+    result.stderr.fnmatch_lines([
+        f"ERROR: -n 2 (pytest-xdist) {what}: the perf scenarios measure one GPU from one process, compare a ladder step "
+        "with its predecessor measured in the same process, and write one report and one baseline file. Run them "
+        "without -n (a --perf-smoke run without --perf-report may use it)."])
 
 
 # mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg
@@ -953,3 +986,37 @@ def test_a_baseline_entry_is_noted_recorded_then_re_recorded(suite):
     suite.baseline.unlink()
     suite.run("--perf-report=out/perf").assert_outcomes(passed=1, warnings=1)
     assert json.loads((suite.path / "out" / "perf.json").read_text())["tests"][0]["notes"][-1] == "no baseline"
+
+
+def test_two_parts_that_regress_are_listed_together_against_median_only_entries(suite):
+    """Entries without rounds (recorded by an older harness) are compared with their median, and say so."""
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+
+    def medians_only(entry):
+        for part in entry["parts"].values():
+            del part["rounds"]
+
+    suite.edit(medians_only)
+    suite.gpu(FakeGPU(slow={"gpu": 2.0, "loader": 2.0}))
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_copy.py::test_copy: throughput regression in gpu, loader:",
+        # at half speed the fake GPU waits for launches (0.95 ms of kernels in a 2 ms step): held as host-bound, at 10%
+        "  gpu: 5,000.0 samples/s against a baseline of 10,000.0 (-50.0%; allowed -10%, median intervals); "
+        "measured again: -50.0%",
+        "    this run's rounds: 5,000, 5,000, 5,000; baseline's: 10,000 (median only)",
+        "  loader: 10,000.0 samples/s against a baseline of 20,000.0 (-50.0%; allowed -10%, median intervals); "
+        "measured again: -50.0%",
+        "    this run's rounds: 10,000, 10,000, 10,000; baseline's: 20,000 (median only)",
+        f"  baseline: {suite.baseline}, recorded 2026-11-22 with torch 2.11.0+cu130 on *",
+    ])
+
+
+def test_strict_mode_lists_every_part_it_could_not_compare(suite):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(host={**HOST, "machine": "elsewhere"}))
+    result = suite.run("--perf-strict")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_copy.py::test_copy: --perf-strict: no comparable baseline: loader, pipeline: "
+                                 "not comparable: recorded on machine 4c4c4544, this is machine elsewhere*"])
