@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 import pytest
 
 from fixtures.recipes import LADDER_STEPS, channels_last_pair, ladder
-from perf_tests.harness.report import Chart
-from perf_tests.harness.settings import cpu_count, default_workers
+from torch_perf_suite.report import Chart
+from torch_perf_suite.settings import cpu_count, default_workers
 
 
 @dataclass(frozen=True)

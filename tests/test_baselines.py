@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.harness.baselines import RERECORD, SCHEMA, BaselineError, BaselineFile, gpu_slug
+from torch_perf_suite.baselines import RERECORD, SCHEMA, BaselineError, BaselineFile, gpu_slug
 
 HOST = {"cpu": "Intel(R) Xeon(R) Platinum 8480+", "cores": 16}
 ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11", "torchvision": "0.26",
@@ -281,7 +281,7 @@ def test_environment_on_a_machine_without_cuda(monkeypatch):
     import torch
     import torchvision
 
-    from perf_tests.harness import baselines, host
+    from torch_perf_suite import baselines, host
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setitem(sys.modules, "torchmetrics", None)  # not installed: recorded as None
@@ -294,7 +294,7 @@ def test_environment_on_a_machine_without_cuda(monkeypatch):
 def test_environment_on_a_gpu_names_it_and_its_driver(monkeypatch):
     import torch
 
-    from perf_tests.harness import baselines
+    from torch_perf_suite import baselines
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "NVIDIA H200")
@@ -332,14 +332,14 @@ OPEN_PROC_VERSION = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  5
 @pytest.fixture
 def proc_version(fake_proc):
     """Point _driver_version at a made-up /proc/driver/nvidia/version (None: there is none)."""
-    from perf_tests.harness import baselines
+    from torch_perf_suite import baselines
 
     return lambda text: fake_proc(baselines, "/proc/driver/nvidia/version", text)
 
 
 @pytest.mark.parametrize("reported", [b"580.65.06", "580.65.06"])
 def test_driver_version_from_nvml(monkeypatch, proc_version, reported):
-    from perf_tests.harness import baselines
+    from torch_perf_suite import baselines
 
     proc_version(PROC_VERSION)
     monkeypatch.setattr(baselines.nvml, "pynvml", FakeNVML(reported))
@@ -348,7 +348,7 @@ def test_driver_version_from_nvml(monkeypatch, proc_version, reported):
 
 @pytest.mark.parametrize("nvml", [None, FakeNVML(FakeNVML.NVMLError("no driver"))])  # not installed; fails
 def test_driver_version_falls_back_to_proc(monkeypatch, proc_version, nvml):
-    from perf_tests.harness import baselines
+    from torch_perf_suite import baselines
 
     proc_version(PROC_VERSION)
     monkeypatch.setattr(baselines.nvml, "pynvml", nvml)
@@ -357,7 +357,7 @@ def test_driver_version_falls_back_to_proc(monkeypatch, proc_version, nvml):
 
 @pytest.mark.parametrize("text", [None, "something else entirely\n"])
 def test_driver_version_unknown_is_none(monkeypatch, proc_version, text):
-    from perf_tests.harness import baselines
+    from torch_perf_suite import baselines
 
     proc_version(text)
     monkeypatch.setattr(baselines.nvml, "pynvml", None)
@@ -366,7 +366,7 @@ def test_driver_version_unknown_is_none(monkeypatch, proc_version, text):
 
 def test_driver_version_from_proc_with_the_open_kernel_module(monkeypatch, proc_version):
     """The open kernel module's line reads 'Open Kernel Module for x86_64  <version>': the version, not 'for'."""
-    from perf_tests.harness import baselines
+    from torch_perf_suite import baselines
 
     proc_version(OPEN_PROC_VERSION)
     monkeypatch.setattr(baselines.nvml, "pynvml", None)

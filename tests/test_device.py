@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from perf_tests.harness import device, syncs
+from torch_perf_suite import device, syncs
 
 
 @pytest.fixture

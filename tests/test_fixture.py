@@ -2,9 +2,9 @@
 
 from types import SimpleNamespace
 
-from perf_tests.harness.fixture import Result, _power_note
-from perf_tests.harness.parts import Parts
-from perf_tests.harness.timing import Throughput
+from torch_perf_suite.fixture import Result, _power_note
+from torch_perf_suite.parts import Parts
+from torch_perf_suite.timing import Throughput
 
 
 def test_a_baseline_entry_rounds_each_number_to_its_places():

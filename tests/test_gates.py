@@ -2,11 +2,11 @@
 
 import pytest
 
-from perf_tests.harness import gates
-from perf_tests.harness.parts import Parts
-from perf_tests.harness.settings import Measure
-from perf_tests.harness.stats import Comparison
-from perf_tests.harness.timing import Throughput
+from torch_perf_suite import gates
+from torch_perf_suite.parts import Parts
+from torch_perf_suite.settings import Measure
+from torch_perf_suite.stats import Comparison
+from torch_perf_suite.timing import Throughput
 
 HOST = {"cpu": "Xeon 8480+", "cores": 16, "machine": "m1"}
 NO_HOST_INFO = ("not comparable: the baseline was recorded without host information (an old file); "

@@ -1,6 +1,6 @@
 import pytest
 
-from perf_tests.harness import host
+from torch_perf_suite import host
 
 
 def test_host_class_names_the_cpu_its_cores_and_the_machine():

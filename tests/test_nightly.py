@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.harness import nightly
+from torch_perf_suite import nightly
 
 RUNS = Path(__file__).parent / "nightly"
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def test_the_alert_and_the_summary_chart_the_tests_numbers_night_by_night(tmp_pa
 def test_the_alert_half_needs_only_the_standard_library():
     """It runs on a hosted runner with nothing installed: torch, numpy, scipy and pytest must not be imported."""
     blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in ("torch", "numpy", "scipy", "pytest", "yaml"))
-    run = subprocess.run([sys.executable, "-c", f"import sys; {blocked}; from perf_tests.harness import nightly; "
+    run = subprocess.run([sys.executable, "-c", f"import sys; {blocked}; from torch_perf_suite import nightly; "
                           "nightly.main(['alert', '--help'])"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert "the alerts.json that `record` wrote" in run.stdout

@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from perf_tests.harness import nvml
+from torch_perf_suite import nvml
 
 
 class FakeNVML(types.ModuleType):

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from perf_tests.harness import host, settings
-from perf_tests.harness.settings import Measure, SessionSettings, for_marker, percent, positive_int, seconds
+from torch_perf_suite import host, settings
+from torch_perf_suite.settings import Measure, SessionSettings, for_marker, percent, positive_int, seconds
 
 pytest_plugins = ["pytester"]
 
@@ -15,7 +15,7 @@ pytest_plugins = ["pytester"]
 @pytest.fixture
 def parsed(pytester):
     """parsed(*args) -> SessionSettings of a session started in pytester's folder with the suite's plugin."""
-    pytester.makeconftest('pytest_plugins = ["perf_tests.harness.plugin"]\n')
+    pytester.makeconftest('pytest_plugins = ["torch_perf_suite.plugin"]\n')
     return lambda *args: SessionSettings.from_config(pytester.parseconfig(*args))
 
 
@@ -75,7 +75,7 @@ def test_folder_options_that_are_files_are_refused(parsed, pytester):
 
 def test_help_names_each_default_and_ini_name(pytester, monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")
-    pytester.makeconftest('pytest_plugins = ["perf_tests.harness.plugin"]\n')
+    pytester.makeconftest('pytest_plugins = ["torch_perf_suite.plugin"]\n')
     out = pytester.runpytest("--help").stdout.str()
     squeezed = re.sub(r"\s+", " ", out)
     for name in ("warmup", "rounds", "max_rounds", "ci_pct", "steps", "round_s", "profile_steps", "tolerance", "host_tolerance"):

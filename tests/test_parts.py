@@ -2,10 +2,10 @@
 
 import pytest
 
-from perf_tests.harness import gates
-from perf_tests.harness.parts import LOADER_HEADROOM, Parts, Windows, for_smoke, loader_ahead
-from perf_tests.harness.settings import Measure
-from perf_tests.harness.timing import Throughput
+from torch_perf_suite import gates
+from torch_perf_suite.parts import LOADER_HEADROOM, Parts, Windows, for_smoke, loader_ahead
+from torch_perf_suite.settings import Measure
+from torch_perf_suite.timing import Throughput
 
 HOST = {"cpu": "Xeon 8480+", "cores": 16, "machine": "m1"}
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.harness import baselines, device
-from perf_tests.harness.syncs import count_syncs, load_trace
+from torch_perf_suite import baselines, device
+from torch_perf_suite.syncs import count_syncs, load_trace
 
 pytest_plugins = ["pytester"]
 TRACES = Path(__file__).parent / "traces"
 ENV = json.loads((TRACES / "environment.json").read_text())  # recorded with the traces: NVIDIA H200
 
-CONFTEST = 'pytest_plugins = ["perf_tests.harness.plugin"]\n'
+CONFTEST = 'pytest_plugins = ["torch_perf_suite.plugin"]\n'
 TEST_FILE = """
 import time
 import pytest
@@ -114,7 +114,7 @@ def suite(pytester, monkeypatch):
             """`traceback`: whether a frame of the harness may show (a check called wrongly raises); a check
             that fails says its message only."""
             result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
-            frames = [line for line in result.stdout.lines if re.match(r"\S*perf_tests/harness/\w+\.py:\d+: \w+$", line)]
+            frames = [line for line in result.stdout.lines if re.match(r"\S*torch_perf_suite/\w+\.py:\d+: \w+$", line)]
             assert traceback or not frames, frames
             return result
 
@@ -798,7 +798,7 @@ def no_traceback(result):
 
 def fake_timer(pytester) -> str:
     """pytest-benchmark's --benchmark-timer reading the fake GPU's clock, so that its round times are exact."""
-    pytester.makepyfile(fakeclock="from perf_tests.harness import device\n\n"
+    pytester.makepyfile(fakeclock="from torch_perf_suite import device\n\n"
                                   "def clock():\n    return device.detect_device().clock()\n")
     pytester.syspathinsert()
     return "--benchmark-timer=fakeclock.clock"
@@ -1020,3 +1020,14 @@ def test_strict_mode_lists_every_part_it_could_not_compare(suite):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*test_copy.py::test_copy: --perf-strict: no comparable baseline: loader, pipeline: "
                                  "not comparable: recorded on machine 4c4c4544, this is machine elsewhere*"])
+
+
+def test_an_installed_package_gives_any_project_the_plugin(pytester):
+    """No conftest: pytest loads the plugin through the package's pytest11 entry point."""
+    import importlib.metadata
+
+    if not [e for e in importlib.metadata.entry_points(group="pytest11") if e.value == "torch_perf_suite.plugin"]:
+        pytest.skip("the package is not installed: pip install -e .")
+    pytester.makepyfile(test_mine="def test_mine(perf):\n    assert perf.smoke\n")
+    result = pytester.runpytest("--perf-smoke", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from perf_tests.harness import report, syncs
-from perf_tests.harness.gates import Verdict
-from perf_tests.harness.parts import Parts
-from perf_tests.harness.stats import Comparison
-from perf_tests.harness.syncs import SyncCount, SyncSource
-from perf_tests.harness.timing import Throughput
+from torch_perf_suite import report, syncs
+from torch_perf_suite.gates import Verdict
+from torch_perf_suite.parts import Parts
+from torch_perf_suite.stats import Comparison
+from torch_perf_suite.syncs import SyncCount, SyncSource
+from torch_perf_suite.timing import Throughput
 
 ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11", "torchvision": "0.26", "torchmetrics": "1.9",
        "host": {"cpu": "Xeon", "cores": 16}, "date": "2026-11-22"}

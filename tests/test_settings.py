@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from perf_tests.harness.settings import Measure, for_marker, percent, positive_int, report_path, seconds
+from torch_perf_suite.settings import Measure, for_marker, percent, positive_int, report_path, seconds
 
 
 @pytest.mark.parametrize("text, value", [("1", 1), ("40", 40)])

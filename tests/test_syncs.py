@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.harness.syncs import TraceError, count_syncs, load_trace
+from torch_perf_suite.syncs import TraceError, count_syncs, load_trace
 
 TRACES = Path(__file__).parent / "traces"
 RECORDER = TRACES / "record_traces.py"

@@ -1,4 +1,4 @@
-"""`python -m perf_tests.harness.syncs TRACE...` and the trace reader on files and events it cannot use.
+"""`python -m torch_perf_suite.syncs TRACE...` and the trace reader on files and events it cannot use.
 
 Exit codes: 0 every trace read and clean, 1 syncs found, 2 a trace unreadable; never a traceback.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.harness.syncs import TraceError, count_syncs, load_trace
+from torch_perf_suite.syncs import TraceError, count_syncs, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "traces"
@@ -21,7 +21,7 @@ CLEAN, ITEM = TRACES / "clean.json.gz", TRACES / "item.json.gz"
 
 def cli(*args) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [sys.executable, "-m", "perf_tests.harness.syncs", *map(str, args)],
+        [sys.executable, "-m", "torch_perf_suite.syncs", *map(str, args)],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert "Traceback" not in done.stderr, done.stderr

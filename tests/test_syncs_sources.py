@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from perf_tests.harness import syncs
-from perf_tests.harness.syncs import SITE_PREFIX, SyncCount, SyncSource, count_syncs, load_trace
+from torch_perf_suite import syncs
+from torch_perf_suite.syncs import SITE_PREFIX, SyncCount, SyncSource, count_syncs, load_trace
 
 TRACES = Path(__file__).parent / "traces"
 STDLIB = sysconfig.get_paths()["stdlib"]
@@ -339,7 +339,7 @@ def test_main_help(capsys, monkeypatch):
         syncs.main(["--help"])
     assert done.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: python -m perf_tests.harness.syncs [-h] TRACE [TRACE ...]\n")
+    assert out.startswith("usage: python -m torch_perf_suite.syncs [-h] TRACE [TRACE ...]\n")
     assert "Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges)." in out
     assert "TRACE       a Chrome trace, .json or gzipped" in out
     assert ("exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read"

@@ -2,8 +2,8 @@ import itertools
 
 import pytest
 
-from perf_tests.harness import timing
-from perf_tests.harness.timing import Throughput, measure_throughput, steps_per_round
+from torch_perf_suite import timing
+from torch_perf_suite.timing import Throughput, measure_throughput, steps_per_round
 
 
 def test_rounds_are_timed_between_syncs_after_warmup():

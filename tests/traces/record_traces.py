@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from perf_tests.harness.baselines import environment
-from perf_tests.harness.syncs import profile_steps
+from torch_perf_suite.baselines import environment
+from torch_perf_suite.syncs import profile_steps
 
 STEPS = 3
 

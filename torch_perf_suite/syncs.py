@@ -506,7 +506,7 @@ def profile_steps(step, steps: int, trace_path: str | os.PathLike) -> SyncCount:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m perf_tests.harness.syncs",
+        prog="python -m torch_perf_suite.syncs",
         description="Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges).",
         epilog="exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read",
     )
@@ -525,5 +525,5 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-if __name__ == "__main__":  # python -m perf_tests.harness.syncs TRACE.json[.gz]...
+if __name__ == "__main__":  # python -m torch_perf_suite.syncs TRACE.json[.gz]...
     sys.exit(main())

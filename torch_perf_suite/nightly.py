@@ -6,9 +6,9 @@ is "suspicious" and alerts nobody; the same test failing on two consecutive nigh
 model) is a regression: one GitHub issue per test, opened the first time and commented on after, never
 duplicated. A first night, or the first night on a GPU model, says so and alerts nobody.
 
-    python -m perf_tests.harness.nightly record --report reports/perf.json --history DIR \
+    python -m torch_perf_suite.nightly record --report reports/perf.json --history DIR \
         --commit SHA --run-url URL --out reports/alerts.json        # on the GPU runner, no token
-    python -m perf_tests.harness.nightly alert reports/alerts.json  # elsewhere, GITHUB_TOKEN with issues: write
+    python -m torch_perf_suite.nightly alert reports/alerts.json  # elsewhere, GITHUB_TOKEN with issues: write
 
 The two halves are apart so that the job that runs the suite holds no write token, and the job that
 holds one runs no code under test.
@@ -186,7 +186,7 @@ def apply(alerts: list[Alert], github) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf_tests.harness.nightly", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m torch_perf_suite.nightly", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="add tonight's report to the history and decide the alerts (no token needed)")
     rec.add_argument("--report", type=Path, required=True, help="the JSON written by --perf-report")
