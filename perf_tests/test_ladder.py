@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from fixtures.recipes import LADDER_STEPS, channels_last_pair, ladder
-from torch_perf_suite.report import Chart
+from torch_perf_suite import Chart
 from torch_perf_suite.settings import cpu_count, default_workers
 
 

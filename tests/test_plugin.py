@@ -1031,3 +1031,39 @@ def test_an_installed_package_gives_any_project_the_plugin(pytester):
     pytester.makepyfile(test_mine="def test_mine(perf):\n    assert perf.smoke\n")
     result = pytester.runpytest("--perf-smoke", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
+
+
+# --- the plugin's own hooks ------------------------------------------------------------------------------------------
+
+HOOKS = '''
+from torch_perf_suite import Advice
+
+def pytest_perf_sync_sources():
+    return [Advice("our scaler", "use ourlib.Scaler(check_every=100)", "https://ourlib/scaler", library="torch/amp/")]
+
+def pytest_perf_update_environment(env):
+    env["cluster"] = "rack-7"
+'''
+
+
+def test_a_users_sync_source_carries_the_users_fix(suite, pytester):
+    pytester.makeconftest(CONFTEST + HOOKS)
+    suite.gpu(FakeGPU(case="grad_scaler"))  # GradScaler's sync: torch/amp/grad_scaler.py
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*fix:       use ourlib.Scaler(check_every=100) (more: https://ourlib/scaler)"])
+
+
+def test_a_users_environment_fields_are_recorded(suite, pytester):
+    pytester.makeconftest(CONFTEST + HOOKS)
+    suite.run("--perf-update-baselines", "--perf-report=out/perf").assert_outcomes(passed=1)
+    assert suite.entry()["env"]["cluster"] == "rack-7"
+    assert json.loads((suite.path / "out" / "perf.json").read_text())["env"]["cluster"] == "rack-7"
+
+
+def test_a_sync_source_that_is_not_advice_is_a_usage_error(suite, pytester):
+    pytester.makeconftest(CONFTEST + "def pytest_perf_sync_sources():\n    return ['pin your memory']\n")
+    result = suite.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest_perf_sync_sources returned 'pin your memory'; return a list of "
+                                 "torch_perf_suite.Advice"])

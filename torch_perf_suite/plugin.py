@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from . import baselines, device, report, settings
+from . import baselines, device, hooks, report, settings, syncs
 from .fixture import Perf, PerfWarning, Result
 
 SESSION = pytest.StashKey["PerfSession"]()
@@ -48,6 +48,7 @@ class PerfSession:
     def __init__(self, config):
         self.settings = settings.SessionSettings.from_config(config)
         self.device = device.detect_device()
+        config.hook.pytest_perf_update_environment(env=self.device.env)
         self.results: dict[str, Result] = {}
         self.loaders: dict = {}  # loader_key -> (Throughput, test id): one loader measurement a session
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
@@ -83,7 +84,16 @@ def pytest_addoption(parser):
     settings.add_options(parser)
 
 
+def pytest_addhooks(pluginmanager):
+    pluginmanager.add_hookspecs(hooks)
+
+
 def pytest_configure(config):
+    found = [a for sources in config.hook.pytest_perf_sync_sources() for a in sources or ()]
+    wrong = [a for a in found if not isinstance(a, syncs.Advice)]
+    if wrong:
+        raise pytest.UsageError(f"pytest_perf_sync_sources returned {wrong[0]!r}; return a list of torch_perf_suite.Advice")
+    syncs.user_sources = tuple(found)
     session = config.stash[SESSION] = PerfSession(config)
     _refuse_xdist(config, session)
     benchmark_off = [f"{o}: {why}" for o, why in BENCHMARK_OFF.items()
@@ -181,6 +191,10 @@ def pytest_runtest_makereport(item, call):
     session.write_report()  # after every test: an interrupted run keeps what it measured
 
 
+def pytest_unconfigure(config):
+    syncs.user_sources = ()  # the next session (pytester's, say) asks its own plugins
+
+
 def pytest_sessionfinish(session):
     perf = session.config.stash.get(SESSION, None)
     if perf and (perf.save_error or perf.report_error) and session.exitstatus == pytest.ExitCode.OK:
@@ -213,7 +227,8 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    machine_info["gpu"] = device.detect_device().env
+    perf = config.stash.get(SESSION, None)
+    machine_info["gpu"] = perf.device.env if perf else device.detect_device().env
 
 
 def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info, compared_benchmark):

@@ -71,7 +71,7 @@ class SyncSource:
 
     @property
     def advice(self) -> Advice | None:
-        return next((a for a in KNOWN_SOURCES if a.matches(self)), None)
+        return next((a for a in (*user_sources, *KNOWN_SOURCES) if a.matches(self)), None)
 
     def describe(self) -> str:
         where = f" in {self.ops}" if self.ops else ""
@@ -103,6 +103,7 @@ class Advice:
         )
 
 
+user_sources: tuple[Advice, ...] = ()  # from the pytest_perf_sync_sources hook, set by the plugin for its session
 UNKNOWN_FIX = "no fix known to the suite for this source: the lines above and the trace show where it waits"
 # First match wins: a library's own sync before the op it syncs in (GradScaler's check is an .item()).
 KNOWN_SOURCES: list[Advice] = [
@@ -446,6 +447,14 @@ def _site_of(stack: list[traceback.FrameSummary]) -> str:
     inner = [f for f in frames[frames.index(u) + 1 :] if "site-packages" in f.filename or "dist-packages" in f.filename]
     lib = f"|lib={_short(inner[-1].filename)}:{inner[-1].lineno} in {inner[-1].name}" if inner else ""
     return f"{SITE_PREFIX}user={_short(u.filename)}:{u.lineno} in {u.name}{lib}"
+
+
+def periodic(name: str):
+    """Mark a phase that runs every k steps (computing metrics, say): its syncs are counted and reported apart
+    from the per-step ones. `with periodic("metrics"): ...` inside the step."""
+    import torch
+
+    return torch.profiler.record_function(PERIODIC_PREFIX + name)
 
 
 @contextlib.contextmanager

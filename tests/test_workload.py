@@ -1,0 +1,57 @@
+"""The public API: what `torch_perf_suite` exports, and TrainingStep on a CPU."""
+
+import pytest
+import torch
+
+import torch_perf_suite
+from torch_perf_suite import TrainingStep, Workload
+
+
+def test_the_public_api_is_what_all_names():
+    assert torch_perf_suite.__all__ == ["Advice", "Chart", "Perf", "PerfWarning", "Result", "TrainingStep", "Workload",
+                                        "periodic"]
+    for name in torch_perf_suite.__all__:
+        assert getattr(torch_perf_suite, name).__name__ == name
+    with pytest.raises(AttributeError, match="has no attribute 'measure'; the public API is"):
+        torch_perf_suite.measure
+
+
+def make(workers=0, batches=2, train=None):
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(4 * batches, 3), torch.randint(0, 2, (4 * batches,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=4, num_workers=workers)
+    model = torch.nn.Linear(3, 2)
+    return TrainingStep(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.functional.cross_entropy, loader, "cpu",
+                        train=train)
+
+
+def test_a_training_step_trains_on_the_loaders_batches_across_epochs():
+    step = make(batches=2)
+    assert isinstance(step, Workload) and step.batch_size == 4
+    before = step.model.weight.detach().clone()
+    losses = [step.step() for _ in range(5)]  # two epochs and a half
+    assert all(loss.shape == () and torch.isfinite(loss) for loss in losses)
+    assert not torch.equal(before, step.model.weight)
+    inputs, targets = step.loader_step()
+    assert inputs.shape == (4, 3) and targets.shape == (4,)
+
+
+def test_the_gpu_side_step_keeps_one_batch():
+    step = make()
+    step.gpu_step()
+    kept = step._resident
+    step.gpu_step()
+    assert step._resident is kept
+
+
+def test_a_loader_with_workers_is_drained_and_timed_in_bursts():
+    step = make(workers=2)
+    assert (step.warmup_steps, step.cycle_steps) == (2 * (2 + 1) + 2, 2)  # two workers, two batches prefetched each
+    assert (make().warmup_steps, make().cycle_steps) == (0, 1)
+    step.close()
+
+
+def test_a_train_function_of_ones_own_replaces_the_default():
+    seen = []
+    make(train=lambda inputs, targets: seen.append(inputs.shape)).step()
+    assert seen == [(4, 3)]

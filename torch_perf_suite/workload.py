@@ -1,0 +1,75 @@
+"""What the `perf` fixture measures: a workload, and a helper that makes one from a training loop's parts."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """Anything with a `step()` (one training step, the batch pulled as the user's loop pulls it) and its
+    `batch_size`. The more of these optional members it has, the more the harness can tell apart:
+
+    gpu_step()       the same step on a batch already on the device: the GPU-side number
+    loader_step()    the next batch delivered to the device, no model: the loader-alone number
+    warmup_steps     steps before the pipeline reaches its steady state (the loader's prefetch drained)
+    cycle_steps      batches arrive in bursts of this many (one per worker): rounds hold whole bursts
+    gpu_cycle_steps  the GPU-side step's own period (a phase that runs every k steps)
+    loader_key       hashable: workloads with equal keys share a loader, measured once a session
+    close()          called when the test ends (stop the loader's workers)
+    """
+
+    batch_size: int
+
+    def step(self) -> Any: ...
+
+
+class TrainingStep:
+    """A workload made of a model, its optimizer, a loss and a DataLoader that yields (inputs, targets).
+
+    step() takes the loader's next batch to `device` (non-blocking), runs forward, loss, backward and the
+    optimizer's step, and returns the loss; gpu_step() does the same on one batch kept on the device;
+    loader_step() only delivers the next batch. Pass your own `train(inputs, targets)` to replace what
+    runs on a batch (a GradScaler, gradient clipping, a metric update)."""
+
+    def __init__(self, model, optimizer, loss_fn: Callable, loader, device, *,
+                 train: Callable | None = None, non_blocking: bool = True):
+        self.model, self.optimizer, self.loss_fn, self.loader = model, optimizer, loss_fn, loader
+        self.device, self.non_blocking = device, non_blocking
+        self.batch_size = loader.batch_size
+        workers = getattr(loader, "num_workers", 0)
+        self.cycle_steps = max(workers, 1)
+        self.warmup_steps = workers * ((getattr(loader, "prefetch_factor", None) or 2) + 1) + 2 if workers else 0
+        self._train = train or self._default_train
+        self._batches: Iterator | None = None
+        self._resident: tuple | None = None
+
+    def _default_train(self, inputs, targets):
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(inputs), targets)
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def _next(self):
+        while True:
+            if self._batches is None:
+                self._batches = iter(self.loader)
+            try:
+                return next(self._batches)
+            except StopIteration:  # an epoch ended: start the next one
+                self._batches = None
+
+    def loader_step(self):
+        return tuple(t.to(self.device, non_blocking=self.non_blocking) for t in self._next())
+
+    def step(self):
+        return self._train(*self.loader_step())
+
+    def gpu_step(self):
+        if self._resident is None:
+            self._resident = self.loader_step()
+        return self._train(*self._resident)
+
+    def close(self) -> None:
+        self._batches = None  # the loader's workers stop with their iterator
