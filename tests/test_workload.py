@@ -55,3 +55,19 @@ def test_a_train_function_of_ones_own_replaces_the_default():
     seen = []
     make(train=lambda inputs, targets: seen.append(inputs.shape)).step()
     assert seen == [(4, 3)]
+
+
+def test_the_example_project_uses_the_public_api_only():
+    """examples/guard_your_step stands for a user's project: it may import `torch_perf_suite`'s exports, nothing else."""
+    import ast
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "guard_your_step"
+    imported = []
+    for path in example.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch_perf_suite"):
+                imported += [(node.module, alias.name) for alias in node.names]
+            if isinstance(node, ast.Import):
+                assert not [a.name for a in node.names if a.name.startswith("torch_perf_suite")], path
+    assert imported and all(module == "torch_perf_suite" and name in torch_perf_suite.__all__ for module, name in imported)

@@ -1,0 +1,19 @@
+"""The training step's speed and syncs, guarded: `pytest` on the GPU, `pytest --perf-smoke` anywhere."""
+
+import torch
+
+import tiny
+from torch_perf_suite import TrainingStep
+
+
+def test_training_step(perf):
+    device = torch.device(perf.device)
+    model = tiny.make_model().to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda")
+    loader = torch.utils.data.DataLoader(tiny.Images(4096), batch_size=256, num_workers=2,
+                                         pin_memory=device.type == "cuda", persistent_workers=True)
+    step = TrainingStep(model, optimizer, tiny.loss_fn, loader, device)
+    result = perf.measure(step)
+    perf.assert_syncs(result, per_step=0)
+    perf.assert_baseline(result)
+    step.close()
