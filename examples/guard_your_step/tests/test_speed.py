@@ -1,8 +1,8 @@
 """The training step's speed and syncs, guarded: `pytest` on the GPU, `pytest --perf-smoke` anywhere."""
 
+import tiny
 import torch
 
-import tiny
 from torch_perf_suite import TrainingStep
 
 
