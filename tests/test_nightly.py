@@ -137,3 +137,106 @@ def test_an_unreadable_report_is_a_usage_error(tmp_path, capsys):
         nightly.main(["record", "--report", str(tmp_path / "none.json"), "--history", str(tmp_path), "--commit", "c",
                       "--out", str(tmp_path / "a.json")])
     assert "--report" in capsys.readouterr().err and not (tmp_path / "a.json").exists()
+
+
+def test_the_record_half_writes_the_decision_and_the_summary(tmp_path, capsys):
+    report = tmp_path / "perf.json"
+    report.write_bytes(gzip.open(RUNS / "one_failed.json.gz").read())
+    history = tmp_path / "h"
+    nightly.save_night(history, night("one_failed", "b"))
+    out, summary = tmp_path / "out" / "alerts.json", tmp_path / "trend.md"
+    assert nightly.main(["record", "--report", str(report), "--history", str(history), "--commit", "c" * 40,
+                         "--run-url", "https://ci/runs/9", "--repo-url", "https://github.com/o/r",
+                         "--out", str(out), "--summary", str(summary)]) == 0
+    decision = json.loads(out.read_text())
+    [alert] = decision["alerts"]
+    assert alert["test"] == NAIVE and "Run and traces: https://ci/runs/9" in alert["body"]
+    assert "(https://github.com/o/r/compare/" in alert["body"]
+    assert summary.read_text() == f"Nightly trend: {decision['status']}\n\n{decision['charts']}"
+    assert decision["charts"].startswith("```mermaid\nxychart-beta\n")
+    saved = json.loads((history / "2026-11-22-cccccccccccc.json").read_text())
+    assert saved["run_url"] == "https://ci/runs/9" and saved["samples"][NAIVE]["gpu"] == 4826.5
+    assert capsys.readouterr().out == decision["status"] + "\n"
+
+
+def test_the_alert_half_files_what_record_decided(tmp_path, capsys, monkeypatch):
+    decision = nightly.decide([night("one_failed", "a")], night("one_failed", "b"))
+    path = tmp_path / "alerts.json"
+    path.write_text(json.dumps({"status": decision.status, "alerts": [vars(a) for a in decision.alerts]}))
+    made = []
+    monkeypatch.setattr(nightly, "GitHub", lambda repo, token: made.append((repo, token)) or FakeGitHub())
+    monkeypatch.setenv("GITHUB_REPOSITORY", "o/r")
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    assert nightly.main(["alert", str(path)]) == 0
+    assert made == [("o/r", "t0ken")]
+    assert capsys.readouterr().out == f"{decision.status}\nopened: perf regression: {NAIVE}\n"
+    path.write_text('{"alerts": []}')
+    with pytest.raises(SystemExit):
+        nightly.main(["alert", str(path)])
+    assert "not a decision written by `record`" in capsys.readouterr().err
+
+
+def test_the_command_line_says_what_each_half_needs(capsys):
+    with pytest.raises(SystemExit):
+        nightly.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith("usage: python -m torch_perf_suite.nightly [-h] {record,alert}")
+    assert "Nightly trend: what regressed tonight, and whether to tell anyone." in out
+    assert "add tonight's report to the history and decide the alerts (no token needed)" in out
+    with pytest.raises(SystemExit):
+        nightly.main(["record", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for text in ("--report REPORT the JSON written by --perf-report", "--history HISTORY the folder of past nights",
+                 "--commit COMMIT", "--run-url RUN_URL", "--repo-url REPO_URL https://github.com/OWNER/REPO",
+                 "--out OUT where to write the decision", "--summary SUMMARY where to write the status"):
+        assert text in out
+    with pytest.raises(SystemExit):
+        nightly.main(["record", "--report", "r.json"])  # the rest is required
+    assert "the following arguments are required: --history, --commit, --out" in capsys.readouterr().err
+
+
+def test_a_failed_rows_numbers_in_one_line():
+    row = {"parts": {"pipeline": {"samples_per_s": 900.0}, "gpu": {"samples_per_s": 10500.4}, "loader": None},
+           "efficiency": 0.0857, "bottleneck": "GPU", "syncs_per_step": 0.5,
+           "baseline": {"gpu": {"compared": True, "change_pct": -4.96, "allowed_pct": -3.0},
+                        "pipeline": {"compared": False}},
+           "notes": ["FAILED", "gpu measured again to confirm: 10,480 samples/s"]}
+    assert nightly._numbers(row) == ("samples/s: pipeline 900, gpu 10,500; efficiency 0.09 (bottleneck: GPU); "
+                                     "vs baseline: gpu -5.0% (allowed -3.0%); syncs/step 0.5; "
+                                     "gpu measured again to confirm: 10,480 samples/s")
+
+
+class Response:
+    def __init__(self, body):
+        self.body = body
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def read(self):
+        return json.dumps(self.body).encode()
+
+
+def test_the_github_client_makes_the_three_rest_calls(monkeypatch):
+    sent = []
+
+    def urlopen(request, timeout):
+        sent.append((request.get_method(), request.full_url, dict(request.header_items()), request.data, timeout))
+        return Response([{"title": "perf regression: t", "number": 7}] if request.get_method() == "GET" else {})
+
+    monkeypatch.setattr(nightly.urllib.request, "urlopen", urlopen)
+    github = nightly.GitHub("o/r", "t0ken")
+    assert github.open_issues("perf-regression") == {"perf regression: t": 7}
+    github.create_issue("perf regression: u", "body", "perf-regression")
+    github.comment(7, "again")
+    api = "https://api.github.com/repos/o/r"
+    assert [(m, url, data and json.loads(data)) for m, url, _, data, _ in sent] == [
+        ("GET", f"{api}/issues?state=open&labels=perf-regression&per_page=100", None),
+        ("POST", f"{api}/issues", {"title": "perf regression: u", "body": "body", "labels": ["perf-regression"]}),
+        ("POST", f"{api}/issues/7/comments", {"body": "again"})]
+    headers = sent[0][2]
+    assert headers["Authorization"] == "Bearer t0ken" and headers["Accept"] == "application/vnd.github+json"
+    assert headers["X-github-api-version"] == "2022-11-28" and {s[4] for s in sent} == {30}

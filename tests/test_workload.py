@@ -71,3 +71,19 @@ def test_the_example_project_uses_the_public_api_only():
             if isinstance(node, ast.Import):
                 assert not [a.name for a in node.names if a.name.startswith("torch_perf_suite")], path
     assert imported and all(module == "torch_perf_suite" and name in torch_perf_suite.__all__ for module, name in imported)
+
+
+def test_a_periodic_phase_is_counted_apart(tmp_path):
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from torch_perf_suite import periodic
+    from torch_perf_suite.syncs import count_syncs, load_trace
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(2):
+            with record_function(f"perf_step_{i}"):
+                if i == 1:
+                    with periodic("metrics"):
+                        torch.ones(2).sum()
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    assert count_syncs(load_trace(tmp_path / "t.json")).periodic_runs == {"perf_periodic:metrics": 1}

@@ -216,10 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         decision = json.loads(args.decision.read_text())
-        alerts = [Alert(**a) for a in decision["alerts"]]
+        status, alerts = decision["status"], [Alert(**a) for a in decision["alerts"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        parser.error(f"{args.decision}: not a decision written by `record` ({e})")
-    print(decision["status"])
+        parser.error(f"{args.decision}: not a decision written by `record` ({e!r})")
+    print(status)
     if alerts:
         repo, token = os.environ.get("GITHUB_REPOSITORY"), os.environ.get("GITHUB_TOKEN")
         if not repo or not token:
