@@ -80,6 +80,11 @@ class Result:
 
 
 class Perf:
+    """The `perf` fixture: `measure` a workload, then state what it must show (syncs, gains, baseline).
+
+    `device` is the device to build on ("cuda" on a GPU, "cpu" in a smoke run without one); `smoke` is
+    true under --perf-smoke, where every check returns without asserting."""
+
     def __init__(self, session, request, benchmark):
         self._session = session
         self._request = request
