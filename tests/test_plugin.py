@@ -1067,3 +1067,17 @@ def test_a_sync_source_that_is_not_advice_is_a_usage_error(suite, pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*pytest_perf_sync_sources returned 'pin your memory'; return a list of "
                                  "torch_perf_suite.Advice"])
+
+
+def test_a_charted_section_is_drawn_once_at_the_end(suite, pytester, tmp_path, monkeypatch):
+    from torch_perf_suite import report
+
+    drawn = []  # drawing stubbed: matplotlib need not be installed
+    monkeypatch.setattr(report, "png", lambda path, *args: drawn.append(path.name) or path.write_bytes(b"png") or True)
+    check = ("add_row('Claims', chart=__import__('torch_perf_suite').Chart(x='step', bars=('gain',)), step='other', "
+             "gain=2.0)")
+    result = claim(pytester, suite, 2.0, check, f"--perf-report={tmp_path / 'perf'}")
+    result.assert_outcomes(passed=2, warnings=1)
+    assert drawn == ["perf.claims.png"]  # not after each test
+    result.stdout.fnmatch_lines([f"perf report written to {tmp_path / 'perf.md'}, {tmp_path / 'perf.json'}, "
+                                 f"{tmp_path / 'perf.claims.png'}"])

@@ -244,3 +244,9 @@ def test_write_draws_a_png_per_charted_section(tmp_path):
                            charts={"Ladder (seed 000)": CHART})
     assert [p.name for p in written] == ["perf.md", "perf.json", "perf.ladder_seed_000.png"]
     assert written[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_write_without_images_draws_none(tmp_path):
+    """The plugin writes the report after every test: the images only once, at the end."""
+    written = report.write(tmp_path / "perf", [], ENV, {"Ladder": CHARTED}, charts={"Ladder": CHART}, images=False)
+    assert [p.name for p in written] == ["perf.md", "perf.json"] and not list(tmp_path.glob("*.png"))

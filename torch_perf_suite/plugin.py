@@ -35,12 +35,13 @@ class PerfSession:
         except (OSError, baselines.BaselineError) as e:
             self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
 
-    def write_report(self) -> list:
+    def write_report(self, final: bool = False) -> list:
+        """After each test (the tables), and at the end (`final`: the charts' images too, drawn once)."""
         if not self.settings.report or self.report_error:
             return []
         try:
             return report.write(self.settings.report, self.results.values(), self.device.env, self.sections, self.settings.smoke,
-                                self.charts)
+                                self.charts, images=final)
         except OSError as e:
             self.report_error = f"perf report NOT written to {self.settings.report}: {e}"
             return []
@@ -220,7 +221,7 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line("--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU "
                                     "outside --perf-smoke", yellow=True)
     if perf.settings.report:
-        written = perf.write_report()
+        written = perf.write_report(final=True)
         if not perf.report_error:
             empty = "" if perf.results else " (no test was measured: no CUDA GPU and no --perf-smoke, or nothing selected)"
             terminalreporter.write_line("perf report written to " + ", ".join(map(str, written)) + empty)

@@ -204,16 +204,16 @@ def _sync_sources(results) -> list[str]:
 
 
 def write(path: Path, results, env: dict, sections: dict | None = None, smoke: bool = False,
-          charts: dict | None = None) -> list[Path]:
-    """PATH.md, PATH.json and, with matplotlib installed, a PATH.<section>.png for each charted section."""
+          charts: dict | None = None, images: bool = True) -> list[Path]:
+    """PATH.md, PATH.json and, if `images` and matplotlib is installed, a PATH.<section>.png for each charted section."""
     results = list(results)
     path.parent.mkdir(parents=True, exist_ok=True)
     md, js = Path(f"{path}.md"), Path(f"{path}.json")
     md.write_text(markdown(results, env, sections, smoke, charts))
     js.write_text(json.dumps({"env": env, "smoke": smoke, "tests": rows(results), "sections": sections or {}}, indent=1) + "\n")
-    images = []
-    for title, table in (sections or {}).items():
+    drawn = []
+    for title, table in (sections or {}).items() if images else ():
         image = Path(f"{path}.{re.sub(r'[^a-z0-9]+', '_', title.lower()).strip('_')}.png")
         if title in (charts or {}) and table and png(image, title, table, charts[title]):
-            images.append(image)
-    return [md, js, *images]
+            drawn.append(image)
+    return [md, js, *drawn]

@@ -30,7 +30,9 @@ class TrainingStep:
     step() takes the loader's next batch to `device` (non-blocking), runs forward, loss, backward and the
     optimizer's step, and returns the loss; gpu_step() does the same on one batch kept on the device;
     loader_step() only delivers the next batch. Pass your own `train(inputs, targets)` to replace what
-    runs on a batch (a GradScaler, gradient clipping, a metric update)."""
+    runs on a batch (a GradScaler, gradient clipping, a metric update). At the end of an epoch the loader
+    starts again: give it `persistent_workers=True` (or more batches than a window takes), or a timed round
+    pays for starting its workers."""
 
     def __init__(self, model, optimizer, loss_fn: Callable, loader, device, *,
                  train: Callable | None = None, non_blocking: bool = True):
@@ -72,4 +74,4 @@ class TrainingStep:
         return self._train(*self._resident)
 
     def close(self) -> None:
-        self._batches = None  # the loader's workers stop with their iterator
+        self._batches = None  # a loader's workers stop with its iterator (a persistent_workers loader keeps its own)
