@@ -103,21 +103,18 @@ def evaluate(expression: str, context: dict):
             left = (left == right) if op == "==" else (left != right)
         return left
 
-    def both():
-        value = comparison()
-        while peek() == "&&":
-            take()
-            right = comparison()
-            value = value and right
-        return value
+    def joined(operand, op):  # operand (op operand)*, left to right: && binds tighter than ||
+        def parse():
+            value = operand()
+            while peek() == op:
+                take()
+                right = operand()
+                value = (value and right) if op == "&&" else (value or right)
+            return value
+        return parse
 
-    def either():
-        value = both()
-        while peek() == "||":
-            take()
-            right = both()
-            value = value or right
-        return value
+    both = joined(comparison, "&&")
+    either = joined(both, "||")
 
     result = either()
     assert pos == len(tokens), f"unread tokens in {expression!r}: {tokens[pos:]}"

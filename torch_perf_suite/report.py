@@ -175,7 +175,8 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
         "| notes |",
         "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|",
     ]
-    for row in rows(results):
+    table_rows = rows(results)
+    for row in table_rows:
         extra = ", ".join(f"{k} {v:.2f}x" if isinstance(v, float) else f"{k} {v}" for k, v in row["extra"].items())
         notes = "; ".join(filter(None, [extra, *row["notes"]]))
         parts = row["parts"]
@@ -186,13 +187,13 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
         )
     text = head + "\n".join(lines).replace("| - GB |", "| - |") + "\n"
     drawn = [section(t, table, (charts or {}).get(t)) for t, table in (sections or {}).items()]
-    return "\n".join([text, *_sync_sources(results), *drawn])
+    return "\n".join([text, *_sync_sources(table_rows), *drawn])
 
 
-def _sync_sources(results) -> list[str]:
+def _sync_sources(table_rows: list[dict]) -> list[str]:
     """Where each test's syncs come from, with the fix, as a list under the table (empty when no test synced)."""
     items = []
-    for row in rows(results):
+    for row in table_rows:
         found = [(f"{s['per_step']:.2f}/step", s) for s in row["sync_sources"]]
         found += [(f"{s['count']}x in {s['phase']} ({s['runs']} runs)", s) for s in row["periodic_syncs"]]
         for how_often, s in found:
