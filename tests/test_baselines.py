@@ -198,7 +198,7 @@ def doc(tests, schema=SCHEMA):
     (doc({"t": []}), "entry 't' is not an object"),
     (doc({"t": {**entry(), "peak_mem_gb": -1}}), "entry 't': 'peak_mem_gb' is -1, expected a non-negative number"),
     (doc({"t": {**entry(), "parts": {}}}),
-     "entry 't': 'parts' is {}, expected an object with some of ('pipeline', 'gpu', 'loader')"),
+     "entry 't': 'parts' is {}, expected an object with some of ('pipeline', 'gpu', 'loader', 'loader_cpu')"),
     (doc({"t": {**entry(), "parts": {"gpu": 5}}}), "entry 't': part 'gpu' is not an object"),
     (doc({"t": bad_entry(spread_pct=-1.0)}), "entry 't': part 'pipeline': 'spread_pct' is -1.0, expected a non-negative number"),
     (doc({"t": bad_entry(samples_per_s=None)}), "entry 't': part 'pipeline': 'samples_per_s' is None, expected a number"),

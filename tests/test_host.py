@@ -1,3 +1,9 @@
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
 import pytest
 
 from torch_perf_suite import host
@@ -120,3 +126,28 @@ def test_cpu_count_without_affinity_is_the_machines(monkeypatch, reported, cores
     monkeypatch.delattr(host.os, "sched_getaffinity", raising=False)
     monkeypatch.setattr(host.os, "cpu_count", lambda: reported)
     assert host.cpu_count() == cores
+
+
+def test_workers_cpu_time_sums_the_workers_user_and_system_seconds():
+    worker = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+              "print('idle', flush=True)\ntime.sleep(30)")
+    busy = subprocess.Popen([sys.executable, "-c", worker], stdout=subprocess.PIPE, text=True)
+    try:
+        assert busy.stdout.readline() == "idle\n"  # a worker that has worked, and waits
+        batches = SimpleNamespace(_workers=[SimpleNamespace(pid=busy.pid), SimpleNamespace(pid=os.getpid())])
+        before = host.workers_cpu_s(batches)
+        t = time.process_time()
+        while time.process_time() - t < 0.2:  # this process, one of the two "workers", runs 0.2 s more
+            pass
+        after = host.workers_cpu_s(batches)
+        assert after - before == pytest.approx(0.2, abs=0.05)
+        busy.kill()
+        busy.wait()
+        assert host.workers_cpu_s(batches) is None  # a worker gone: its seconds with it
+    finally:
+        busy.kill()
+
+
+@pytest.mark.parametrize("batches", [None, SimpleNamespace(_workers=[]), iter([1, 2])])
+def test_no_workers_no_cpu_time(batches):
+    assert host.workers_cpu_s(batches) is None

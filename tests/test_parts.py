@@ -97,6 +97,22 @@ def test_each_part_times_its_own_step(part, per_step_s, warmup, steps):
     assert got.median == pytest.approx(10 / per_step_s)
 
 
+def test_only_the_loader_window_reads_its_workers_cpu_time():
+    class Loaded(Workload):
+        cpu_s = 0.0
+
+        def loader_step(self):
+            super().loader_step()
+            self.cpu_s += 0.004  # two workers, 0.002 s each a batch
+
+        def loader_cpu_s(self):
+            return self.cpu_s
+
+    win = windows(Loaded(), warmup=2, rounds=3, steps=5)
+    assert win.time("gpu").cpu_s is None and win.time("pipeline").cpu_s is None
+    assert win.time("loader").per_cpu_s.median == pytest.approx(10 / 0.004)
+
+
 def test_a_pipeline_whose_loader_is_ahead_skips_the_drain_and_the_bursts():
     w = Workload()
     win = windows(w, warmup=2, rounds=3, steps=5)

@@ -31,6 +31,7 @@ class Work:
 
     def __init__(self, device):
         self.work = getattr(device, "work", lambda part, seconds: time.sleep(seconds))
+        self.loader_cpu_s = getattr(device, "loader_cpu_s", lambda: None)  # its workers' CPU seconds
 
     def step(self):
         self.work("pipeline", 0.002)
@@ -62,14 +63,20 @@ class FakeGPU(device.Device):
         self.watts = watts
         self.case, self.now, self.slow, self.slow_steps = case, 0.0, slow or {}, slow_steps
         self.steps = {"pipeline": 0, "gpu": 0, "loader": 0}
+        self.cpu_s = 0.0  # the loader's workers'
         self.order = []  # parts in the order they were first stepped
 
     def work(self, part, seconds):
         self.steps[part] += 1
         if part not in self.order:
             self.order.append(part)
-        slow = self.slow.get(part, 1.0) if self.slow_steps is None or self.steps[part] <= self.slow_steps else 1.0
-        self.now += seconds * slow
+        slowed = self.slow_steps is None or self.steps[part] <= self.slow_steps
+        self.now += seconds * (self.slow.get(part, 1.0) if slowed else 1.0)
+        if part == "loader":  # two workers busy all the while: 10,000 samples per CPU second
+            self.cpu_s += 2 * seconds * (self.slow.get("loader_cpu", 1.0) if slowed else 1.0)
+
+    def loader_cpu_s(self):
+        return self.cpu_s
 
     def clock(self):
         return self.now
@@ -195,7 +202,8 @@ def test_update_records_every_part_and_keeps_every_other_entry(suite):
     assert kept["parts"]["pipeline"]["samples_per_s"] == 123.0 and kept["syncs_per_step"] == 2.0
     mine = suite.entry()
     # 10 samples per 2 ms step, per 1 ms on the GPU, per 0.5 ms for the loader; 3 rounds each
-    assert {p: v["samples_per_s"] for p, v in mine["parts"].items()} == {"pipeline": 5000.0, "gpu": 10000.0, "loader": 20000.0}
+    assert {p: v["samples_per_s"] for p, v in mine["parts"].items()} == {"pipeline": 5000.0, "gpu": 10000.0, "loader": 20000.0,
+                                                                     "loader_cpu": 10000.0}
     assert all(v["rounds"] == [v["samples_per_s"]] * 3 and v["spread_pct"] == 0.0 for v in mine["parts"].values())
     assert (mine["bottleneck"], mine["efficiency"], mine["gpu_busy_pct"]) == ("GPU", 0.5, 95.0)
     assert mine["env"]["host"] == HOST and mine["syncs_per_step"] == 0
@@ -246,7 +254,7 @@ def test_smoke_mode_shrinks_every_window_and_checks_nothing(suite):
     result = suite.run("--perf-smoke", "--perf-report=out/perf")
     result.assert_outcomes(passed=1)
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
-    assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1}
+    assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1, "loader_cpu": 1}
     assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2, "loader": 1 + 2}
     assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
     result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 2 steps at 32x32, nothing here is a measurement."])
@@ -290,7 +298,8 @@ def test_raised_baseline_fails_showing_both_numbers(suite):
         "*this run's rounds: 10,000, 10,000, 10,000; baseline's: 13,000, 13,000, 13,000",
         "*baseline: *nvidia-h200.json, recorded 2026-11-22 with torch 2.11.0+cu130 on "
         "Intel(R) Xeon(R) Platinum 8480+ x 16 cores, machine 4c4c4544",
-        "*parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU",
+        "*parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU; "
+        "loader 10,000 samples per worker CPU second",
     ])
 
 
@@ -329,7 +338,7 @@ def test_loader_numbers_from_another_machine_are_not_compared(suite):
     result = suite.run()
     result.assert_outcomes(passed=1)  # half the loader's speed, but on another host: no verdict
     result.stdout.fnmatch_lines([
-        "*passed; loader, pipeline: not comparable: recorded on machine 4c4c4544, this is machine 9b1d0c2e "
+        "*passed; loader, loader_cpu, pipeline: not comparable: recorded on machine 4c4c4544, this is machine 9b1d0c2e "
         "(the same CPU class) |"
     ])
     strict = suite.run("--perf-strict")
@@ -345,6 +354,23 @@ def test_a_loader_slowdown_on_the_recording_machine_fails(suite):
     result.stdout.fnmatch_lines(["*throughput regression in loader:*", "*loader: 17,391.3 samples/s*(-13.0%; allowed -10%*"])
 
 
+@pytest.mark.parametrize("costlier, failed", [(1.15, True), (1.05, False)])
+def test_a_loader_that_costs_more_cpu_fails_though_its_wall_time_holds(suite, costlier, failed):
+    """The loader's workers spend 15% more CPU per batch (a slower transform) on a host with CPUs to spare."""
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(slow={"loader_cpu": costlier}))
+    result = suite.run()
+    result.assert_outcomes(failed=int(failed), passed=int(not failed))
+    if failed:
+        result.stdout.fnmatch_lines([
+            "*throughput regression in loader_cpu:",
+            "*loader_cpu: 8,695.7 samples per worker CPU second against a baseline of 10,000.0 (-13.0%; allowed -10%, "
+            "median intervals); measured again: -13.0%",
+            "*; loader_cpu measured again to confirm: 8,696 samples per worker CPU second |"])
+    else:
+        result.stdout.fnmatch_lines(["*| gpu +0.0%, loader +0.0%, loader_cpu -4.8%, pipeline +0.0% |*"])
+
+
 def test_an_old_baseline_file_loads_and_says_what_was_not_checked(suite):
     old = {"samples_per_s": 5000.0, "spread_pct": 1.0, "syncs_per_step": 0.0, "peak_mem_gb": 0.5,
            "env": {k: v for k, v in ENV.items() if k != "host"}}
@@ -353,7 +379,7 @@ def test_an_old_baseline_file_loads_and_says_what_was_not_checked(suite):
     result = suite.run()
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    assert "gpu, loader: no baseline number for this part" in out
+    assert "gpu, loader, loader_cpu: no baseline number for this part" in out
     assert "pipeline: not comparable: the baseline was recorded without host information" in out
     assert "is an old baseline file (schema 1)" in out
     assert "Re-record it on this GPU with: pytest perf_tests --perf-update-baselines" in out
@@ -402,13 +428,14 @@ def test_report_is_written_as_markdown_and_json(suite):
     suite.run("--perf-report=out/perf.md").assert_outcomes(passed=1)
     md = (suite.path / "out" / "perf.md").read_text()
     data = json.loads((suite.path / "out" / "perf.json").read_text())
-    assert "| test | pipeline | GPU-side | loader | bottleneck | efficiency | vs baseline |" in md
-    assert "| test_copy.py::test_copy | 5,000 | 10,000 | 20,000 | GPU | 0.50 | gpu +0.0%, loader +0.0%, pipeline +0.0% |" in md
+    assert "| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline |" in md
+    assert ("| test_copy.py::test_copy | 5,000 | 10,000 | 20,000 | 10,000 | GPU | 0.50 | gpu +0.0%, loader +0.0%, "
+            "loader_cpu +0.0%, pipeline +0.0% |") in md
     assert "GPU: NVIDIA H200" in md and "host Intel(R) Xeon(R) Platinum 8480+ x 16 cores" in md
     [row] = data["tests"]
     assert row["test"] == "test_copy.py::test_copy" and row["syncs_per_step"] == 0
     assert {p: v["rounds"] for p, v in row["parts"].items()} == {
-        "pipeline": [5000.0] * 3, "gpu": [10000.0] * 3, "loader": [20000.0] * 3}
+        "pipeline": [5000.0] * 3, "gpu": [10000.0] * 3, "loader": [20000.0] * 3, "loader_cpu": [10000.0] * 3}
     assert (row["bottleneck"], row["efficiency"], row["gpu_busy_pct"]) == ("GPU", 0.5, 95.0)
     assert row["baseline"]["gpu"] == {
         "compared": True, "baseline_samples_per_s": 10000.0, "change_pct": 0.0, "allowed_pct": -3.0,
@@ -584,7 +611,7 @@ def test_markers_merge_per_field_closest_first(suite, pytester, layout):
     result = suite.run("--perf-report=out/perf")
     result.assert_outcomes(passed=1, warnings=1)  # the missing baseline's
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
-    assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 2, "gpu": 2, "loader": 2}
+    assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 2, "gpu": 2, "loader": 2, "loader_cpu": 2}
     assert gpu.steps["loader"] == 2 * 3  # the loader has no warm-up here: 2 rounds of 3 steps
     clean(result)
 
@@ -610,7 +637,8 @@ def test_a_single_round_records_no_spread(suite, pytester):
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     for parts in (suite.entry()["parts"], row["parts"]):
         assert {p: (v["rounds"], v["spread_pct"]) for p, v in parts.items()} == {
-            "pipeline": ([5000.0], None), "gpu": ([10000.0], None), "loader": ([20000.0], None)}
+            "pipeline": ([5000.0], None), "gpu": ([10000.0], None), "loader": ([20000.0], None),
+            "loader_cpu": ([10000.0], None)}
     assert "| 0.00 | 1.50 GB |" in (suite.path / "out" / "perf.md").read_text()  # the spread column: "-"
     clean(result)
     again = suite.run("--perf-rounds=1")  # the file with null spreads reads back, and checks
@@ -743,7 +771,7 @@ def test_an_efficiency_below_its_floor_fails_naming_the_bottleneck(suite, pytest
         result.stdout.fnmatch_lines([
             "*test_other: pipeline efficiency 0.50, expected at least 0.6: the pipeline delivers 5,000 samples/s while "
             "its bottleneck (GPU) allows 10,000. parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; "
-            "bottleneck: GPU"])
+            "bottleneck: GPU; loader 10,000 samples per worker CPU second"])
 
 
 def test_a_row_added_to_a_section_is_in_the_report(suite, pytester, tmp_path):
@@ -1018,7 +1046,8 @@ def test_strict_mode_lists_every_part_it_could_not_compare(suite):
     suite.gpu(FakeGPU(host={**HOST, "machine": "elsewhere"}))
     result = suite.run("--perf-strict")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*test_copy.py::test_copy: --perf-strict: no comparable baseline: loader, pipeline: "
+    result.stdout.fnmatch_lines(["*test_copy.py::test_copy: --perf-strict: no comparable baseline: loader, loader_cpu, "
+                                 "pipeline: "
                                  "not comparable: recorded on machine 4c4c4544, this is machine elsewhere*"])
 
 

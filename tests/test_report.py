@@ -58,6 +58,7 @@ FULL_ROW = {
         "gpu": {"samples_per_s": 2000.0, "rounds": [2000.0] * 5, "spread_pct": 0.0, "ci_pct": 0.0, "added_rounds": 2,
                 "window_s": 1.23, "watts": 690},  # 172.6 J over 0.25 s
         "loader": None,
+        "loader_cpu": None,
     },
     "loader_measured_in": "tests/test_x.py::test_x",
     "bottleneck": "GPU",
@@ -87,18 +88,18 @@ BARE_ROW = {
     "test": "test_b", "samples_per_s": 1000.0,
     "parts": {"pipeline": {"samples_per_s": 1000.0, "rounds": [1000.0], "spread_pct": None, "ci_pct": 0.0, "added_rounds": 0,
                            "window_s": 0.0, "watts": None},
-              "gpu": None, "loader": None},
+              "gpu": None, "loader": None, "loader_cpu": None},
     "loader_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "baseline": {},
     "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "peak_mem_gb": None, "extra": {}, "notes": [],
 }
-FULL_LINE = ("| test_a | 333 | 2,000 | - | GPU | 0.17 | gpu -5.0% FAILED, pipeline +0.0% | 15.8/0.0% | 0.50 | 1.23 GB | "
+FULL_LINE = ("| test_a | 333 | 2,000 | - | - | GPU | 0.17 | gpu -5.0% FAILED, pipeline +0.0% | 15.8/0.0% | 0.50 | 1.23 GB | "
              "gain 1.50x, workers 8, ratio 0.12x; passed; loader measured in test_x |")
-BARE_LINE = "| test_b | 1,000 | - | - | - | - | - | - | - | - |  |"
+BARE_LINE = "| test_b | 1,000 | - | - | - | - | - | - | - | - | - |  |"
 HEAD = ("GPU: NVIDIA H200 | driver 580 | CUDA 13.0 | torch 2.11 | torchvision 0.26 | torchmetrics 1.9 | "
         "host Xeon x 16 cores | 2026-11-22\n\n")
-TABLE_HEAD = ("| test | pipeline | GPU-side | loader | bottleneck | efficiency | vs baseline | spread | syncs/step | peak mem "
-              "| notes |\n"
-              "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|\n")
+TABLE_HEAD = ("| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread "
+              "| syncs/step | peak mem | notes |\n"
+              "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|\n")
 LADDER = {"ladder": [{"step": "baseline", "samples/s": 1234.4, "gain": 1.0, "runs": 3},
                      {"step": "workers", "samples/s": 99.5, "note": None}]}
 LADDER_SECTION = ("### ladder\n\n| step | samples/s | gain | runs | note |\n|---|---|---|---|---|\n"
@@ -172,7 +173,8 @@ def test_write_without_sections_writes_an_empty_object(tmp_path):
 
 
 LEGEND = ("samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
-          "efficiency = pipeline / slowest part; spread = between rounds, per part\n\n")
+          "loader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / slowest part; "
+          "spread = between rounds, per part in this order\n\n")
 
 
 def test_markdown_explains_its_columns_before_the_table():
@@ -197,7 +199,7 @@ def test_verdict_percentages_to_one_place():
 def test_row_rounding_of_busy_syncs_and_extra_columns():
     """Kernels 0.04166 s of a 0.05 s GPU-side step: 83.32% busy; one sync in three steps; a text column stays text."""
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.1,) * 3), gpu=Throughput(100, (0.05,) * 3),
-                  loader=Throughput(600, (2.0, 3.0, 2.0)), gpu_busy_s=0.04166)
+                  loader=Throughput(600, (2.0, 3.0, 2.0), cpu_s=(6.0, 5.0, 6.0)), gpu_busy_s=0.04166)
     result = SimpleNamespace(test_id="test_c", parts=parts, samples_per_s=parts.pipeline.median, verdicts={},
                              syncs=SyncCount(steps=3, sources=Counter({ITEM: 1})), peak_mem_gb=None,
                              extra={"workers": "8 of 16"}, notes=[])
@@ -206,7 +208,9 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
     assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300
     # the table shows the row's numbers: the loader's spread 21.6506% is 21.65 there (a binary 21.6499...), "21.6"
     line = report.markdown([result], ENV).split("\n\n### Where the syncs come from")[0].splitlines()[-1]
-    assert line == "| test_c | 1,000 | 2,000 | 300 | loader | 3.33 | - | 0.0/0.0/21.6% | 0.33 | - | workers 8 of 16 |"
+    # the loader's workers: 6 CPU seconds for 600 samples, 5 for 600: 100 and 120 samples per CPU second, median 100,
+    # spread 11.5 / 106.7 = 10.8%
+    assert line == "| test_c | 1,000 | 2,000 | 300 | 100 | loader | 3.33 | - | 0.0/0.0/21.6/10.8% | 0.33 | - | workers 8 of 16 |"
 
 
 def test_write_makes_missing_folders(tmp_path):

@@ -167,6 +167,35 @@ def test_no_energy_counter_no_power():
     assert unknown.watts is None and unknown.energy_j is None
 
 
+def test_the_workers_cpu_time_is_read_around_each_round():
+    clock = FakeClock([0.01])
+    reads = []
+
+    def cpu():  # three workers busy all the while
+        reads.append(clock.now)
+        return 3 * clock.now
+
+    t = measure_throughput(clock.step, lambda: None, batch_size=5, warmup=4, rounds=3, steps=2, clock=clock, cpu=cpu)
+    assert reads[0] == pytest.approx(0.04) and len(reads) == 2 * 3  # around each round, after the warm-up
+    assert t.cpu_s == pytest.approx((0.06,) * 3)
+    per_cpu = t.per_cpu_s  # 10 samples per 0.06 CPU seconds
+    assert per_cpu.rounds == pytest.approx((10 / 0.06,) * 3) and per_cpu.median == pytest.approx(t.median / 3)
+
+
+@pytest.mark.parametrize("reads", [[None], [0.0, 1.0, None, 2.0], [1.0]])
+def test_no_workers_cpu_time_where_a_read_failed_or_no_time_passed(reads):
+    clock, values = FakeClock([0.01]), itertools.chain(reads, itertools.repeat(2.0))
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=2, steps=1, clock=clock,
+                           cpu=lambda: next(values))
+    assert t.per_cpu_s is None
+
+
+def test_no_cpu_reader_no_cpu_time():
+    clock = FakeClock([0.01])
+    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=2, steps=1, clock=clock)
+    assert t.cpu_s is None and t.per_cpu_s is None
+
+
 def test_the_probe_pace_is_bounded_by_the_least_step_time():
     """A probe that ran on queued batches (1 ms a step) would size rounds of 100 steps for 0.1 s; at
     least 10 ms a step, 10 steps."""

@@ -1,5 +1,7 @@
 """The public API: what `torch_perf_suite` exports, and TrainingStep on a CPU."""
 
+import time
+
 import pytest
 import torch
 
@@ -49,6 +51,30 @@ def test_a_loader_with_workers_is_drained_and_timed_in_bursts():
     assert (step.warmup_steps, step.cycle_steps) == (2 * (2 + 1) + 2, 2)  # two workers, two batches prefetched each
     assert (make().warmup_steps, make().cycle_steps) == (0, 1)
     step.close()
+
+
+class Spin(torch.utils.data.Dataset):
+    """Each sample costs 20 ms of CPU: more than the 10 ms ticks that process CPU times are counted in."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        t = time.process_time()
+        while time.process_time() - t < 0.02:
+            pass
+        return torch.zeros(3), 0
+
+
+def test_the_loaders_workers_cpu_time_is_read_while_they_run():
+    model = torch.nn.Linear(3, 2)
+    step = TrainingStep(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.functional.cross_entropy,
+                        torch.utils.data.DataLoader(Spin(), batch_size=2, num_workers=2), "cpu")
+    assert step.loader_cpu_s() is None  # no iterator yet
+    step.loader_step()
+    assert step.loader_cpu_s() >= 0.04  # the first batch: two samples, and the other worker's too, begun
+    step.close()
+    assert step.loader_cpu_s() is None and make().loader_cpu_s() is None  # stopped; none in this process
 
 
 def test_a_train_function_of_ones_own_replaces_the_default():

@@ -15,12 +15,29 @@ import os
 import platform
 from pathlib import Path
 
+import psutil
+
 _MACHINE_ID_FILES = ("/sys/class/dmi/id/product_uuid", "/etc/machine-id", "/proc/sys/kernel/random/boot_id")
 
 
 def cpu_count() -> int:
     """CPU cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def workers_cpu_s(batches) -> float | None:
+    """CPU seconds (user + system) that the worker processes of a DataLoader iterator have run; None
+    where it has no workers or one of them has exited (its seconds are gone).
+
+    Reads the iterator's `_workers` (multiprocessing.Process objects: a private attribute of torch's
+    multi-process iterator since torch 1.2) and their times with psutil."""
+    workers = getattr(batches, "_workers", None)
+    if not workers:
+        return None
+    try:
+        return sum(t.user + t.system for t in (psutil.Process(w.pid).cpu_times() for w in workers))
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
 
 
 def machine_id() -> str:

@@ -3,7 +3,10 @@
 - pipeline: the training step as the user runs it, pulling each batch from its loader;
 - gpu:      the same step on a batch already on the device (nothing else changes), what the GPU and
             the host's kernel launches can do with this recipe;
-- loader:   the loader alone delivering batches to the device (the copy included), no model.
+- loader:   the loader alone delivering batches to the device (the copy included), no model;
+- loader_cpu: the loader window's samples per CPU second of its worker processes: what loading costs,
+            which the host's other tenants and the workers' waiting leave alone (where the workload
+            reads its workers' CPU time).
 
 The slower of gpu and loader is the bottleneck; pipeline / min(gpu, loader) is the pipeline's
 efficiency: how well it overlaps loading with computing. Where the GPU's kernels run for less than
@@ -18,6 +21,7 @@ A workload is any object with `step()` and `batch_size`, and optionally:
   gpu_step()    the step on a batch already on the device; absent when `step` is that already
   loader_step() the next batch delivered to the device, no model; absent for a resident batch
   loader_key    hashable: workloads with equal keys have the same loader, measured once a session
+  loader_cpu_s() CPU seconds its loader's worker processes have run (None where it has none running)
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from dataclasses import dataclass, replace
 from .settings import Measure
 from .timing import Throughput, measure_throughput
 
-PARTS = ("pipeline", "gpu", "loader")
+PARTS = ("pipeline", "gpu", "loader", "loader_cpu")
+TIMED = ("pipeline", "gpu", "loader")  # the parts with a window of their own; loader_cpu is the loader's
+UNITS = {"loader_cpu": "samples per worker CPU second"}  # the others: samples/s
 LAUNCH_BOUND = 0.8
 # A loader this much faster than the GPU-side step keeps its prefetch queue full through the
 # pipeline: the batches wait for the GPU, not the GPU for the next burst of batches, so the
@@ -48,6 +54,10 @@ class Parts:
 
     def get(self, name: str) -> Throughput | None:
         return getattr(self, name)
+
+    @property
+    def loader_cpu(self) -> Throughput | None:
+        return None if self.loader is None else self.loader.per_cpu_s
 
     @property
     def gpu_busy_pct(self) -> float | None:
@@ -102,7 +112,7 @@ class Windows:
         return loader_ahead(self.gpu, self.loader)
 
     def _time(self, step, warmup: int, runner=None, cycle: int = 1, energy=None, extend: bool = False,
-              least_step_s: float = 0.0) -> Throughput:
+              least_step_s: float = 0.0, cpu=None) -> Throughput:
         """`extend`: add rounds up to max_rounds while the median's interval is wider than ci_pct. Only
         GPU-side numbers are: host-bound rounds spread 5-20% on the H200 machines measured, so two more
         rounds do not narrow them, and the confirmation of a failure is what guards those gates."""
@@ -112,7 +122,7 @@ class Windows:
             step, self.device.synchronize, clock=self.device.clock, batch_size=self.workload.batch_size, warmup=warmup,
             rounds=m.rounds, steps=m.steps, cycle=1 if self.smoke else cycle, round_s=m.round_s,
             max_rounds=m.max_rounds if extend else m.rounds, ci_pct=m.ci_pct, energy=energy, least_step_s=least_step_s,
-            **kwargs,
+            cpu=cpu, **kwargs,
         )
 
     def available(self) -> tuple[str, ...]:
@@ -138,5 +148,5 @@ class Windows:
         if part == "loader":
             # the workers refilled their prefetch queue while the loader was not read: drain it first
             warmup = m.warmup if self.smoke else getattr(w, "warmup_steps", 0)
-            return self._time(w.loader_step, warmup, runner, cycle=cycle)
-        raise ValueError(f"unknown part {part!r}; expected one of {PARTS}")
+            return self._time(w.loader_step, warmup, runner, cycle=cycle, cpu=getattr(w, "loader_cpu_s", None))
+        raise ValueError(f"unknown part {part!r}; expected one of {TIMED}")

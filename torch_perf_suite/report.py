@@ -168,12 +168,13 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
         f"torchvision {env.get('torchvision')} | torchmetrics {env.get('torchmetrics')} | "
         f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}\n\n"
         "samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
-        "efficiency = pipeline / slowest part; spread = between rounds, per part\n\n"
+        "loader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / slowest part; "
+        "spread = between rounds, per part in this order\n\n"
     )
     lines = [
-        "| test | pipeline | GPU-side | loader | bottleneck | efficiency | vs baseline | spread | syncs/step | peak mem "
-        "| notes |",
-        "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|",
+        "| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread | syncs/step "
+        "| peak mem | notes |",
+        "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|",
     ]
     table_rows = rows(results)
     for row in table_rows:
@@ -181,7 +182,7 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
         notes = "; ".join(filter(None, [extra, *row["notes"]]))
         parts = row["parts"]
         lines.append(
-            f"| {row['test']} | {_sps(parts['pipeline'])} | {_sps(parts['gpu'])} | {_sps(parts['loader'])} | "
+            f"| {row['test']} | " + " | ".join(_sps(parts[name]) for name in ("pipeline", "gpu", "loader", "loader_cpu")) + " | "
             f"{row['bottleneck'] or '-'} | {_fmt(row['efficiency'], '.2f')} | {_vs_baseline(row)} | {_spread(row)} | "
             f"{_fmt(row['syncs_per_step'], '.2f')} | {_fmt(row['peak_mem_gb'], '.2f')} GB | {notes} |"
         )

@@ -25,6 +25,15 @@ class Throughput:
     extended: int = 0  # rounds added because the median's interval was too wide
     window_s: float = 0.0  # wall time of the whole window: warm-up, probe and rounds
     energy_j: float | None = None  # the device's energy over the timed rounds, where it has a meter
+    cpu_s: tuple[float, ...] | None = None  # CPU seconds of the loader's workers in each round, where read
+
+    @property
+    def per_cpu_s(self) -> Throughput | None:
+        """The same rounds per CPU second of the workers instead of per second of wall time: the loader's
+        cost, which neither waiting for the GPU nor another tenant's use of the host's CPUs changes."""
+        if not self.cpu_s or min(self.cpu_s) <= 0:
+            return None
+        return Throughput(self.samples_per_round, self.cpu_s)
 
     @property
     def watts(self) -> float | None:
@@ -84,13 +93,15 @@ def measure_throughput(
     clock: Callable[[], float] | None = None,
     energy: Callable[[], float | None] | None = None,
     least_step_s: float = 0.0,
+    cpu: Callable[[], float | None] | None = None,
 ) -> Throughput:
     """Warm up, size the rounds, time `rounds` rounds through `runner`, extend while too noisy.
 
     `runner(fn, setup, rounds)` drives the first rounds; the pytest plugin passes pytest-benchmark's
     `pedantic` there, so that those rounds are also benchmark rounds. `setup` (a sync) runs before
     each round, outside the timed region; each round ends with a sync inside it. `energy` (joules
-    since some origin, or None) is read around each round, outside its timed region. `least_step_s`
+    since some origin, or None) is read around each round, outside its timed region, and so is `cpu`
+    (CPU seconds of the loader's workers since they started, or None). `least_step_s`
     bounds the probe's pace: a loader-fed pipeline's probe can run on batches queued in advance.
     """
     clock = clock or time.perf_counter
@@ -107,16 +118,20 @@ def measure_throughput(
         steps = steps_per_round(clock() - t0, cycle, steps=steps, cycle=cycle, round_s=round_s, least_step_s=least_step_s)
     durations: list[float] = []
     joules: list[float | None] = []
+    cpu_s: list[float | None] = []
 
     def one_round() -> None:
         e0 = energy() if energy else None
+        c0 = cpu() if cpu else None
         t0 = clock()
         for _ in range(steps):
             step()
         sync()
         durations.append(clock() - t0)
+        c1 = cpu() if cpu else None
         e1 = energy() if energy else None
         joules.append(None if e0 is None or e1 is None else e1 - e0)
+        cpu_s.append(None if c0 is None or c1 is None else c1 - c0)
 
     runner(one_round, sync, rounds)
     if not durations:
@@ -127,4 +142,5 @@ def measure_throughput(
         plain_rounds(one_round, sync, 1)
     energy_j = None if None in joules else sum(joules)
     return Throughput(steps * batch_size, tuple(durations), extended=len(durations) - first,
-                      window_s=time.perf_counter() - start, energy_j=energy_j)
+                      window_s=time.perf_counter() - start, energy_j=energy_j,
+                      cpu_s=None if None in cpu_s else tuple(cpu_s))

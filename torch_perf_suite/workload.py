@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
+from .host import workers_cpu_s
+
 
 @runtime_checkable
 class Workload(Protocol):
@@ -16,6 +18,8 @@ class Workload(Protocol):
     cycle_steps      batches arrive in bursts of this many (one per worker): rounds hold whole bursts
     gpu_cycle_steps  the GPU-side step's own period (a phase that runs every k steps)
     loader_key       hashable: workloads with equal keys share a loader, measured once a session
+    loader_cpu_s()   CPU seconds its loader's worker processes have run, None where none run: the
+                     loader's cost per sample, which other load on the host leaves alone
     close()          called when the test ends (stop the loader's workers)
     """
 
@@ -61,6 +65,9 @@ class TrainingStep:
                 return next(self._batches)
             except StopIteration:  # an epoch ended: start the next one
                 self._batches = None
+
+    def loader_cpu_s(self) -> float | None:
+        return workers_cpu_s(self._batches)
 
     def loader_step(self):
         return tuple(t.to(self.device, non_blocking=self.non_blocking) for t in self._next())
