@@ -338,7 +338,7 @@ def test_loader_numbers_from_another_machine_are_not_compared(suite):
     result = suite.run()
     result.assert_outcomes(passed=1)  # half the loader's speed, but on another host: no verdict
     result.stdout.fnmatch_lines([
-        "*passed; loader, loader_cpu, pipeline: not comparable: recorded on machine 4c4c4544, this is machine 9b1d0c2e "
+        "*passed; loader, pipeline: not comparable: recorded on machine 4c4c4544, this is machine 9b1d0c2e "
         "(the same CPU class) |"
     ])
     strict = suite.run("--perf-strict")
@@ -354,21 +354,15 @@ def test_a_loader_slowdown_on_the_recording_machine_fails(suite):
     result.stdout.fnmatch_lines(["*throughput regression in loader:*", "*loader: 17,391.3 samples/s*(-13.0%; allowed -10%*"])
 
 
-@pytest.mark.parametrize("costlier, failed", [(1.15, True), (1.05, False)])
-def test_a_loader_that_costs_more_cpu_fails_though_its_wall_time_holds(suite, costlier, failed):
-    """The loader's workers spend 15% more CPU per batch (a slower transform) on a host with CPUs to spare."""
+def test_the_loaders_cpu_cost_is_reported_and_recorded_not_gated(suite):
+    """The loader's workers spend 15% more CPU per batch; on the H200 machines measured, CPU time per sample
+    moved with the host as much as wall time did, so the number is shown, not held to the baseline."""
     suite.run("--perf-update-baselines").assert_outcomes(passed=1)
-    suite.gpu(FakeGPU(slow={"loader_cpu": costlier}))
+    assert suite.entry()["parts"]["loader_cpu"]["samples_per_s"] == 10000.0
+    suite.gpu(FakeGPU(slow={"loader_cpu": 1.15}))
     result = suite.run()
-    result.assert_outcomes(failed=int(failed), passed=int(not failed))
-    if failed:
-        result.stdout.fnmatch_lines([
-            "*throughput regression in loader_cpu:",
-            "*loader_cpu: 8,695.7 samples per worker CPU second against a baseline of 10,000.0 (-13.0%; allowed -10%, "
-            "median intervals); measured again: -13.0%",
-            "*; loader_cpu measured again to confirm: 8,696 samples per worker CPU second |"])
-    else:
-        result.stdout.fnmatch_lines(["*| gpu +0.0%, loader +0.0%, loader_cpu -4.8%, pipeline +0.0% |*"])
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*| 5,000 | 10,000 | 20,000 | 8,696 | GPU | 0.50 | gpu +0.0%, loader +0.0%, pipeline +0.0% |*"])
 
 
 def test_an_old_baseline_file_loads_and_says_what_was_not_checked(suite):
@@ -379,7 +373,7 @@ def test_an_old_baseline_file_loads_and_says_what_was_not_checked(suite):
     result = suite.run()
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    assert "gpu, loader, loader_cpu: no baseline number for this part" in out
+    assert "gpu, loader: no baseline number for this part" in out
     assert "pipeline: not comparable: the baseline was recorded without host information" in out
     assert "is an old baseline file (schema 1)" in out
     assert "Re-record it on this GPU with: pytest perf_tests --perf-update-baselines" in out
@@ -430,7 +424,7 @@ def test_report_is_written_as_markdown_and_json(suite):
     data = json.loads((suite.path / "out" / "perf.json").read_text())
     assert "| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline |" in md
     assert ("| test_copy.py::test_copy | 5,000 | 10,000 | 20,000 | 10,000 | GPU | 0.50 | gpu +0.0%, loader +0.0%, "
-            "loader_cpu +0.0%, pipeline +0.0% |") in md
+            "pipeline +0.0% |") in md
     assert "GPU: NVIDIA H200" in md and "host Intel(R) Xeon(R) Platinum 8480+ x 16 cores" in md
     [row] = data["tests"]
     assert row["test"] == "test_copy.py::test_copy" and row["syncs_per_step"] == 0
@@ -1046,8 +1040,7 @@ def test_strict_mode_lists_every_part_it_could_not_compare(suite):
     suite.gpu(FakeGPU(host={**HOST, "machine": "elsewhere"}))
     result = suite.run("--perf-strict")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*test_copy.py::test_copy: --perf-strict: no comparable baseline: loader, loader_cpu, "
-                                 "pipeline: "
+    result.stdout.fnmatch_lines(["*test_copy.py::test_copy: --perf-strict: no comparable baseline: loader, pipeline: "
                                  "not comparable: recorded on machine 4c4c4544, this is machine elsewhere*"])
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from . import gates, settings
-from .parts import PARTS, UNITS, Parts, Windows
+from .parts import PARTS, Parts, Windows
 from .report import Chart
 from .stats import compare
 from .syncs import SyncCount
@@ -185,13 +185,8 @@ class Perf:
         """Measure `part` of this test's workload once more (a failing check's confirmation)."""
         if self._windows is None or self._request.node.nodeid != result.test_id:
             raise RuntimeError(f"{self.test_id}: can only confirm a result measured by this test")
-        if part == "loader_cpu":  # the loader's window, per CPU second
-            again = self._windows.time("loader").per_cpu_s
-            if again is None:
-                raise RuntimeError(f"{self.test_id}: the loader's workers' CPU time could not be read again")
-        else:
-            again = self._windows.time(part)
-        result.notes.append(f"{part} measured again to confirm: {again.median:,.0f} {UNITS.get(part, 'samples/s')}")
+        again = self._windows.time(part)
+        result.notes.append(f"{part} measured again to confirm: {again.median:,.0f} samples/s")
         return again
 
     # --- syncs ----------------------------------------------------------------------------------
@@ -350,9 +345,9 @@ class Perf:
             self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
             return
         host, chip = session.device.env.get("host"), session.device.env.get("gpu_uuid")
-        for part in ("gpu", "loader", "loader_cpu", "pipeline"):
+        for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The loader's cost")
             now = result.parts.get(part)
-            if now is None or (part.startswith("loader") and result.parts.loader_from):
+            if now is None or (part == "loader" and result.parts.loader_from):
                 continue  # a shared loader is checked by the test that measured it
             tolerance, host_bound = gates.tolerance_for(part, result.parts, entry, self.measure_settings, chip)
             scope = "" if host_bound or gates.same_chip(entry, chip) else gates.chip_scope(entry)
@@ -365,8 +360,7 @@ class Perf:
         failed = [v for v in result.verdicts.values() if v.failed]
         if failed:
             lines = [
-                f"  {v.part}: {result.parts.get(v.part).median:,.1f} {UNITS.get(v.part, 'samples/s')} against a baseline of "
-                f"{v.baseline_sps:,.1f} "
+                f"  {v.part}: {result.parts.get(v.part).median:,.1f} samples/s against a baseline of {v.baseline_sps:,.1f} "
                 f"({v.change_pct:+.1f}%; allowed {100 * (v.comparison.factor - 1):+.0f}%"
                 + (f", {v.scope}" if v.scope else "") + f", {v.comparison.method}); "
                 f"measured again: {100 * (v.confirmation.ratio - 1):+.1f}%\n"
@@ -409,5 +403,5 @@ def _rounds_of(part: dict) -> str:
 def _parts_line(p: Parts) -> str:
     names = [("pipeline", p.pipeline), ("GPU-side", p.gpu), ("loader", p.loader)]
     shown = ", ".join(f"{n} {t.median:,.0f}" for n, t in names if t is not None)
-    cpu = f"; loader {p.loader_cpu.median:,.0f} {UNITS['loader_cpu']}" if p.loader_cpu is not None else ""
+    cpu = f"; loader {p.loader_cpu.median:,.0f} samples per worker CPU second" if p.loader_cpu is not None else ""
     return f"parts (samples/s): {shown}; bottleneck: {p.bottleneck}{cpu}"
