@@ -72,3 +72,27 @@ def test_report_path_drops_a_json_suffix_too():
 def test_report_path_must_name_a_file(text):
     with pytest.raises(argparse.ArgumentTypeError, match="expected a file path such as reports/perf, got"):
         report_path(text)
+
+
+def test_the_ini_ignores_the_two_warnings_a_gpu_run_explains_and_no_other():
+    """The messages as an H200 run printed them (README, "Limits"); a DeprecationWarning of one's own still shows."""
+    import warnings
+    from pathlib import Path
+
+    import tomllib
+    from _pytest.config import parse_warning_filter
+
+    ini = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        for spec in ini["filterwarnings"]:
+            warnings.filterwarnings(*parse_warning_filter(spec, escape=False))
+        warnings.warn("This process (pid=3506) is multi-threaded, use of fork() may lead to deadlocks in the child.",
+                      DeprecationWarning)
+        warnings.warn("`torch.jit.script_method` is deprecated. Please switch to `torch.compile` or `torch.export`.",
+                      DeprecationWarning)
+        warnings.warn("use of fork() is deprecated", DeprecationWarning)
+        warnings.warn("This process (pid=1) is multi-threaded, use of fork() may lead to deadlocks in the child.", UserWarning)
+    assert [str(w.message) for w in shown] == [
+        "use of fork() is deprecated",
+        "This process (pid=1) is multi-threaded, use of fork() may lead to deadlocks in the child."]
