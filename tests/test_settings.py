@@ -74,18 +74,17 @@ def test_report_path_must_name_a_file(text):
         report_path(text)
 
 
-def test_the_ini_ignores_the_two_warnings_a_gpu_run_explains_and_no_other():
+def test_the_ini_ignores_the_two_warnings_a_gpu_run_explains_and_no_other(pytestconfig):
     """The messages as an H200 run printed them (README, "Limits"); a DeprecationWarning of one's own still shows."""
     import warnings
-    from pathlib import Path
 
-    import tomllib
     from _pytest.config import parse_warning_filter
 
-    ini = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    specs = pytestconfig.getini("filterwarnings")
+    assert len(specs) == 2  # this repository's pyproject.toml
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("always")
-        for spec in ini["filterwarnings"]:
+        for spec in specs:
             warnings.filterwarnings(*parse_warning_filter(spec, escape=False))
         warnings.warn("This process (pid=3506) is multi-threaded, use of fork() may lead to deadlocks in the child.",
                       DeprecationWarning)

@@ -345,7 +345,7 @@ class Perf:
             self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
             return
         host, chip = session.device.env.get("host"), session.device.env.get("gpu_uuid")
-        for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The loader's cost")
+        for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The gates")
             now = result.parts.get(part)
             if now is None or (part == "loader" and result.parts.loader_from):
                 continue  # a shared loader is checked by the test that measured it

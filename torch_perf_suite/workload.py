@@ -19,7 +19,7 @@ class Workload(Protocol):
     gpu_cycle_steps  the GPU-side step's own period (a phase that runs every k steps)
     loader_key       hashable: workloads with equal keys share a loader, measured once a session
     loader_cpu_s()   CPU seconds its loader's worker processes have run, None where none run: the
-                     loader's cost per sample, which other load on the host leaves alone
+                     report's loader/CPU s, the loader's cost per sample (reported, not compared)
     close()          called when the test ends (stop the loader's workers)
     """
 
