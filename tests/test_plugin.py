@@ -107,6 +107,9 @@ def suite(pytester, monkeypatch):
     """A pytester dir with the plugin and one measured test; `suite.gpu(...)` picks the fake GPU."""
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_copy=TEST_FILE)
+    # under `pytest tests -n N` this process is an xdist worker; the session it starts is not one, but would
+    # read this variable and have pytest-benchmark disable itself
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
     class Suite:
         path = pytester.path
