@@ -182,7 +182,7 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
         notes = "; ".join(filter(None, [extra, *row["notes"]]))
         parts = row["parts"]
         lines.append(
-            f"| {row['test']} | " + " | ".join(_sps(parts[name]) for name in ("pipeline", "gpu", "loader", "loader_cpu")) + " | "
+            f"| {row['test']} | " + " | ".join(_sps(parts[name]) for name in PARTS) + " | "
             f"{row['bottleneck'] or '-'} | {_fmt(row['efficiency'], '.2f')} | {_vs_baseline(row)} | {_spread(row)} | "
             f"{_fmt(row['syncs_per_step'], '.2f')} | {_fmt(row['peak_mem_gb'], '.2f')} GB | {notes} |"
         )
