@@ -1,4 +1,5 @@
-"""NVML readings: the chip's power limit and energy counter, None wherever NVML cannot say."""
+"""NVML readings: power limit, energy, utilization as nvidia-smi shows it, topology; None or "unavailable" where
+NVML cannot say."""
 
 import types
 
@@ -34,15 +35,51 @@ class FakeNVML(types.ModuleType):
         self._maybe_fail("energy")
         return 123_456_789 if handle == ("handle", "GPU-1") else 0  # millijoules
 
+    NVML_CLOCK_SM = 1
+    NVML_NVLINK_MAX_LINKS = 4
+    NVML_FEATURE_ENABLED = 1
+    util = iter([50, 100, 90, 100, 100] * 1000)
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        self._maybe_fail("util")
+        return types.SimpleNamespace(gpu=next(self.util), memory=10)
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        self._maybe_fail("memory")
+        return types.SimpleNamespace(used=45e9, total=141e9, free=96e9)
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        self._maybe_fail("power")
+        return 640_000  # milliwatts
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        assert clock == self.NVML_CLOCK_SM
+        return 1980
+
+    # two GPUs: GPU-1 has links 0 and 2 to GPU-2 (link 1 is down, link 3 goes elsewhere); GPU-3 is on PCIe only
+    def nvmlDeviceGetPciInfo(self, handle):
+        return types.SimpleNamespace(busId=f"bus-{handle[1]}")
+
+    def nvmlDeviceGetNvLinkState(self, handle, link):
+        if handle[1] == "GPU-3" or link > 3:
+            raise self.NVMLError("not supported")
+        return 0 if link == 1 else 1
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle, link):
+        return types.SimpleNamespace(busId="bus-GPU-9" if link == 3 else ("bus-GPU-2" if handle[1] == "GPU-1" else "bus-GPU-1"))
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        return 40  # NVML_TOPOLOGY_NODE
+
 
 @pytest.fixture
 def fake(monkeypatch):
     def use(module):
-        nvml._handle.cache_clear()
+        nvml._open.cache_clear()
         monkeypatch.setattr(nvml, "pynvml", module)
         return module
     yield use
-    nvml._handle.cache_clear()
+    nvml._open.cache_clear()
 
 
 def test_power_limit_and_energy_of_the_chip_named_by_its_uuid(fake):
@@ -63,3 +100,49 @@ def test_nothing_known_is_none(fake, module, uuid):
     fake(module)
     assert nvml.power_limit_w(uuid) is None
     assert nvml.energy_j(uuid) is None
+
+
+def test_sampler_reads_what_nvidia_smi_shows(fake):
+    fake(FakeNVML())
+    with nvml.Sampler("GPU-1", interval_s=0.01) as s:
+        deadline = __import__("time").monotonic() + 5
+        while len(s.rows) < 6 and __import__("time").monotonic() < deadline:
+            pass
+    u = s.summary()
+    assert u.samples >= 7  # the thread's, and one at the window's end
+    assert u.sm_pct == 100  # the median: one 50 and one 90 among 100s
+    assert (u.mem_used_gb, u.mem_total_gb, u.power_w, u.power_limit_w, u.sm_mhz) == (45, 141, 640, 700, 1980)
+    assert u.describe() == "45/141 GB, 640/700 W, 1,980 MHz"
+    assert u.unavailable is None
+
+
+@pytest.mark.parametrize("module, uuid, why", [
+    (None, "GPU-1", "nvidia-ml-py is not installed"),
+    (FakeNVML(fail_on=("init",)), "GPU-1", "NVML refused: init"),
+    (FakeNVML(), None, "uuid is not known"),
+])
+def test_sampler_without_nvml_says_unavailable_and_why(fake, module, uuid, why):
+    fake(module)
+    with nvml.Sampler(uuid, interval_s=0.01) as s:
+        pass
+    u = s.summary()
+    assert u.unavailable and why in u.unavailable
+    assert u.describe().startswith("unavailable: ") and u.sm_pct is None
+
+
+def test_sampler_leaves_out_a_counter_the_gpu_lacks(fake):
+    fake(FakeNVML(fail_on=("power",)))
+    with nvml.Sampler("GPU-1", interval_s=0.01) as s:
+        pass
+    u = s.summary()
+    assert u.power_w is None and u.sm_mhz == 1980 and "W" not in u.describe()
+
+
+def test_topology_names_nvlinks_and_pcie_paths_as_nvidia_smi_topo_does(fake):
+    fake(FakeNVML())
+    assert nvml.topology(["GPU-1"]) == "GPU0 alone"
+    assert nvml.topology(["GPU-1", "GPU-2"]) == "GPU0-GPU1 NV2"  # links 0 and 2 up and to GPU-2
+    assert nvml.topology(["GPU-1", "GPU-3"]) == "GPU0-GPU1 NODE"  # no NVLink to it: the PCIe path
+    assert nvml.topology(["GPU-1", "GPU-2", "GPU-3"]) == "GPU0-GPU1 NV2, GPU0-GPU2 NODE, GPU1-GPU2 NODE"
+    fake(None)
+    assert nvml.topology(["GPU-1", "GPU-2"]) is None

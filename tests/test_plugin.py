@@ -4,15 +4,17 @@ A fake GPU stands in for CUDA: it times real (sleeping) steps and reports the sy
 trace recorded on an H200, so every message the suite prints is exercised here.
 """
 
+import contextlib
 import json
 import re
 import shutil
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import baselines, device
+from torch_perf_suite import baselines, device, nvml
 from torch_perf_suite.syncs import count_syncs, load_trace
 
 pytest_plugins = ["pytester"]
@@ -77,6 +79,13 @@ class FakeGPU(device.Device):
 
     def loader_cpu_s(self):
         return self.cpu_s
+
+    @property
+    def monitor(self):
+        """What NVML would say over every GPU window: 97% busy, 640 of 700 W."""
+        util = nvml.Utilization(5, sm_pct=97.0, mem_used_gb=45.0, mem_total_gb=141.0, power_w=640.0, power_limit_w=700.0,
+                                sm_mhz=1980.0)
+        return lambda: contextlib.nullcontext(SimpleNamespace(summary=lambda: util))
 
     def clock(self):
         return self.now
@@ -636,7 +645,8 @@ def test_a_single_round_records_no_spread(suite, pytester):
         assert {p: (v["rounds"], v["spread_pct"]) for p, v in parts.items()} == {
             "pipeline": ([5000.0], None), "gpu": ([10000.0], None), "loader": ([20000.0], None),
             "loader_cpu": ([10000.0], None)}
-    assert "| 0.00 | 1.50 GB |" in (suite.path / "out" / "perf.md").read_text()  # the spread column: "-"
+    line = "| - | 0.00 | 97/97% | 45/141 GB, 640/700 W, 1,980 MHz | 1.50 GB |"  # spread "-", then the fake GPU's NVML figures
+    assert line in (suite.path / "out" / "perf.md").read_text()
     clean(result)
     again = suite.run("--perf-rounds=1")  # the file with null spreads reads back, and checks
     again.assert_outcomes(passed=1)

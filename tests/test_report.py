@@ -9,6 +9,7 @@ import pytest
 
 from torch_perf_suite import report, syncs
 from torch_perf_suite.gates import Verdict
+from torch_perf_suite.nvml import Utilization
 from torch_perf_suite.parts import Parts
 from torch_perf_suite.stats import Comparison
 from torch_perf_suite.syncs import SyncCount, SyncSource
@@ -21,13 +22,16 @@ UNKNOWN = SyncSource("cudaDeviceSynchronize", "", "", "")
 METRIC = SyncSource("cudaStreamSynchronize", "", "metrics.py:9 in compute", "torchmetrics/x.py:1 in f")
 
 
+UTIL = Utilization(20, sm_pct=97.0, mem_used_gb=45.123, mem_total_gb=141.0, power_w=640.4, power_limit_w=700.0, sm_mhz=1980.0)
+
+
 def full():
     """pipeline: 100 samples in 0.3, 0.4, 0.3 s = 333.33, 250, 333.33 samples/s: median 333.33; mean 305.56, sample
     standard deviation 48.11, so a spread of 15.75%; three rounds: the interval is the whole range, 12.5% of the median.
     GPU-side: 2000 samples/s in five equal rounds (two of them added); kernels 0.04 s of each 0.05 s step: 80% busy,
     not launch-bound, so the GPU is the bottleneck and the efficiency 333.33 / 2000 = 0.167."""
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3, 0.4, 0.3)),
-                  gpu=Throughput(100, (0.05,) * 5, extended=2, window_s=1.23456, energy_j=172.6), gpu_busy_s=0.04,
+                  gpu=Throughput(100, (0.05,) * 5, extended=2, window_s=1.23456, energy_j=172.6, util=UTIL), gpu_busy_s=0.04,
                   loader_from="tests/test_x.py::test_x")
     verdicts = {
         "gpu": Verdict("gpu", 2100.0, Comparison(0.95, 0.97, True, "Mann-Whitney U, p=0.004"),
@@ -54,9 +58,11 @@ FULL_ROW = {
     "samples_per_s": 333.3,
     "parts": {
         "pipeline": {"samples_per_s": 333.3, "rounds": [333.3, 250.0, 333.3], "spread_pct": 15.75, "ci_pct": 12.5,
-                     "added_rounds": 0, "window_s": 0.0, "watts": None},
+                     "added_rounds": 0, "window_s": 0.0, "watts": None, "util": None},
         "gpu": {"samples_per_s": 2000.0, "rounds": [2000.0] * 5, "spread_pct": 0.0, "ci_pct": 0.0, "added_rounds": 2,
-                "window_s": 1.23, "watts": 690},  # 172.6 J over 0.25 s
+                "window_s": 1.23, "watts": 690,  # 172.6 J over 0.25 s
+                "util": {"samples": 20, "sm_pct": 97.0, "mem_used_gb": 45.12, "mem_total_gb": 141.0, "power_w": 640.4,
+                         "power_limit_w": 700.0, "sm_mhz": 1980.0, "unavailable": None}},
         "loader": None,
         "loader_cpu": None,
     },
@@ -80,6 +86,7 @@ FULL_ROW = {
                         "user": "metrics.py:9 in compute", "library": "torchmetrics/x.py:1 in f",
                         "kind": "torchmetrics input check", "fix": METRIC.advice.fix,
                         "more": "https://lightning.ai/docs/torchmetrics/stable/aggregation/mean.html"}],
+    "kernels": None,
     "peak_mem_gb": 1.23,
     "extra": {"gain": 1.5, "workers": 8, "ratio": 0.123},
     "notes": ["passed", "loader measured in test_x"],
@@ -87,19 +94,21 @@ FULL_ROW = {
 BARE_ROW = {
     "test": "test_b", "samples_per_s": 1000.0,
     "parts": {"pipeline": {"samples_per_s": 1000.0, "rounds": [1000.0], "spread_pct": None, "ci_pct": 0.0, "added_rounds": 0,
-                           "window_s": 0.0, "watts": None},
+                           "window_s": 0.0, "watts": None, "util": None},
               "gpu": None, "loader": None, "loader_cpu": None},
     "loader_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "baseline": {},
-    "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "peak_mem_gb": None, "extra": {}, "notes": [],
+    "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None, "extra": {},
+    "notes": [],
 }
-FULL_LINE = ("| test_a | 333 | 2,000 | - | - | GPU | 0.17 | gpu -5.0% FAILED, pipeline +0.0% | 15.8/0.0% | 0.50 | 1.23 GB | "
+FULL_LINE = ("| test_a | 333 | 2,000 | - | - | GPU | 0.17 | gpu -5.0% FAILED, pipeline +0.0% | 15.8/0.0% | 0.50 | 97% "
+             "| 45/141 GB, 640/700 W, 1,980 MHz | 1.23 GB | "
              "gain 1.50x, workers 8, ratio 0.12x; passed; loader measured in test_x |")
-BARE_LINE = "| test_b | 1,000 | - | - | - | - | - | - | - | - | - |  |"
+BARE_LINE = "| test_b | 1,000 | - | - | - | - | - | - | - | - | - | - | - |  |"
 HEAD = ("GPU: NVIDIA H200 | driver 580 | CUDA 13.0 | torch 2.11 | torchvision 0.26 | torchmetrics 1.9 | "
         "host Xeon x 16 cores | 2026-11-22\n\n")
 TABLE_HEAD = ("| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread "
-              "| syncs/step | peak mem | notes |\n"
-              "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|\n")
+              "| syncs/step | SM util | memory, power, clock | peak mem | notes |\n"
+              "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|---|\n")
 LADDER = {"ladder": [{"step": "baseline", "samples/s": 1234.4, "gain": 1.0, "runs": 3},
                      {"step": "workers", "samples/s": 99.5, "note": None}]}
 LADDER_SECTION = ("### ladder\n\n| step | samples/s | gain | runs | note |\n|---|---|---|---|---|\n"
@@ -174,7 +183,8 @@ def test_write_without_sections_writes_an_empty_object(tmp_path):
 
 LEGEND = ("samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
           "loader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / slowest part; "
-          "spread = between rounds, per part in this order\n\n")
+          "spread = between rounds, per part in this order; SM util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
+          "rounds (NVML), with the memory used, power and SM clock of the last\n\n")
 
 
 def test_markdown_explains_its_columns_before_the_table():
@@ -186,7 +196,7 @@ def test_part_rounds_spread_and_interval_to_two_places():
     so the interval is the whole range: 50 x 100 / 300 = 16.67%."""
     assert report._part(Throughput(600, (2.0, 3.0, 2.0), extended=1, window_s=2.3456, energy_j=4100.0)) == {
         "samples_per_s": 300.0, "rounds": [300.0, 200.0, 300.0], "spread_pct": 21.65, "ci_pct": 16.67, "added_rounds": 1,
-        "window_s": 2.35, "watts": 586}  # 4,100 J over 7 s
+        "window_s": 2.35, "watts": 586, "util": None}  # 4,100 J over 7 s
 
 
 def test_verdict_percentages_to_one_place():
@@ -210,7 +220,8 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
     line = report.markdown([result], ENV).split("\n\n### Where the syncs come from")[0].splitlines()[-1]
     # the loader's workers: 6 CPU seconds for 600 samples, 5 for 600: 100 and 120 samples per CPU second, median 100,
     # spread 11.5 / 106.7 = 10.8%
-    assert line == "| test_c | 1,000 | 2,000 | 300 | 100 | loader | 3.33 | - | 0.0/0.0/21.6/10.8% | 0.33 | - | workers 8 of 16 |"
+    assert line == ("| test_c | 1,000 | 2,000 | 300 | 100 | loader | 3.33 | - | 0.0/0.0/21.6/10.8% | 0.33 | - | - | - "
+                    "| workers 8 of 16 |")
 
 
 def test_write_makes_missing_folders(tmp_path):

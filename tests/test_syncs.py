@@ -110,7 +110,7 @@ def test_trace_without_step_ranges_is_an_error(tmp_path):
         count_syncs(load_trace(path), source=str(path))
 
 
-@pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", gzip.compress(b"")])
+@pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", gzip.compress(b"", mtime=0)])
 def test_unreadable_trace_names_the_file(tmp_path, content):
     path = tmp_path / ("bad.json.gz" if content.startswith(b"\x1f\x8b") else "bad.json")
     path.write_bytes(content)

@@ -69,18 +69,20 @@ def environment() -> dict:
         env["gpu"] = torch.cuda.get_device_name()
         env["gpu_uuid"] = gpu_uuid()
         env["power_limit_w"] = nvml.power_limit_w(env["gpu_uuid"])
+        env["topology"] = nvml.topology([gpu_uuid(i) for i in range(torch.cuda.device_count())])
         env["driver"] = _driver_version()
     env["host"] = host_class()
     env["date"] = datetime.date.today().isoformat()
     return env
 
 
-def gpu_uuid() -> str | None:
-    """This chip's identity, as nvidia-smi writes it ("GPU-9641a40c-..."): GPU-side numbers are
-    compared tightly only with a baseline recorded on the same chip (gates.py says why)."""
+def gpu_uuid(index: int | None = None) -> str | None:
+    """The chip's identity (the current device's, or visible device `index`), as nvidia-smi writes it
+    ("GPU-9641a40c-..."): GPU-side numbers are compared tightly only with a baseline recorded on the
+    same chip (gates.py says why)."""
     import torch
 
-    uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+    uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index), "uuid", None)
     if uuid is None:
         return None
     text = str(uuid)

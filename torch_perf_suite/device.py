@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from . import baselines, nvml, syncs
 
@@ -36,6 +37,12 @@ class Device:
     def energy_j(self) -> float | None:
         """Joules the GPU used since its driver loaded, where NVML can say (the GPU-side window's power)."""
         return nvml.energy_j(self.env.get("gpu_uuid")) if self.is_gpu else None
+
+    @property
+    def monitor(self) -> Callable[[], nvml.Sampler] | None:
+        """Makes an NVML sampler to hold around timed rounds; None on the CPU, where there is nothing to sample."""
+        uuid = self.env.get("gpu_uuid")
+        return (lambda: nvml.Sampler(uuid)) if self.is_gpu else None
 
     def reset_peak_memory(self) -> None:
         if self.is_gpu:

@@ -4,6 +4,9 @@
     perf.assert_syncs(result, per_step=0)
     perf.assert_gain(result, over="amp_fp16", part="gpu", at_least=2.0)
     perf.assert_efficiency(result, at_least=0.8)
+    perf.assert_tensor_cores(result, at_least=0.9)   # conv/matmul time on Tensor Cores (profiled window)
+    perf.assert_no_layout_conversions(result)        # channels_last: no nchwToNhwc kernels
+    perf.assert_utilization(result, at_least=90)     # nvidia-smi's GPU-Util over the rounds (NVML)
     perf.assert_baseline(result)
 
 A throughput check that fails measures its part once more and fails only if that fails too; the
@@ -119,6 +122,15 @@ class Perf:
     def strict(self) -> bool:
         return self._session.settings.strict
 
+    def require(self, supported: bool, what: str) -> None:
+        """Skip the test where this GPU lacks `what` (bf16, TF32); --perf-strict fails it instead."""
+        if supported:
+            return
+        reason = f"{self._session.device.env.get('gpu')} has no {what}"
+        if self.strict:
+            pytest.fail(f"{self.test_id}: --perf-strict: {reason}", pytrace=False)
+        pytest.skip(reason)
+
     # --- measuring ------------------------------------------------------------------------------
 
     def _pedantic(self, fn, setup, rounds):
@@ -227,6 +239,60 @@ class Perf:
             if stray:
                 listing = "\n".join(s.describe() for s in stray)
                 pytest.fail(f"{head}; expected every sync to come from {from_library!r}, these do not:\n{listing}", pytrace=False)
+
+    # --- kernels and utilization, from the profiled window and NVML -------------------------------
+
+    def _kernels(self, result: Result):
+        if result.syncs is None or result.syncs.kernels is None:
+            raise RuntimeError(f"{self.test_id}: no profiled kernels; they are read only on a CUDA GPU outside --perf-smoke")
+        return result.syncs.kernels
+
+    def assert_no_layout_conversions(self, result: Result) -> None:
+        """No NCHW<->NHWC conversion kernels in the steps (seed 001: channels_last removes them)."""
+        if self.smoke:
+            return
+        k = self._kernels(result)
+        result.extra["conversions/step"] = k.conversions_per_step
+        if k.conversions:
+            listing = "\n".join("  " + c.describe() for c in k.conversions)
+            pytest.fail(f"{self.test_id}: {k.conversions_per_step:g} layout conversion kernel(s) per step, expected 0 "
+                        f"(is the model or its input no longer channels_last?):\n{listing}\n{k.describe()}\n"
+                        f"trace: {result.trace}", pytrace=False)
+
+    def assert_tensor_cores(self, result: Result, *, at_least: float | None = None, at_most: float | None = None) -> None:
+        """The share of convolution and matmul GPU time spent in Tensor Core kernels is within bounds."""
+        if self.smoke:
+            return
+        k = self._kernels(result)
+        share = k.tensor_core_share
+        result.extra["tensor core share"] = share
+        if share is None:
+            pytest.fail(f"{self.test_id}: no convolution or matmul kernel in the steps, so no Tensor Core share\n"
+                        f"{k.describe()}", pytrace=False)
+        if (at_least is not None and share < at_least) or (at_most is not None and share > at_most):
+            wanted = " and ".join(w for w in (at_least is not None and f"at least {at_least:.0%}",
+                                              at_most is not None and f"at most {at_most:.0%}") if w)
+            pytest.fail(f"{self.test_id}: {share:.1%} of convolution and matmul GPU time ran on Tensor Cores, expected "
+                        f"{wanted} (TF32 and autocast flags, cuDNN's choice of kernels):\n{k.describe()}\n"
+                        f"trace: {result.trace}", pytrace=False)
+
+    def assert_utilization(self, result: Result, at_least: float, part: str = "gpu") -> None:
+        """nvidia-smi's GPU-Util (NVML), median over `part`'s timed rounds, is at least `at_least` percent.
+        Where NVML cannot say, the check is not made (the report says why); --perf-strict fails it."""
+        if self.smoke:
+            return
+        t = result.parts.get(part)
+        util = None if t is None else t.util
+        if util is None or util.unavailable or util.sm_pct is None:
+            why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
+            if self.strict:
+                pytest.fail(f"{self.test_id}: --perf-strict: GPU utilization not checked: {why}", pytrace=False)
+            result.notes.append(f"utilization not checked: {why}")
+            return
+        if util.sm_pct < at_least:
+            pytest.fail(f"{self.test_id}: GPU-Util {util.sm_pct:.0f}% over the {part} rounds (NVML, {util.samples} samples), "
+                        f"expected at least {at_least:g}%: the GPU waits for the host. {util.describe()}; "
+                        f"{_parts_line(result.parts)}", pytrace=False)
 
     # --- gains within one run -------------------------------------------------------------------
 

@@ -1,6 +1,9 @@
-"""What NVML (nvidia-ml-py, imported as pynvml) tells about the GPU: driver, power limit, energy.
+"""What NVML (nvidia-ml-py, imported as pynvml) tells about the GPU: driver, power limit, energy,
+utilization as nvidia-smi shows it, and the topology between the visible GPUs.
 
-Optional: without the package, or where NVML refuses, every function returns None. The energy
+Optional: without the package, or where NVML refuses, every function returns None (a Sampler's
+summary says "unavailable" and why). nvidia-ml-py is NVIDIA's own binding of the library
+nvidia-smi is built on, so these are nvidia-smi's numbers. The energy
 counter tells whether a GPU-side window ran at the power limit: H200 machines of this project's
 cloud drew their 700 W limit through the compiled ladder steps, and two of six ran the bf16 step
 14-15% slower than the others, for a reason not established (README, "GPU-side numbers across chips").
@@ -9,6 +12,9 @@ cloud drew their 700 W limit through the compiled ladder steps, and two of six r
 from __future__ import annotations
 
 import functools
+import statistics
+import threading
+from dataclasses import dataclass
 
 try:
     import pynvml
@@ -17,14 +23,21 @@ except ImportError:  # not installed: nothing to read
 
 
 @functools.lru_cache(maxsize=None)
-def _handle(uuid: str | None):
-    if pynvml is None or not uuid:
-        return None
+def _open(uuid: str | None) -> tuple[object, str | None]:
+    """(NVML handle of this GPU, None) or (None, why not)."""
+    if pynvml is None:
+        return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+    if not uuid:
+        return None, "this GPU's uuid is not known"
     try:
         pynvml.nvmlInit()
-        return pynvml.nvmlDeviceGetHandleByUUID(uuid)
-    except pynvml.NVMLError:
-        return None
+        return pynvml.nvmlDeviceGetHandleByUUID(uuid), None
+    except pynvml.NVMLError as e:
+        return None, f"NVML refused: {e}"
+
+
+def _handle(uuid: str | None):
+    return _open(uuid)[0]
 
 
 def driver_version() -> str | None:
@@ -57,3 +70,132 @@ def power_limit_w(uuid: str | None) -> float | None:
 def energy_j(uuid: str | None) -> float | None:
     """Joules this GPU used since the driver loaded (Volta and later)."""
     return _read(uuid, lambda h: pynvml.nvmlDeviceGetTotalEnergyConsumption(h), 1000)  # millijoules
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """What nvidia-smi would have shown over a window: medians of the samples (memory: the most used)."""
+
+    samples: int = 0
+    sm_pct: float | None = None  # nvidia-smi's GPU-Util: time in which a kernel ran, per sample period
+    mem_used_gb: float | None = None
+    mem_total_gb: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_mhz: float | None = None
+    unavailable: str | None = None  # why nothing was read
+
+    def describe(self) -> str:
+        if self.unavailable:
+            return f"unavailable: {self.unavailable}"
+        shown = []
+        if self.mem_used_gb is not None:
+            shown.append(f"{self.mem_used_gb:.0f}/{self.mem_total_gb:.0f} GB")
+        if self.power_w is not None:
+            shown.append(f"{self.power_w:.0f}" + (f"/{self.power_limit_w:.0f}" if self.power_limit_w else "") + " W")
+        if self.sm_mhz is not None:
+            shown.append(f"{self.sm_mhz:,.0f} MHz")
+        return ", ".join(shown)
+
+    def as_json(self) -> dict:
+        return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+
+QUERIES = {  # field: (query, scale to the field's unit); each is one nvidia-smi column
+    "sm_pct": (lambda h: pynvml.nvmlDeviceGetUtilizationRates(h).gpu, 1),
+    "mem_used_gb": (lambda h: pynvml.nvmlDeviceGetMemoryInfo(h).used, 1e9),
+    "mem_total_gb": (lambda h: pynvml.nvmlDeviceGetMemoryInfo(h).total, 1e9),
+    "power_w": (lambda h: pynvml.nvmlDeviceGetPowerUsage(h), 1000),  # milliwatts
+    "sm_mhz": (lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM), 1),
+}
+
+
+class Sampler:
+    """`with Sampler(uuid) as s: ...` reads NVML every `interval_s` in a thread; then `s.summary()`.
+
+    NVML's utilization is the share of its own sample period (1/6 s to 1 s, by product) in which a
+    kernel ran, so a window shorter than a few periods reads from before it."""
+
+    def __init__(self, uuid: str | None, interval_s: float = 0.1):
+        self.uuid, self.interval_s = uuid, interval_s
+        self.rows: list[dict] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.why_not: str | None = None
+
+    def _sample(self, handle) -> None:
+        row = {}
+        for name, (query, scale) in QUERIES.items():
+            try:
+                row[name] = query(handle) / scale
+            except pynvml.NVMLError:
+                continue  # a GPU without this counter: the column stays empty
+        self.rows.append(row)
+
+    def _run(self, handle) -> None:
+        while True:
+            self._sample(handle)
+            if self._stop.wait(self.interval_s):
+                return
+
+    def __enter__(self) -> Sampler:
+        handle, self.why_not = _open(self.uuid)
+        if handle is not None:
+            self._thread = threading.Thread(target=self._run, args=(handle,), name="nvml-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._sample(_handle(self.uuid))  # the window's end
+
+    def summary(self) -> Utilization:
+        if self.why_not:
+            return Utilization(unavailable=self.why_not)
+        def median(name):
+            values = [r[name] for r in self.rows if name in r]
+            return statistics.median(values) if values else None
+        if not any(self.rows):
+            return Utilization(len(self.rows), unavailable="NVML answered no utilization query on this GPU")
+        used = [r["mem_used_gb"] for r in self.rows if "mem_used_gb" in r]
+        return Utilization(len(self.rows), sm_pct=median("sm_pct"), mem_used_gb=max(used) if used else None,
+                           mem_total_gb=median("mem_total_gb"), power_w=median("power_w"),
+                           power_limit_w=power_limit_w(self.uuid), sm_mhz=median("sm_mhz"))
+
+
+TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}  # NVML_TOPOLOGY_* -> nvidia-smi topo -m
+
+
+def topology(uuids: list[str]) -> str | None:
+    """How the visible GPUs are joined, as `nvidia-smi topo -m` names it: "GPU0-GPU1 NV18" (18 NVLinks
+    between them), or the PCIe path ("PIX", "PHB", "NODE", "SYS"); "GPU0 alone" for one GPU."""
+    handles = [_handle(u) for u in uuids]
+    if not handles or None in handles:
+        return None
+    if len(handles) == 1:
+        return "GPU0 alone"
+    pairs = []
+    for i in range(len(handles)):
+        for j in range(i + 1, len(handles)):
+            pairs.append(f"GPU{i}-GPU{j} {_link(handles[i], handles[j])}")
+    return ", ".join(pairs)
+
+
+def _link(a, b) -> str:
+    try:
+        peer = pynvml.nvmlDeviceGetPciInfo(b).busId
+        links = 0
+        for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+            try:
+                if (pynvml.nvmlDeviceGetNvLinkState(a, link) == pynvml.NVML_FEATURE_ENABLED
+                        and pynvml.nvmlDeviceGetNvLinkRemotePciInfo(a, link).busId == peer):
+                    links += 1
+            except pynvml.NVMLError:  # a link this GPU does not have
+                continue
+        if links:
+            return f"NV{links}"
+        return TOPOLOGY_LEVELS.get(pynvml.nvmlDeviceGetTopologyCommonAncestor(a, b), "?")
+    except pynvml.NVMLError as e:
+        return f"unknown ({e})"

@@ -112,7 +112,7 @@ class Windows:
         return loader_ahead(self.gpu, self.loader)
 
     def _time(self, step, warmup: int, runner=None, cycle: int = 1, energy=None, extend: bool = False,
-              least_step_s: float = 0.0, cpu=None) -> Throughput:
+              least_step_s: float = 0.0, cpu=None, monitor=None) -> Throughput:
         """`extend`: add rounds up to max_rounds while the median's interval is wider than ci_pct. Only
         GPU-side numbers are: host-bound rounds spread 5-20% on the H200 machines measured, so two more
         rounds do not narrow them, and the confirmation of a failure is what guards those gates."""
@@ -122,7 +122,7 @@ class Windows:
             step, self.device.synchronize, clock=self.device.clock, batch_size=self.workload.batch_size, warmup=warmup,
             rounds=m.rounds, steps=m.steps, cycle=1 if self.smoke else cycle, round_s=m.round_s,
             max_rounds=m.max_rounds if extend else m.rounds, ci_pct=m.ci_pct, energy=energy, least_step_s=least_step_s,
-            cpu=cpu, **kwargs,
+            cpu=cpu, monitor=monitor, **kwargs,
         )
 
     def available(self) -> tuple[str, ...]:
@@ -133,18 +133,19 @@ class Windows:
         """Warm up and time one part; `runner` (pytest-benchmark's pedantic) drives its first rounds."""
         w, m = self.workload, self.measure
         cycle = getattr(w, "cycle_steps", 1)
+        monitor = getattr(self.device, "monitor", None)  # what nvidia-smi shows while the GPU trains (not for the loader)
         if part == "pipeline":
             resident = "gpu" not in self.available()  # the pipeline is the GPU-side step
             if self.loader_ahead:  # whole metric cycles still, not whole bursts of batches
-                return self._time(w.step, m.warmup, runner, cycle=getattr(w, "gpu_cycle_steps", 1))
+                return self._time(w.step, m.warmup, runner, cycle=getattr(w, "gpu_cycle_steps", 1), monitor=monitor)
             warmup = m.warmup if self.smoke else max(m.warmup, getattr(w, "warmup_steps", 0))
             least = w.batch_size / self.loader.median if self.loader is not None else 0.0  # no faster than the loader
             return self._time(w.step, warmup, runner, cycle=cycle, extend=resident, least_step_s=least,
-                              energy=getattr(self.device, "energy_j", None) if resident else None)
+                              energy=getattr(self.device, "energy_j", None) if resident else None, monitor=monitor)
         if part == "gpu":
             return self._time(w.gpu_step, m.warmup if self.smoke else GPU_WARMUP, runner,
                               cycle=getattr(w, "gpu_cycle_steps", 1), energy=getattr(self.device, "energy_j", None),
-                              extend=True)
+                              extend=True, monitor=monitor)
         if part == "loader":
             # the workers refilled their prefetch queue while the loader was not read: drain it first
             warmup = m.warmup if self.smoke else getattr(w, "warmup_steps", 0)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import shutil
+import warnings
+from collections.abc import Iterator
 
 import pytest
 
@@ -143,10 +145,12 @@ def pytest_deselected(items):
 
 
 @pytest.fixture
-def perf(request, benchmark) -> Perf:
+def perf(request, benchmark) -> Iterator[Perf]:
     """Measure a training workload and assert on its throughput, syncs and baseline.
 
-    It requests `benchmark` by name, so that pytest-benchmark's --benchmark-only selects the perf tests."""
+    torch's global settings (TF32, cuDNN, default dtype: torch_state.SETTINGS) are restored after
+    the test, with a warning naming any the test left changed. It requests `benchmark` by name, so that
+    pytest-benchmark's --benchmark-only selects the perf tests."""
     session = request.config.stash[SESSION]
     if not session.settings.smoke and not session.device.is_gpu:
         reason = (
@@ -156,7 +160,15 @@ def perf(request, benchmark) -> Perf:
         if session.settings.strict:
             pytest.fail(f"--perf-strict: {reason}", pytrace=False)
         pytest.skip(reason)
-    return Perf(session, request, benchmark)
+    from . import torch_state  # imports torch: only where a perf test runs
+
+    saved = torch_state.snapshot()
+    yield Perf(session, request, benchmark)
+    left = torch_state.restore(saved)  # the next scenario starts from the settings this one found
+    if left:
+        changed = ", ".join(f"{name} {now!r} (was {then!r})" for name, (now, then) in left.items())
+        warnings.warn(PerfWarning(f"{request.node.nodeid} left torch settings changed: {changed}; restored them. "
+                                  "Set them around the step (torch_perf_suite.torch_state.applied) instead"), stacklevel=1)
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ def _part(t) -> dict | None:
     spread = t.spread_pct
     return {"samples_per_s": round(t.median, 1), "rounds": [round(x, 1) for x in t.rounds],
             "spread_pct": None if spread is None else round(spread, 2), "ci_pct": round(t.ci_pct, 2), "added_rounds": t.extended,
-            "window_s": round(t.window_s, 2), "watts": None if t.watts is None else round(t.watts)}
+            "window_s": round(t.window_s, 2), "watts": None if t.watts is None else round(t.watts),
+            "util": None if t.util is None else t.util.as_json()}
 
 
 def _verdict(v) -> dict:
@@ -61,6 +62,7 @@ def rows(results) -> list[dict]:
                 {"phase": phase, "count": n, "runs": r.syncs.periodic_runs[phase], **_source(s)}
                 for (phase, s), n in r.syncs.periodic.most_common()
             ],
+            "kernels": None if r.syncs is None or r.syncs.kernels is None else r.syncs.kernels.as_json(),
             "peak_mem_gb": None if r.peak_mem_gb is None else round(r.peak_mem_gb, 2),
             "extra": {k: round(v, 3) if isinstance(v, float) else v for k, v in r.extra.items()},
             "notes": r.notes,
@@ -153,6 +155,22 @@ def _spread(row: dict) -> str:
     return "/".join(spreads) + "%" if spreads else "-"
 
 
+def _gpu_util(row: dict) -> tuple[str, str]:
+    """(SM utilization of the pipeline / GPU-side windows, memory, power and clock of the last of them),
+    as nvidia-smi shows them."""
+    seen = [part["util"] for name in ("pipeline", "gpu") if (part := row["parts"][name]) and part.get("util")]
+    if not seen:
+        return "-", "-"
+    if seen[-1]["unavailable"]:
+        return f"unavailable: {seen[-1]['unavailable']}", "-"
+    sm = "/".join("-" if u["sm_pct"] is None else f"{u['sm_pct']:.0f}" for u in seen) + "%"
+    last = seen[-1]
+    shown = [f"{last['mem_used_gb']:.0f}/{last['mem_total_gb']:.0f} GB" if last["mem_used_gb"] is not None else None,
+             f"{last['power_w']:.0f}/{last['power_limit_w'] or 0:.0f} W" if last["power_w"] is not None else None,
+             f"{last['sm_mhz']:,.0f} MHz" if last["sm_mhz"] is not None else None]
+    return sm, ", ".join(filter(None, shown)) or "-"
+
+
 def _vs_baseline(row: dict) -> str:
     shown = [f"{name} {v['change_pct']:+.1f}%" + (" FAILED" if v["failed"] else "")
              for name, v in row["baseline"].items() if v["compared"]]
@@ -166,15 +184,17 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
     head += (
         f"GPU: {env.get('gpu')} | driver {env.get('driver')} | CUDA {env.get('cuda')} | torch {env.get('torch')} | "
         f"torchvision {env.get('torchvision')} | torchmetrics {env.get('torchmetrics')} | "
-        f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}\n\n"
+        f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}"
+        + (f" | GPU topology (nvidia-smi topo -m): {env['topology']}" if env.get("topology") else "") + "\n\n"
         "samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
         "loader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / slowest part; "
-        "spread = between rounds, per part in this order\n\n"
+        "spread = between rounds, per part in this order; SM util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
+        "rounds (NVML), with the memory used, power and SM clock of the last\n\n"
     )
     lines = [
         "| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread | syncs/step "
-        "| peak mem | notes |",
-        "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|",
+        "| SM util | memory, power, clock | peak mem | notes |",
+        "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|---|",
     ]
     table_rows = rows(results)
     for row in table_rows:
@@ -184,7 +204,8 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
         lines.append(
             f"| {row['test']} | " + " | ".join(_sps(parts[name]) for name in PARTS) + " | "
             f"{row['bottleneck'] or '-'} | {_fmt(row['efficiency'], '.2f')} | {_vs_baseline(row)} | {_spread(row)} | "
-            f"{_fmt(row['syncs_per_step'], '.2f')} | {_fmt(row['peak_mem_gb'], '.2f')} GB | {notes} |"
+            f"{_fmt(row['syncs_per_step'], '.2f')} | {' | '.join(_gpu_util(row))} | {_fmt(row['peak_mem_gb'], '.2f')} GB "
+            f"| {notes} |"
         )
     text = head + "\n".join(lines).replace("| - GB |", "| - |") + "\n"
     drawn = [section(t, table, (charts or {}).get(t)) for t, table in (sections or {}).items()]

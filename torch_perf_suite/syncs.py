@@ -38,6 +38,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .kernels import KernelStats, kernel_stats
+
 STEP_PREFIX = "perf_step_"
 PERIODIC_PREFIX = "perf_periodic:"  # a phase that runs every k steps (computing metrics, say)
 SITE_PREFIX = "perf_sync_site|"
@@ -158,6 +160,7 @@ class SyncCount:
     periodic: Counter = field(default_factory=Counter)  # (range name, SyncSource) -> count inside perf_periodic:* ranges
     periodic_runs: Counter = field(default_factory=Counter)  # range name -> times it ran in the steps
     gpu_busy_s: float | None = None  # GPU kernel time per step (union of kernel intervals over the window / steps)
+    kernels: KernelStats | None = None  # what the GPU ran in the steps
 
     @property
     def total(self) -> int:
@@ -238,7 +241,7 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
             continue
         syncs.append({**launch, "name": copy["name"]})
 
-    counted = SyncCount(steps=len(steps), gpu_busy_s=_kernel_time_s(events) / len(steps))
+    counted = SyncCount(steps=len(steps), gpu_busy_s=_kernel_time_s(events) / len(steps), kernels=kernel_stats(events, steps))
     sites = _sites_by_sync(syncs, by_thread)
     forward_of = _forward_links(trace["traceEvents"], by_thread)
     for e in events:

@@ -9,6 +9,7 @@ and fewer than `max_rounds` have run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -26,6 +27,7 @@ class Throughput:
     window_s: float = 0.0  # wall time of the whole window: warm-up, probe and rounds
     energy_j: float | None = None  # the device's energy over the timed rounds, where it has a meter
     cpu_s: tuple[float, ...] | None = None  # CPU seconds of the loader's workers in each round, where read
+    util: object | None = None  # what a monitor saw over the timed rounds (nvml.Utilization on a GPU)
 
     @property
     def per_cpu_s(self) -> Throughput | None:
@@ -94,6 +96,7 @@ def measure_throughput(
     energy: Callable[[], float | None] | None = None,
     least_step_s: float = 0.0,
     cpu: Callable[[], float | None] | None = None,
+    monitor: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> Throughput:
     """Warm up, size the rounds, time `rounds` rounds through `runner`, extend while too noisy.
 
@@ -103,6 +106,8 @@ def measure_throughput(
     since some origin, or None) is read around each round, outside its timed region, and so is `cpu`
     (CPU seconds of the loader's workers since they started, or None). `least_step_s`
     bounds the probe's pace: a loader-fed pipeline's probe can run on batches queued in advance.
+    `monitor()` gives a context manager held around the timed rounds (an NVML sampler); its
+    `summary()` is kept as the result's `util`.
     """
     clock = clock or time.perf_counter
     start = time.perf_counter()  # the window's own cost, always on the wall clock
@@ -133,14 +138,15 @@ def measure_throughput(
         joules.append(None if e0 is None or e1 is None else e1 - e0)
         cpu_s.append(None if c0 is None or c1 is None else c1 - c0)
 
-    runner(one_round, sync, rounds)
-    if not durations:
-        raise RuntimeError("no round was timed: is pytest-benchmark disabled (--benchmark-disable)?")
-    first = len(durations)
-    cap = max(max_rounds or first, first)
-    while len(durations) < cap and ci_halfwidth_pct([steps * batch_size / d for d in durations]) > ci_pct:
-        plain_rounds(one_round, sync, 1)
+    with monitor() if monitor else contextlib.nullcontext() as watching:
+        runner(one_round, sync, rounds)
+        if not durations:
+            raise RuntimeError("no round was timed: is pytest-benchmark disabled (--benchmark-disable)?")
+        first = len(durations)
+        cap = max(max_rounds or first, first)
+        while len(durations) < cap and ci_halfwidth_pct([steps * batch_size / d for d in durations]) > ci_pct:
+            plain_rounds(one_round, sync, 1)
     energy_j = None if None in joules else sum(joules)
     return Throughput(steps * batch_size, tuple(durations), extended=len(durations) - first,
                       window_s=time.perf_counter() - start, energy_j=energy_j,
-                      cpu_s=None if None in cpu_s else tuple(cpu_s))
+                      cpu_s=None if None in cpu_s else tuple(cpu_s), util=watching.summary() if monitor else None)

@@ -1,0 +1,116 @@
+"""torch's global settings: a scenario's TF32 and cuDNN settings hold for its own steps only, and
+whatever a test leaves changed is put back before the next test, with a warning naming it."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from fixtures import recipes
+from torch_perf_suite import torch_state
+
+pytest_plugins = ["pytester"]
+TF32_FLAGS = ("cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision")
+
+
+def flags() -> dict:
+    return {name: torch_state.SETTINGS[name][0]() for name in TF32_FLAGS}
+
+
+@pytest.fixture(autouse=True)
+def untouched():
+    saved = torch_state.snapshot()
+    yield
+    assert torch_state.restore(saved) == {}, "this test left torch settings changed"
+
+
+def test_applied_sets_for_the_block_and_puts_back_what_was_there():
+    torch.backends.cudnn.benchmark = True  # not torch's default: applied must restore this, not the default
+    try:
+        with torch_state.applied({"cudnn.benchmark": False, "cudnn.allow_tf32": False}):
+            assert torch.backends.cudnn.benchmark is False and torch.backends.cudnn.allow_tf32 is False
+        assert torch.backends.cudnn.benchmark is True and torch.backends.cudnn.allow_tf32 is True
+    finally:
+        torch.backends.cudnn.benchmark = False
+
+
+def test_applied_restores_after_an_error_too():
+    with pytest.raises(ZeroDivisionError), torch_state.applied(torch_state.tf32_settings(True)):
+        1 / 0
+    assert flags() == {"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True, "float32_matmul_precision": "highest"}
+
+
+def test_tf32_settings_turn_cublas_and_cudnn_together():
+    assert torch_state.tf32_settings(None) == {}
+    with torch_state.applied(torch_state.tf32_settings(True)):
+        assert flags() == {"cuda.matmul.allow_tf32": True, "cudnn.allow_tf32": True, "float32_matmul_precision": "high"}
+    with torch_state.applied(torch_state.tf32_settings(False, cudnn_benchmark=True)):
+        assert flags() == {"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": False, "float32_matmul_precision": "highest"}
+        assert torch.backends.cudnn.benchmark is True
+
+
+def test_an_unknown_setting_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"unknown torch setting\(s\) \['cudnn.allow_tf16'\]"), \
+            torch_state.applied({"cudnn.allow_tf16": True}):
+        pass
+
+
+def test_restore_names_what_changed_and_sets_it_back():
+    saved = torch_state.snapshot()
+    torch.backends.cudnn.benchmark = True
+    torch.set_default_dtype(torch.float64)
+    assert torch_state.restore(saved) == {"cudnn.benchmark": (True, False), "default_dtype": (torch.float64, torch.float32)}
+    assert torch.get_default_dtype() == torch.float32 and torch.backends.cudnn.benchmark is False
+    assert torch_state.restore(saved) == {}
+
+
+def seen_in_steps(monkeypatch, recipe) -> list[dict]:
+    """Build the recipe (smoke size), train two steps, and return the TF32 flags its loss saw in each."""
+    seen = []
+    loss = torch.nn.functional.cross_entropy
+    monkeypatch.setattr(torch.nn.functional, "cross_entropy", lambda *a, **k: seen.append(flags()) or loss(*a, **k))
+    workload = recipes.build(recipes.for_smoke(recipe), "cpu")
+    try:
+        workload.step()
+        workload.step()
+    finally:
+        workload.close()
+    return seen
+
+
+def test_a_tf32_scenario_leaves_the_next_one_in_strict_fp32(monkeypatch):
+    tf32 = recipes.resnet50_ladder()["tf32"]
+    strict = recipes.resnet50_ladder()["fp32"]
+    assert seen_in_steps(monkeypatch, replace(tf32, model="resnet18")) == [
+        {"cuda.matmul.allow_tf32": True, "cudnn.allow_tf32": True, "float32_matmul_precision": "high"}] * 2
+    assert flags()["cuda.matmul.allow_tf32"] is False  # back to torch's default between the scenarios
+    assert seen_in_steps(monkeypatch, replace(strict, model="resnet18")) == [
+        {"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": False, "float32_matmul_precision": "highest"}] * 2
+
+
+def test_a_recipe_without_a_tf32_setting_leaves_torch_defaults(monkeypatch):
+    assert seen_in_steps(monkeypatch, recipes.Recipe()) == [
+        {"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True, "float32_matmul_precision": "highest"}] * 2
+
+
+LEAKY = """
+import torch
+
+def test_a_leaks(perf):
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.benchmark = True
+
+def test_b_finds_torch_as_it_was(perf):
+    assert torch.backends.cuda.matmul.allow_tf32 is False and torch.backends.cudnn.benchmark is False
+"""
+
+
+def test_the_plugin_puts_back_what_a_test_left_changed_and_says_so(pytester):
+    pytester.makeconftest('pytest_plugins = ["torch_perf_suite.plugin"]\n')
+    pytester.makepyfile(test_leaky=LEAKY)
+    result = pytester.runpytest_inprocess("--perf-smoke", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*test_leaky.py::test_a_leaks left torch settings changed: float32_matmul_precision 'high' (was 'highest'), "
+        "cuda.matmul.allow_tf32 True (was False), cudnn.benchmark True (was False); restored them*"])
+    assert "test_b_finds_torch_as_it_was left" not in result.stdout.str()

@@ -1,0 +1,132 @@
+"""What the GPU ran in a profiled window: kernels per step, Tensor Core use, layout conversions.
+
+Read from the same Chrome trace as the sync count (GPU events of category "kernel" inside the
+`perf_step_<i>` ranges' time span), so it is as deterministic as the sync count: which kernels run
+does not depend on the host's speed. Kernels are told apart by name, the way DLProf and Nsight
+Systems users read them:
+
+- layout conversions: cuDNN's `nchwToNhwcKernel` / `nhwcToNchwKernel`, launched around each
+  convolution whose input is NCHW where the chosen kernel wants NHWC (seed 001: channels_last makes
+  them disappear);
+- convolution and matmul kernels: cuDNN and CUTLASS implicit GEMMs (`fprop`, `dgrad`, `wgrad`),
+  cuBLAS GEMMs (`gemm`, Hopper's `nvjet`), Winograd and FFT transforms;
+- of those, Tensor Core kernels: named for their Tensor Core instruction or input type (`tf32`,
+  `f16`, `bf16`, `hmma`, `s16816`, `tensorop`, `nvjet`, `gmma`); plain FP32 ones are named `ffma`,
+  `sgemm` or templated on `<float`. Names seen on an H100 and an H200 with torch 2.11 (README).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+CONVERSION = re.compile(r"nchwToNhwc|nhwcToNchw", re.IGNORECASE)
+CONV_OR_MATMUL = re.compile(r"gemm|convolve|convolution|conv2d|fprop|dgrad|wgrad|xmma|cutlass|nvjet|winograd|fft|hmma|tensorop",
+                            re.IGNORECASE)
+NOT_TENSOR_CORE = re.compile(r"ffma|sgemm|<float|winograd|fft", re.IGNORECASE)  # read first: "f32f32_f32f32_f32..._ffma"
+TENSOR_CORE = re.compile(r"tf32|f16|hmma|1688|16816|tensorop|nvjet|gmma", re.IGNORECASE)  # "f16" covers bf16
+TOP = 10
+
+
+def is_conversion(name: str) -> bool:
+    return bool(CONVERSION.search(name))
+
+
+def tensor_core(name: str) -> bool | None:
+    """True or False for a convolution or matmul kernel, by whether it runs on Tensor Cores; None for any other kernel.
+
+    torch.compile's Triton kernels are named after the ops they fuse ("..._convolution_backward_...")
+    and are elementwise or reductions; its matmul templates (max-autotune) do not name their
+    instruction. Both count as other kernels."""
+    if name.startswith("triton_") or not CONV_OR_MATMUL.search(name):
+        return None
+    return not NOT_TENSOR_CORE.search(name) and bool(TENSOR_CORE.search(name))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    us_per_step: float  # GPU time, summed over its launches, per step
+    launches_per_step: float
+    share: float  # of all kernel time in the steps
+    tensor_core: bool | None  # None: not a convolution or matmul
+
+    def describe(self) -> str:
+        tc = {True: "Tensor Cores", False: "no Tensor Cores", None: ""}[self.tensor_core]
+        per_step = f"{self.us_per_step / 1000:8.3f} ms/step {self.launches_per_step:6.1f}x"
+        return f"{self.share:6.1%} {per_step}  {tc:15} {self.name[:140]}"
+
+
+@dataclass
+class KernelStats:
+    steps: int
+    kernels: list[Kernel] = field(default_factory=list)  # every kernel name seen, most GPU time first
+
+    @property
+    def total_us_per_step(self) -> float:
+        return sum(k.us_per_step for k in self.kernels)
+
+    @property
+    def conversions(self) -> list[Kernel]:
+        return [k for k in self.kernels if is_conversion(k.name)]
+
+    @property
+    def conversions_per_step(self) -> float:
+        return sum(k.launches_per_step for k in self.conversions)
+
+    @property
+    def tensor_core_share(self) -> float | None:
+        """Share of convolution and matmul GPU time in Tensor Core kernels; None where there is none."""
+        mm = [k for k in self.kernels if k.tensor_core is not None]
+        total = sum(k.us_per_step for k in mm)
+        return sum(k.us_per_step for k in mm if k.tensor_core) / total if total else None
+
+    def top(self, n: int = TOP) -> list[Kernel]:
+        return self.kernels[:n]
+
+    def describe(self, n: int = TOP) -> str:
+        tc = self.tensor_core_share
+        head = (f"top {min(n, len(self.kernels))} of {len(self.kernels)} kernels by GPU time per step "
+                f"({self.total_us_per_step / 1000:.2f} ms of kernels a step; conv/matmul time on Tensor Cores: "
+                + ("-" if tc is None else f"{tc:.1%}") + "):")
+        return "\n".join([head, *("  " + k.describe() for k in self.top(n))])
+
+    def as_json(self, n: int = TOP) -> dict:
+        return {
+            "steps": self.steps,
+            "kernel_ms_per_step": round(self.total_us_per_step / 1000, 3),
+            "tensor_core_share": None if self.tensor_core_share is None else round(self.tensor_core_share, 4),
+            "conversions_per_step": self.conversions_per_step,
+            "conversions": [k.name for k in self.conversions],
+            "top": [{"name": k.name, "ms_per_step": round(k.us_per_step / 1000, 4), "launches_per_step": k.launches_per_step,
+                     "share": round(k.share, 4), "tensor_core": k.tensor_core} for k in self.top(n)],
+        }
+
+
+def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> KernelStats:
+    """Per-step kernel figures from a trace's usable events (syncs._usable) and its step spans (start, end).
+
+    A kernel belongs to the steps when it starts between the first step's start and the last step's
+    end plus the time the GPU still ran after it: kernels run later than the host launched them, so
+    each is placed by its launch (the runtime call with the same correlation id) where the trace has one."""
+    launched_at = {e["args"]["correlation"]: e["ts"] for e in events
+                   if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    starts = [s for s, _ in steps]
+    time_us: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        at = launched_at.get(e.get("args", {}).get("correlation"), e["ts"])
+        i = bisect.bisect_right(starts, at) - 1
+        if i < 0 or at > steps[i][1]:
+            continue
+        time_us[e["name"]] += float(e.get("dur", 0))
+        count[e["name"]] += 1
+    n = len(steps)
+    total = sum(time_us.values())
+    kernels = [Kernel(name, us / n, count[name] / n, us / total if total else 0.0, tensor_core(name))
+               for name, us in sorted(time_us.items(), key=lambda kv: -kv[1])]
+    return KernelStats(n, kernels)

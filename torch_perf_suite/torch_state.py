@@ -1,0 +1,78 @@
+"""torch's process-wide settings that a scenario may change: read, set for a step, restore.
+
+A recipe that asks for TF32 or cuDNN's autotuner sets them around each of its own steps
+(`applied`), so that two workloads open in one test do not see each other's settings. The plugin
+also takes a `snapshot` before every test and `restore`s it after, naming what a test left changed:
+a scenario that asked for strict FP32 gets strict FP32 whatever ran before it.
+
+Only the legacy flags (`allow_tf32`) are read and set: torch >= 2.9 also has `fp32_precision`, and
+raises when the two APIs are mixed, so the suite uses the one every supported torch has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+# name -> (read, write); written in this order (float32_matmul_precision before the cuBLAS TF32 flag it implies)
+SETTINGS = {
+    "float32_matmul_precision": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+    "cuda.matmul.allow_tf32": (lambda: torch.backends.cuda.matmul.allow_tf32,
+                               lambda v: setattr(torch.backends.cuda.matmul, "allow_tf32", v)),
+    "cuda.matmul.allow_fp16_reduced_precision_reduction": (
+        lambda: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        lambda v: setattr(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", v)),
+    "cuda.matmul.allow_bf16_reduced_precision_reduction": (
+        lambda: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        lambda v: setattr(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", v)),
+    "cudnn.allow_tf32": (lambda: torch.backends.cudnn.allow_tf32, lambda v: setattr(torch.backends.cudnn, "allow_tf32", v)),
+    "cudnn.benchmark": (lambda: torch.backends.cudnn.benchmark, lambda v: setattr(torch.backends.cudnn, "benchmark", v)),
+    "cudnn.deterministic": (lambda: torch.backends.cudnn.deterministic,
+                            lambda v: setattr(torch.backends.cudnn, "deterministic", v)),
+    "cudnn.enabled": (lambda: torch.backends.cudnn.enabled, lambda v: setattr(torch.backends.cudnn, "enabled", v)),
+    "default_dtype": (torch.get_default_dtype, torch.set_default_dtype),
+    "deterministic_algorithms": (torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
+    "grad_enabled": (torch.is_grad_enabled, torch.set_grad_enabled),
+}
+
+
+def snapshot() -> dict:
+    return {name: read() for name, (read, _) in SETTINGS.items()}
+
+
+def restore(saved: dict) -> dict:
+    """Set every setting back to `saved`; return {name: (value found, value restored)} for those that had changed."""
+    changed = {name: (now, saved[name]) for name, (read, _) in SETTINGS.items() if (now := read()) != saved[name]}
+    for name in changed:  # SETTINGS' order
+        SETTINGS[name][1](saved[name])
+    return changed
+
+
+def tf32_settings(tf32: bool | None, cudnn_benchmark: bool | None = None) -> dict:
+    """The settings a recipe asks for: TF32 on or off for cuBLAS and cuDNN alike (None: torch's defaults, untouched)."""
+    wanted = {}
+    if tf32 is not None:
+        wanted.update({"float32_matmul_precision": "high" if tf32 else "highest", "cuda.matmul.allow_tf32": tf32,
+                       "cudnn.allow_tf32": tf32})
+    if cudnn_benchmark is not None:
+        wanted["cudnn.benchmark"] = cudnn_benchmark
+    return wanted
+
+
+@contextlib.contextmanager
+def applied(wanted: dict):
+    """Run the block with `wanted` settings ({name: value}, names from SETTINGS), then put back what was there."""
+    unknown = set(wanted) - set(SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown torch setting(s) {sorted(unknown)}; expected names from {sorted(SETTINGS)}")
+    saved = {name: SETTINGS[name][0]() for name in wanted}
+    try:
+        for name in SETTINGS:  # SETTINGS' order
+            if name in wanted:
+                SETTINGS[name][1](wanted[name])
+        yield
+    finally:
+        for name in reversed(list(SETTINGS)):
+            if name in saved:
+                SETTINGS[name][1](saved[name])
