@@ -870,6 +870,24 @@ def test_a_resident_workload_is_its_own_gpu_side_step(suite, pytester):
     assert (row["parts"]["loader"], row["bottleneck"], row["efficiency"]) == (None, "host launch overhead", 1.0)
 
 
+def test_a_resident_workloads_failing_gpu_claim_is_confirmed_on_its_own_step(suite, pytester):
+    """A batch on the GPU (only step()): its GPU-side number is its pipeline, 5,000 samples/s, half test_copy's; the
+    confirmation of a failed GPU-side claim times that step again."""
+    pytester.makepyfile(test_copy=TEST_FILE + """
+class Resident(Work):
+    gpu_step = loader_step = None
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_resident(perf, perf_session):
+    result = perf.measure(Resident(perf_session.device))
+    perf.assert_gain(result, over="test_copy.py::test_copy", at_least=0.9, part="gpu")
+""")
+    result = suite.run("-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_resident: gpu 5,000 samples/s is 0.500x the gpu number of test_copy (10,000 samples/s "
+                                 "in this run), expected at least 0.9x (median intervals); measured again: 0.500x*"])
+
+
 @pytest.mark.parametrize("loader_s, pipeline_steps", [
     (0.0005, 1 + 3 * 5),  # the loader 2x the GPU-side step: its queue stays full, the marker's warm-up is enough
     (0.00095, 4 + 3 * 5),  # 1.05x: the workload's warm-up, which drains the loader's queue
