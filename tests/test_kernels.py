@@ -9,34 +9,46 @@ from torch_perf_suite import kernels, syncs
 
 TRACES = Path(__file__).parent / "traces"
 
-# Names of the kinds profilers print: those of the committed traces (an H200), the rest written after the
-# families seen in H100 and H200 traces (torch 2.11) and on an A100 (ampere_*), with what they are.
+# Names as the profiler recorded them: the committed traces (ResNet-18) and the ResNet-50 tests' reports
+# (perf_tests/test_resnet50.py on an H200, torch 2.11, cuDNN 9), with what they are.
 NAMES = [
-    # strict FP32: FFMA instructions, cuBLAS's SGEMM/GEMV, cuDNN's kernels templated on float
-    ("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize32x32x8_stage3_warpsize1x2x1_g1_ffma_aligna4_alignc4"
+    # strict FP32: FFMA instructions, cuBLAS's SGEMM/GEMV and complex GEMMs (FFT convolutions), cuDNN's float kernels
+    ("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize256x64x8_stage3_warpsize2x2x1_g1_ffma_aligna4_alignc4"
      "_execute_kernel__5x_cudnn", False),
+    ("sm80_xmma_wgrad_implicit_gemm_indexed_f32f32_f32f32_f32_nhwckrsc_nhwc_tilesize32x32x8_stage3_warpsize1x2x1_g1_ffma_execute"
+     "_kernel__5x_cudnn", False),
+    ("sm80_xmma_gemm_cf32cf32_f32f32_cf32_nt_n_tilesize64x64x8_stage3_warpsize2x2x1_ffma_aligna8_alignc8_execute_kernel__5x_cublas",
+     False),
     ("sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
      False),
     ("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 8, 9, false, cublasGemvTensorStridedBatched<float const>>", False),
-    ("void cudnn::detail::dgrad_engine<float, 128, 6, 7, 3, 3, 5, false>(int, int, int, float const*)", False),
+    ("void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int, int, int, float const*, int, float const*)", False),
+    ("void wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(int, int, int, float const*, int, float*)", False),
+    ("void cudnn::cnn::wgrad_alg1_engine<float, float, 128, 5, 5, 3, 3, 3, false, true>(int, int, int, float const*)", False),
+    # direct (non-GEMM) convolutions in fp16: CUDA cores
     ("void cudnn::cnn::wgrad2d_grouped_direct_kernel<false, true, int, __half, float, float>(WgradGroupedDirectParams)", False),
     ("void precomputed_convolve_sgemm<__half, 1024, 5, 5, 4, 3, 3, 1, false>(int, int, int, __half const*)", False),
-    ("void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(cudnn::winograd_nonfused::WinogradDataParams)", False),
-    # Tensor Cores: TF32, fp16 and bf16 inputs, HMMA and tensorop instructions, Hopper's cuBLAS (nvjet)
-    ("sm90_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off"
-     "_kernel__5x_cudnn", True),
-    ("sm90_xmma_dgrad_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_g1_execute_segment_k"
+    # Tensor Cores: TF32, fp16 and bf16 implicit GEMMs (Hopper's sm90_xmma, CUTLASS tensorop), Hopper's cuBLAS (nvjet)
+    ("sm90_xmma_wgrad_indexed_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32_warpgroupsize1x1x1_g1_execute"
+     "_segment_k_on_kernel__5x_cudnn", True),
+    ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_g1_execute_segment_k"
      "_off_kernel__5x_cudnn", True),
+    ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_g1_execute_segment"
+     "_k_off_kernel__5x_cudnn", True),
+    ("void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>(Params)", True),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_nn_align2>(Params)", True),
     ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_16x16_64x1_tn_align2>(Params)", True),
-    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(Params)", True),
-    ("nvjet_sm90_tst_128x64_64x8_2x1_v_bz_coopA_TNT", True),
-    ("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn", True),
-    # neither: elementwise, reductions, batch norm, layout conversions, and torch.compile's Triton kernels (named after ops)
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", None),
-    ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<__half, float, 512, true, 1>(cudnnTensorStruct)", None),
-    ("void cudnn::engines_precompiled::nchwToNhwcKernel<__half, __half, float, false, true>(nchw2nhwc_params_t<float>)", None),
-    ("triton_poi_fused_convolution_backward_native_batch_norm_backward_threshold_backward_12", None),
-    ("triton_red_fused__to_copy_convert_element_type_native_batch_norm_backward_7", None),
+    ("nvjet_sm90_hsh_128x128_64x6_2x1_v_bz_splitK_NTT", True),
+    # neither: elementwise, batch norm, pooling, layout conversions, and torch.compile's Triton kernels (named after ops)
+    ("void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::Half>, std::array<char*, 3ul> >", None),
+    ("void cudnn::batchnorm_bwtr_nhwc_semiPersist<__half, float, __half, 512, 16, 3, 4, 1, 0, true, 2>(NhwcBatchNormBwdParams)",
+     None),
+    ("void at::native::(anonymous namespace)::max_pool_backward_nhwc<c10::Half, float>(c10::Half const*, long const*)", None),
+    ("void cudnn::engines_precompiled::nchwToNhwcKernel<__half, __half, float, false, true, (cudnnKernelDataType_t)0>(params)",
+     None),
+    ("triton_poi_fused__native_batch_norm_legit_functional_add_convolution_backward_native_batch_norm_backward_threshold"
+     "_backward_61", None),
+    ("triton_red_fused__native_batch_norm_legit_functional_14", None),
 ]
 
 
@@ -46,10 +58,11 @@ def test_each_kernel_is_told_apart_by_name(name, expected):
 
 
 @pytest.mark.parametrize("name, expected", [
-    ("void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true>(params)", True),
-    ("void cudnn::engines_precompiled::nhwcToNchwKernel<__nv_bfloat16, __nv_bfloat16, float, true, false>(params)", True),
-    ("void at::native::batch_norm_transform_input_channels_last_kernel<float>", False),
-    ("triton_poi_fused_convolution_0", False),
+    ("void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)0>(p)", True),
+    ("void cudnn::engines_precompiled::nhwcToNchwKernel<__nv_bfloat16, __nv_bfloat16, float, true, false, "
+     "(cudnnKernelDataType_t)0>(params)", True),
+    ("void cudnn::batchnorm_fwtr_nhwc_semiPersist<__half, float, __half, 512, 16, 5, 4, 1, 0, false, false, true, 2>", False),
+    ("triton_poi_fused__native_batch_norm_legit_functional_add_relu_18", False),
 ])
 def test_layout_conversions(name, expected):
     assert kernels.is_conversion(name) is expected

@@ -56,16 +56,31 @@ class FakeNVML(types.ModuleType):
         assert clock == self.NVML_CLOCK_SM
         return 1980
 
-    # two GPUs: GPU-1 has links 0 and 2 to GPU-2 (link 1 is down, link 3 goes elsewhere); GPU-3 is on PCIe only
+    # GPU-1 has links 0 and 2 to GPU-2 (link 1 is down, link 3 goes elsewhere); GPU-3 is on PCIe only;
+    # GPU-4 and GPU-5 each have 3 links, all to NVSwitches (an HGX board)
+    NVML_P2P_CAPS_INDEX_NVLINK = 3
+    NVML_P2P_STATUS_OK = 0
+    NVML_NVLINK_DEVICE_TYPE_GPU = 0
+    NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
+
     def nvmlDeviceGetPciInfo(self, handle):
         return types.SimpleNamespace(busId=f"bus-{handle[1]}")
 
+    def nvmlDeviceGetP2PStatus(self, a, b, index):
+        assert index == self.NVML_P2P_CAPS_INDEX_NVLINK
+        return 0 if {a[1], b[1]} in ({"GPU-1", "GPU-2"}, {"GPU-4", "GPU-5"}) else 4  # 4: NVML_P2P_STATUS_NOT_SUPPORTED
+
     def nvmlDeviceGetNvLinkState(self, handle, link):
-        if handle[1] == "GPU-3" or link > 3:
+        if handle[1] == "GPU-3" or link > 3 or (handle[1] in ("GPU-4", "GPU-5") and link > 2):
             raise self.NVMLError("not supported")
-        return 0 if link == 1 else 1
+        return 0 if link == 1 and handle[1] in ("GPU-1", "GPU-2") else 1
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle, link):
+        return self.NVML_NVLINK_DEVICE_TYPE_SWITCH if handle[1] in ("GPU-4", "GPU-5") else self.NVML_NVLINK_DEVICE_TYPE_GPU
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, handle, link):
+        if handle[1] in ("GPU-4", "GPU-5"):
+            return types.SimpleNamespace(busId="FFFFFFFF:FF:FF.0")  # a switch has no PCI address (as NVML answers)
         return types.SimpleNamespace(busId="bus-GPU-9" if link == 3 else ("bus-GPU-2" if handle[1] == "GPU-1" else "bus-GPU-1"))
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
@@ -144,5 +159,7 @@ def test_topology_names_nvlinks_and_pcie_paths_as_nvidia_smi_topo_does(fake):
     assert nvml.topology(["GPU-1", "GPU-2"]) == "GPU0-GPU1 NV2"  # links 0 and 2 up and to GPU-2
     assert nvml.topology(["GPU-1", "GPU-3"]) == "GPU0-GPU1 NODE"  # no NVLink to it: the PCIe path
     assert nvml.topology(["GPU-1", "GPU-2", "GPU-3"]) == "GPU0-GPU1 NV2, GPU0-GPU2 NODE, GPU1-GPU2 NODE"
+    assert nvml.topology(["GPU-4", "GPU-5"]) == "GPU0-GPU1 NV3"  # through NVSwitches: every active link counts
+    assert nvml.topology(["GPU-4", "GPU-3"]) == "GPU0-GPU1 NODE"  # links to a switch, but no NVLink path to this GPU
     fake(None)
     assert nvml.topology(["GPU-1", "GPU-2"]) is None

@@ -870,6 +870,14 @@ def test_a_resident_workload_is_its_own_gpu_side_step(suite, pytester):
     assert (row["parts"]["loader"], row["bottleneck"], row["efficiency"]) == (None, "host launch overhead", 1.0)
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_gpu_without_a_feature_skips_the_step_or_fails_it_under_strict(suite, pytester, strict):
+    pytester.makepyfile(test_copy="def test_bf16(perf):\n    perf.require(True, 'TF32')\n    perf.require(False, 'bf16')\n")
+    result = suite.run("-rs", *(["--perf-strict"] if strict else []))
+    result.assert_outcomes(**({"failed": 1} if strict else {"skipped": 1}))
+    result.stdout.fnmatch_lines(["*--perf-strict: NVIDIA H200 has no bf16*" if strict else "SKIPPED*NVIDIA H200 has no bf16"])
+
+
 def test_a_resident_workloads_failing_gpu_claim_is_confirmed_on_its_own_step(suite, pytester):
     """A batch on the GPU (only step()): its GPU-side number is its pipeline, 5,000 samples/s, half test_copy's; the
     confirmation of a failed GPU-side claim times that step again."""

@@ -169,8 +169,9 @@ TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS
 
 
 def topology(uuids: list[str]) -> str | None:
-    """How the visible GPUs are joined, as `nvidia-smi topo -m` names it: "GPU0-GPU1 NV18" (18 NVLinks
-    between them), or the PCIe path ("PIX", "PHB", "NODE", "SYS"); "GPU0 alone" for one GPU."""
+    """How the visible GPUs are joined, as `nvidia-smi topo -m` names it: "GPU0-GPU1 NV18" (NVLinks joining
+    them: direct, or through NVSwitches, as on HGX boards), or the PCIe path ("PIX", "PHB", "NODE", "SYS");
+    "GPU0 alone" for one GPU."""
     handles = [_handle(u) for u in uuids]
     if not handles or None in handles:
         return None
@@ -183,19 +184,32 @@ def topology(uuids: list[str]) -> str | None:
     return ", ".join(pairs)
 
 
-def _link(a, b) -> str:
+def _nvlinks(a, b) -> int:
+    """Active NVLinks of GPU `a` that reach GPU `b`: wired to it, or to an NVSwitch when the two can talk over
+    NVLink (an H200 pair measured: 18 links, each to a switch, which nvidia-smi shows as NV18)."""
     try:
+        if pynvml.nvmlDeviceGetP2PStatus(a, b, pynvml.NVML_P2P_CAPS_INDEX_NVLINK) != pynvml.NVML_P2P_STATUS_OK:
+            return 0
         peer = pynvml.nvmlDeviceGetPciInfo(b).busId
-        links = 0
-        for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
-            try:
-                if (pynvml.nvmlDeviceGetNvLinkState(a, link) == pynvml.NVML_FEATURE_ENABLED
-                        and pynvml.nvmlDeviceGetNvLinkRemotePciInfo(a, link).busId == peer):
-                    links += 1
-            except pynvml.NVMLError:  # a link this GPU does not have
+    except pynvml.NVMLError:
+        return 0
+    links = 0
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            if pynvml.nvmlDeviceGetNvLinkState(a, link) != pynvml.NVML_FEATURE_ENABLED:
                 continue
-        if links:
-            return f"NV{links}"
+            to_switch = pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(a, link) == pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
+            links += to_switch or pynvml.nvmlDeviceGetNvLinkRemotePciInfo(a, link).busId == peer
+        except pynvml.NVMLError:  # a link this GPU does not have
+            continue
+    return links
+
+
+def _link(a, b) -> str:
+    links = _nvlinks(a, b)
+    if links:
+        return f"NV{links}"
+    try:
         return TOPOLOGY_LEVELS.get(pynvml.nvmlDeviceGetTopologyCommonAncestor(a, b), "?")
     except pynvml.NVMLError as e:
         return f"unknown ({e})"
