@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import baselines, device, nvml
+from torch_perf_suite import baselines, device, kernels, nvml
 from torch_perf_suite.syncs import count_syncs, load_trace
 
 pytest_plugins = ["pytester"]
@@ -53,6 +53,9 @@ def test_copy(perf, perf_session):
 HOST = {"cpu": "Intel(R) Xeon(R) Platinum 8480+", "cores": 16, "machine": "4c4c4544"}
 
 
+UTIL = nvml.Utilization(5, sm_pct=97.0, mem_used_gb=45.0, mem_total_gb=141.0, power_w=640.0, power_limit_w=700.0, sm_mhz=1980.0)
+
+
 class FakeGPU(device.Device):
     """A GPU by its name and environment. Time is a clock that the workload's steps advance (so every
     number is exact); `slow` makes a part slower by a factor for its first `slow_steps` steps (all, if
@@ -60,9 +63,10 @@ class FakeGPU(device.Device):
 
     is_gpu = True
 
-    def __init__(self, case="clean", gpu="NVIDIA H200", host=None, slow=None, slow_steps=None, chip="GPU-1", watts=None):
+    def __init__(self, case="clean", gpu="NVIDIA H200", host=None, slow=None, slow_steps=None, chip="GPU-1", watts=None,
+                 util=UTIL, kernels=None):
         super().__init__("cpu", {**ENV, "gpu": gpu, "gpu_uuid": chip, "host": host or HOST, "power_limit_w": 700.0})
-        self.watts = watts
+        self.watts, self.util, self.kernels = watts, util, kernels
         self.case, self.now, self.slow, self.slow_steps = case, 0.0, slow or {}, slow_steps
         self.steps = {"pipeline": 0, "gpu": 0, "loader": 0}
         self.cpu_s = 0.0  # the loader's workers'
@@ -82,10 +86,8 @@ class FakeGPU(device.Device):
 
     @property
     def monitor(self):
-        """What NVML would say over every GPU window: 97% busy, 640 of 700 W."""
-        util = nvml.Utilization(5, sm_pct=97.0, mem_used_gb=45.0, mem_total_gb=141.0, power_w=640.0, power_limit_w=700.0,
-                                sm_mhz=1980.0)
-        return lambda: contextlib.nullcontext(SimpleNamespace(summary=lambda: util))
+        """What NVML says over every GPU window (`util`)."""
+        return lambda: contextlib.nullcontext(SimpleNamespace(summary=lambda: self.util))
 
     def clock(self):
         return self.now
@@ -108,6 +110,7 @@ class FakeGPU(device.Device):
         shutil.copy(TRACES / f"{self.case}.json.gz", trace_path)
         counted = count_syncs(load_trace(TRACES / f"{self.case}.json.gz"))
         counted.gpu_busy_s = 0.95 * 0.001
+        counted.kernels = self.kernels or counted.kernels  # the trace's own, unless given
         return counted
 
 
@@ -868,6 +871,61 @@ def test_a_resident_workload_is_its_own_gpu_side_step(suite, pytester):
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert row["parts"]["gpu"] == row["parts"]["pipeline"] and row["parts"]["gpu"]["rounds"] == [5000.0] * 3
     assert (row["parts"]["loader"], row["bottleneck"], row["efficiency"]) == (None, "host launch overhead", 1.0)
+
+
+# --- what the GPU ran and how busy it was: kernels from the profiled window, NVML over the rounds ---------------------
+
+KERNEL_CHECK = TEST_FILE.replace("    perf.assert_syncs(result, per_step=0)\n    perf.assert_baseline(result)\n",
+                                 "    perf.{check}\n")
+assert "{check}" in KERNEL_CHECK
+
+
+@pytest.mark.parametrize("case, check, message", [
+    ("clean", "assert_tensor_cores(result, at_most=0.05)", None),  # strict FP32: cuDNN's FFMA kernels
+    ("clean", "assert_tensor_cores(result, at_least=0.9)",
+     "*0.0% of convolution and matmul GPU time ran on Tensor Cores, expected at least 90%*"),
+    ("grad_scaler", "assert_tensor_cores(result, at_least=0.4, at_most=0.6)", None),  # fp16: some on CUTLASS tensorop
+    ("grad_scaler", "assert_tensor_cores(result, at_most=0.05)", "*49.6% of convolution and matmul*expected at most 5%*"),
+    ("clean", "assert_no_layout_conversions(result)", None),
+])
+def test_tensor_core_and_layout_checks_read_the_profiled_kernels(suite, pytester, case, check, message):
+    suite.gpu(FakeGPU(case=case))
+    pytester.makepyfile(test_copy=KERNEL_CHECK.replace("{check}", check))
+    result = suite.run()
+    result.assert_outcomes(passed=int(message is None), failed=int(message is not None))
+    if message:
+        result.stdout.fnmatch_lines([message, "top 10 of * kernels by GPU time per step*"])
+
+
+def test_a_layout_conversion_fails_naming_its_kernel(suite, pytester):
+    name = "void cudnn::engines_precompiled::nchwToNhwcKernel<__half, __half, float, false, true>(params)"
+    stats = kernels.KernelStats(3, [kernels.Kernel("sm90_xmma_fprop_f16f16", 900.0, 1.0, 0.9, True),
+                                    kernels.Kernel(name, 100.0, 2.0, 0.1, None)])
+    suite.gpu(FakeGPU(kernels=stats))
+    pytester.makepyfile(test_copy=KERNEL_CHECK.replace("{check}", "assert_no_layout_conversions(result)"))
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_copy: 2 layout conversion kernel(s) per step, expected 0*",
+                                 f"*10.0%    0.100 ms/step    2.0x*{name}"])
+
+
+@pytest.mark.parametrize("util, at_least, outcome, shown", [
+    (UTIL, 90, "passed", "| 97/97% | 45/141 GB, 640/700 W, 1,980 MHz |"),
+    (UTIL, 99, "failed", "*GPU-Util 97% over the gpu rounds (NVML, 5 samples), expected at least 99%*"),
+    (nvml.Utilization(unavailable="NVML refused: Not Supported"), 90, "passed",
+     "| unavailable: NVML refused: Not Supported | - |"),
+])
+def test_utilization_is_checked_where_nvml_can_say(suite, pytester, util, at_least, outcome, shown):
+    suite.gpu(FakeGPU(util=util))
+    pytester.makepyfile(test_copy=KERNEL_CHECK.replace("{check}", f"assert_utilization(result, at_least={at_least})"))
+    result = suite.run("--perf-strict", "--perf-report=out/perf")  # an unavailable NVML fails nothing, even here
+    result.assert_outcomes(**{outcome: 1})
+    if outcome == "failed":
+        result.stdout.fnmatch_lines([shown])
+    else:
+        assert shown in (suite.path / "out" / "perf.md").read_text()
+    if util.unavailable:
+        assert "utilization not checked: NVML refused: Not Supported" in (suite.path / "out" / "perf.md").read_text()
 
 
 @pytest.mark.parametrize("strict", [False, True])

@@ -202,3 +202,28 @@ def test_the_probe_pace_is_bounded_by_the_least_step_time():
     assert steps_per_round(0.004, 4, steps=1, cycle=1, round_s=0.1) == 100
     assert steps_per_round(0.004, 4, steps=1, cycle=1, round_s=0.1, least_step_s=0.01) == 10
     assert steps_per_round(0.08, 4, steps=1, cycle=1, round_s=0.1, least_step_s=0.01) == 5  # the probe is slower
+
+
+def test_the_monitor_watches_the_timed_rounds_only_and_its_summary_is_kept():
+    """Warm-up and probe run before the monitor starts; the rounds added for a wide interval run inside it."""
+    events = []
+
+    class Monitor:
+        def __enter__(self):
+            events.append("watch")
+            return self
+
+        def __exit__(self, *exc):
+            events.append("stop")
+
+        def summary(self):
+            return "97% busy"
+
+    durations = iter([1.0, 1.0, 1.0, 2.0, 1.0, 1.0])  # warm-up 1, 1; rounds 1, 2, 1: the interval is wide, one more
+    clock = FakeClock([0.0])
+    clock.step = lambda: (events.append("step"), setattr(clock, "now", clock.now + next(durations)))
+    t = measure_throughput(step=clock.step, sync=lambda: None, batch_size=1, warmup=2, rounds=3, steps=1, round_s=0.0,
+                           max_rounds=4, ci_pct=1.0, clock=clock, monitor=Monitor)
+    assert events == ["step"] * 2 + ["watch"] + ["step"] * 4 + ["stop"]
+    assert t.extended == 1 and t.util == "97% busy"
+    assert measure_throughput(step=lambda: None, sync=lambda: None, batch_size=1, warmup=0, rounds=1, steps=1).util is None

@@ -279,15 +279,14 @@ class Perf:
 
     def assert_utilization(self, result: Result, at_least: float, part: str = "gpu") -> None:
         """nvidia-smi's GPU-Util (NVML), median over `part`'s timed rounds, is at least `at_least` percent.
-        Where NVML cannot say, the check is not made (the report says why); --perf-strict fails it."""
+        Where NVML cannot say, the check is not made and the report says why; nothing fails for that, not
+        even under --perf-strict (a GPU without NVML access measures everything else)."""
         if self.smoke:
             return
         t = result.parts.get(part)
         util = None if t is None else t.util
         if util is None or util.unavailable or util.sm_pct is None:
             why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
-            if self.strict:
-                pytest.fail(f"{self.test_id}: --perf-strict: GPU utilization not checked: {why}", pytrace=False)
             result.notes.append(f"utilization not checked: {why}")
             return
         if util.sm_pct < at_least:
