@@ -41,7 +41,8 @@ EXPECT = {
     # the scaler's sync leaves the GPU idle while the host waits and refills the queue: 87% busy on an H200
     "channels_last": Expect(1, 1.4, (0.9, None), True, utilization=80, article="45.6 ms"),
     "fused_optimizer": Expect(0, 1.05, (0.9, None), True),  # fused SGD reads found_inf on the GPU: no sync
-    "compile": Expect(0, 1.1, (0.9, None), True),
+    # 1.10-1.18x on four H200s; its rounds are the ladder's noisiest (spreads 0.1-10%, README), so the floor is low
+    "compile": Expect(0, 1.05, (0.9, None), True),
     # no loss scaler at all; 0.98-1.02x the compiled fp16 step on three H200s (at the power limit, 677-693 W)
     "bf16": Expect(0, 0.95, (0.9, None), True),
 }
