@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from torch_perf_suite import syncs
 from torch_perf_suite.syncs import TraceError, count_syncs, load_trace
 
 TRACES = Path(__file__).parent / "traces"
@@ -129,3 +130,56 @@ def test_each_recorded_sync_carries_its_fix(case, kind):
     [source] = counted(case).sources
     assert source.advice.kind == kind
     assert f"    fix:       {source.advice.fix} (more: https://" in source.describe()
+
+
+def _scan(e, thread_events):
+    """What encloses e, by looking at every event of its thread: the definition the index must agree with."""
+    start, end = syncs._span(e)
+    return [o for o in thread_events if o is not e and syncs._span(o)[0] <= start and end <= syncs._span(o)[1]]
+
+
+@pytest.mark.parametrize("case", ["item", "grad_scaler"])  # the scan is quadratic: two traces, 4 s
+def test_the_enclosing_index_agrees_with_a_scan_on_every_event_of_a_real_trace(case):
+    trace = syncs.load_trace(TRACES / f"{case}.json.gz")
+    threads = syncs._Threads()
+    for e in filter(None, map(syncs._usable, trace["traceEvents"])):
+        threads.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    for thread_events in threads.values():
+        thread_events.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))
+    checked = 0
+    for thread_events in threads.values():
+        for e in thread_events:
+            assert threads.enclosing(e) == _scan(e, thread_events), e["name"]
+            checked += 1
+    assert checked > 1000
+
+
+def test_the_same_interval_encloses_both_ways_and_a_copy_falls_back_to_a_scan():
+    a = {"ph": "X", "name": "a", "cat": "cpu_op", "ts": 10, "dur": 5, "pid": 1, "tid": 1}
+    b = {**a, "name": "b"}
+    outer = {**a, "name": "outer", "ts": 0, "dur": 100}
+    threads = syncs._Threads({(1, 1): [outer, a, b]})
+    assert threads.enclosing(a) == [outer, b] and threads.enclosing(b) == [outer, a]
+    assert threads.enclosing({**a}) is None  # not one of its events: _enclosing scans for it
+    assert syncs._enclosing({**a}, threads, "cpu_op") == [outer, a, b]
+
+
+def test_many_syncs_in_a_long_trace_are_counted_quickly():
+    """400 syncs a step in 3 steps, each inside an op, among 60,000 other events: the per-sync search this
+    replaced took 21 s on a 2-core CI machine; the index 0.24 s."""
+    events, t = [], 0
+    for step in range(3):
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"perf_step_{step}", "ts": t, "dur": 100_000,
+                       "pid": 1, "tid": 1})
+        for i in range(20_000):
+            op = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": t + 5 * i, "dur": 4, "pid": 1, "tid": 1}
+            events.append(op)
+            if i % 50 == 0:
+                events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": t + 5 * i + 1,
+                               "dur": 1, "pid": 1, "tid": 1, "args": {"correlation": step * 100_000 + i}})
+        t += 200_000
+    started = __import__("time").perf_counter()
+    counted = syncs.count_syncs({"traceEvents": events})
+    elapsed = __import__("time").perf_counter() - started
+    assert counted.per_step == 400 and all(s.ops == "aten::add" for s in counted.sources)
+    assert elapsed < 5, f"counting took {elapsed:.1f} s"
