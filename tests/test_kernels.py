@@ -133,3 +133,38 @@ def test_the_committed_traces():
     used = {x.name for x in fp16.kernels if x.tensor_core}
     assert used and all("tensorop" in name for name in used)
     assert 0 < fp16.tensor_core_share < 1
+
+
+def test_the_json_and_the_description_of_a_window_in_full():
+    """The window of test_kernel_figures_per_step: 90 us of kernels a step, 60 of 70 us of conv/matmul time on Tensor Cores."""
+    k = window([(TC, 10, 20, 60), (FP32, 20, 80, 20), (CONVERT, 30, 100, 10), (RELU, 40, 110, 10),
+                (TC, 210, 220, 60), (CONVERT, 230, 290, 10), (CONVERT, 240, 300, 10)])
+    assert k.as_json() == {
+        "steps": 2, "kernel_ms_per_step": 0.09, "tensor_core_share": 0.8571, "conversions_per_step": 1.5,
+        "conversions": [CONVERT],
+        "top": [{"name": TC, "ms_per_step": 0.06, "launches_per_step": 1.0, "share": 0.6667, "tensor_core": True},
+                {"name": CONVERT, "ms_per_step": 0.015, "launches_per_step": 1.5, "share": 0.1667, "tensor_core": None},
+                {"name": FP32, "ms_per_step": 0.01, "launches_per_step": 0.5, "share": 0.1111, "tensor_core": False},
+                {"name": RELU, "ms_per_step": 0.005, "launches_per_step": 0.5, "share": 0.0556, "tensor_core": None}]}
+    assert k.describe().split("\n") == [
+        "top 4 of 4 kernels by GPU time per step (0.09 ms of kernels a step; conv/matmul time on Tensor Cores: 85.7%):",
+        "   66.7%    0.060 ms/step    1.0x  Tensor Cores    " + TC,
+        "   16.7%    0.015 ms/step    1.5x                  " + CONVERT,
+        "   11.1%    0.010 ms/step    0.5x  no Tensor Cores " + FP32,
+        "    5.6%    0.005 ms/step    0.5x                  " + RELU,
+    ]
+    no_conv = window([(RELU, 10, 20, 6)]).describe()  # 3 us a step, in one launch of two steps
+    assert no_conv.endswith("conv/matmul time on Tensor Cores: -):\n  100.0%    0.003 ms/step    0.5x                  " + RELU)
+
+
+def test_a_kernel_launched_through_the_driver_api_is_placed_by_its_launch_too():
+    """cuLaunchKernel (cuda_driver, as Triton launches): the kernel runs after the step ended, it was launched in it."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "perf_step_0", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+              {"ph": "X", "cat": "kernel", "name": RELU, "ts": 500, "dur": 5, "pid": 0, "tid": 7, "args": {"correlation": 9}},
+              {"ph": "X", "cat": "kernel", "name": TC, "ts": 150, "dur": 5, "pid": 0, "tid": 7, "args": {"correlation": 8}},
+              {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "ts": 50, "dur": 1, "pid": 1, "tid": 1,
+               "args": {"correlation": 8}},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 400, "dur": 1, "pid": 1, "tid": 1,
+               "args": {"correlation": 9}}]  # RELU: listed first, launched after the step: left out, and TC still counted
+    k = syncs.count_syncs({"traceEvents": events}).kernels
+    assert [(x.name, x.us_per_step) for x in k.kernels] == [(TC, 5.0)]

@@ -40,24 +40,27 @@ class FakeNVML(types.ModuleType):
     NVML_FEATURE_ENABLED = 1
     util = iter([50, 100, 90, 100, 100] * 1000)
 
+    # GPU-1 is busy; any other GPU idles (so that reading the wrong handle shows)
     def nvmlDeviceGetUtilizationRates(self, handle):
         self._maybe_fail("util")
-        return types.SimpleNamespace(gpu=next(self.util), memory=10)
+        return types.SimpleNamespace(gpu=next(self.util) if handle == ("handle", "GPU-1") else 0, memory=10)
 
     def nvmlDeviceGetMemoryInfo(self, handle):
         self._maybe_fail("memory")
-        return types.SimpleNamespace(used=45e9, total=141e9, free=96e9)
+        return types.SimpleNamespace(used=45e9 if handle == ("handle", "GPU-1") else 1e9, total=141e9, free=96e9)
 
     def nvmlDeviceGetPowerUsage(self, handle):
         self._maybe_fail("power")
-        return 640_000  # milliwatts
+        return 640_000 if handle == ("handle", "GPU-1") else 80_000  # milliwatts
 
     def nvmlDeviceGetClockInfo(self, handle, clock):
+        self._maybe_fail("clock")
         assert clock == self.NVML_CLOCK_SM
-        return 1980
+        return 1980 if handle == ("handle", "GPU-1") else 345
 
-    # GPU-1 has links 0 and 2 to GPU-2 (link 1 is down, link 3 goes elsewhere); GPU-3 is on PCIe only;
-    # GPU-4 and GPU-5 each have 3 links, all to NVSwitches (an HGX board)
+    # GPU-1 has links 0 and 2 to GPU-2 (link 1 is down on GPU-2 and missing on GPU-1, link 3 goes elsewhere);
+    # GPU-3 is on PCIe only; GPU-4 and GPU-5 have 3 links: 0 and 1 to NVSwitches (an HGX board), 2 to another GPU;
+    # GPU-6's NVLink status cannot be read
     NVML_P2P_CAPS_INDEX_NVLINK = 3
     NVML_P2P_STATUS_OK = 0
     NVML_NVLINK_DEVICE_TYPE_GPU = 0
@@ -68,15 +71,19 @@ class FakeNVML(types.ModuleType):
 
     def nvmlDeviceGetP2PStatus(self, a, b, index):
         assert index == self.NVML_P2P_CAPS_INDEX_NVLINK
+        if "GPU-6" in (a[1], b[1]):
+            raise self.NVMLError("not supported")
         return 0 if {a[1], b[1]} in ({"GPU-1", "GPU-2"}, {"GPU-4", "GPU-5"}) else 4  # 4: NVML_P2P_STATUS_NOT_SUPPORTED
 
     def nvmlDeviceGetNvLinkState(self, handle, link):
-        if handle[1] == "GPU-3" or link > 3 or (handle[1] in ("GPU-4", "GPU-5") and link > 2):
+        missing = handle[1] == "GPU-3" or link > 3 or (handle[1] in ("GPU-4", "GPU-5") and link > 2)
+        if missing or (handle[1], link) == ("GPU-1", 1):
             raise self.NVMLError("not supported")
-        return 0 if link == 1 and handle[1] in ("GPU-1", "GPU-2") else 1
+        return 0 if link == 1 and handle[1] == "GPU-2" else 1
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle, link):
-        return self.NVML_NVLINK_DEVICE_TYPE_SWITCH if handle[1] in ("GPU-4", "GPU-5") else self.NVML_NVLINK_DEVICE_TYPE_GPU
+        to_switch = handle[1] in ("GPU-4", "GPU-5") and link in (0, 1)
+        return self.NVML_NVLINK_DEVICE_TYPE_SWITCH if to_switch else self.NVML_NVLINK_DEVICE_TYPE_GPU
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, handle, link):
         if handle[1] in ("GPU-4", "GPU-5"):
@@ -145,12 +152,31 @@ def test_sampler_without_nvml_says_unavailable_and_why(fake, module, uuid, why):
     assert u.describe().startswith("unavailable: ") and u.sm_pct is None
 
 
-def test_sampler_leaves_out_a_counter_the_gpu_lacks(fake):
-    fake(FakeNVML(fail_on=("power",)))
+@pytest.mark.parametrize("lacks, shown", [(("power",), "45/141 GB, 1,980 MHz"), (("memory",), "640/700 W, 1,980 MHz"),
+                                          (("limit",), "45/141 GB, 640 W, 1,980 MHz")])
+def test_sampler_leaves_out_a_counter_the_gpu_lacks(fake, lacks, shown):
+    fake(FakeNVML(fail_on=lacks))
     with nvml.Sampler("GPU-1", interval_s=0.01) as s:
         pass
     u = s.summary()
-    assert u.power_w is None and u.sm_mhz == 1980 and "W" not in u.describe()
+    assert u.describe() == shown and u.sm_pct is not None and u.unavailable is None
+
+
+def test_sampler_of_a_gpu_that_answers_no_query(fake):
+    fake(FakeNVML(fail_on=("util", "memory", "power", "clock")))
+    with nvml.Sampler("GPU-1", interval_s=0.01) as s:
+        pass
+    u = s.summary()
+    assert u.unavailable == "NVML answered no utilization query on this GPU" and u.samples >= 2
+
+
+def test_sampler_reads_its_own_gpu(fake):
+    """An idle second GPU reads 0%, 1 GB, 80 W, 345 MHz in the fake: what the sampler of GPU-2 must show."""
+    fake(FakeNVML())
+    with nvml.Sampler("GPU-2", interval_s=0.01) as s:
+        pass
+    u = s.summary()
+    assert (u.sm_pct, u.mem_used_gb, u.power_w, u.power_limit_w, u.sm_mhz) == (0, 1, 80, 600, 345)
 
 
 def test_topology_names_nvlinks_and_pcie_paths_as_nvidia_smi_topo_does(fake):
@@ -159,7 +185,8 @@ def test_topology_names_nvlinks_and_pcie_paths_as_nvidia_smi_topo_does(fake):
     assert nvml.topology(["GPU-1", "GPU-2"]) == "GPU0-GPU1 NV2"  # links 0 and 2 up and to GPU-2
     assert nvml.topology(["GPU-1", "GPU-3"]) == "GPU0-GPU1 NODE"  # no NVLink to it: the PCIe path
     assert nvml.topology(["GPU-1", "GPU-2", "GPU-3"]) == "GPU0-GPU1 NV2, GPU0-GPU2 NODE, GPU1-GPU2 NODE"
-    assert nvml.topology(["GPU-4", "GPU-5"]) == "GPU0-GPU1 NV3"  # through NVSwitches: every active link counts
+    assert nvml.topology(["GPU-4", "GPU-5"]) == "GPU0-GPU1 NV2"  # through NVSwitches: each link to a switch counts
+    assert nvml.topology(["GPU-1", "GPU-6"]) == "GPU0-GPU1 NODE"  # NVLink status unreadable: the PCIe path
     assert nvml.topology(["GPU-4", "GPU-3"]) == "GPU0-GPU1 NODE"  # links to a switch, but no NVLink path to this GPU
     fake(None)
     assert nvml.topology(["GPU-1", "GPU-2"]) is None
