@@ -64,6 +64,44 @@ def test_restore_names_what_changed_and_sets_it_back():
     assert torch_state.restore(saved) == {}
 
 
+def test_restore_from_medium_precision_leaves_it_readable():
+    torch.set_float32_matmul_precision("medium")  # sets cuBLAS's TF32 flag too
+    try:
+        saved = torch_state.snapshot()
+        assert saved["float32_matmul_precision"] == "medium" and saved["cuda.matmul.allow_tf32"] is True
+        torch.set_float32_matmul_precision("highest")
+        assert set(torch_state.restore(saved)) == {"float32_matmul_precision", "cuda.matmul.allow_tf32"}
+        assert flags()["float32_matmul_precision"] == "medium" and flags()["cuda.matmul.allow_tf32"] is True
+    finally:
+        torch.set_float32_matmul_precision("highest")
+
+
+def test_applied_over_medium_precision_puts_it_back():
+    torch.set_float32_matmul_precision("medium")
+    try:
+        with torch_state.applied({"cuda.matmul.allow_tf32": False}):
+            assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+
+
+@pytest.mark.skipif(not hasattr(torch.backends.cuda.matmul, "fp32_precision"), reason="torch < 2.9 has one TF32 API")
+def test_settings_torch_refuses_to_read_are_reported_not_raised(monkeypatch):
+    saved = torch_state.snapshot()
+    torch.backends.cuda.matmul.fp32_precision = "tf32"  # the new API, after the legacy one: torch refuses the old getters
+    try:
+        mixed = torch_state.snapshot()
+        unreadable = {name for name, value in mixed.items() if isinstance(value, torch_state.Unreadable)}
+        assert "float32_matmul_precision" in unreadable
+        assert "unreadable (PyTorch is checking" in repr(mixed["float32_matmul_precision"])
+        assert torch_state.restore(mixed) == {}  # nothing readable changed, nothing unreadable written
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        torch.backends.fp32_precision = "none" if hasattr(torch.backends, "fp32_precision") else None
+        torch_state.restore(saved)
+
+
 def seen_in_steps(monkeypatch, recipe) -> list[dict]:
     """Build the recipe (smoke size), train two steps, and return the TF32 flags its loss saw in each."""
     seen = []
@@ -111,6 +149,6 @@ def test_the_plugin_puts_back_what_a_test_left_changed_and_says_so(pytester):
     result = pytester.runpytest_inprocess("--perf-smoke", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        "*test_leaky.py::test_a_leaks left torch settings changed: float32_matmul_precision 'high' (was 'highest'), "
-        "cuda.matmul.allow_tf32 True (was False), cudnn.benchmark True (was False); restored them*"])
+        "*test_leaky.py::test_a_leaks left torch settings changed: cuda.matmul.allow_tf32 True (was False), "
+        "float32_matmul_precision 'high' (was 'highest'), cudnn.benchmark True (was False); restored them*"])
     assert "test_b_finds_torch_as_it_was left" not in result.stdout.str()

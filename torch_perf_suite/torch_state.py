@@ -6,20 +6,23 @@ also takes a `snapshot` before every test and `restore`s it after, naming what a
 a scenario that asked for strict FP32 gets strict FP32 whatever ran before it.
 
 Only the legacy flags (`allow_tf32`) are read and set: torch >= 2.9 also has `fp32_precision`, and
-raises when the two APIs are mixed, so the suite uses the one every supported torch has.
+raises when the two APIs are mixed, so the suite uses the one every supported torch has. Where a test
+did mix them, a setting may not be readable at all: it is reported as `Unreadable` and left alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import torch
 
-# name -> (read, write); written in this order (float32_matmul_precision before the cuBLAS TF32 flag it implies)
+# name -> (read, write); written in this order. cuBLAS's TF32 flag comes before float32_matmul_precision,
+# which sets the flag too: "medium" then allow_tf32=True makes torch >= 2.9 refuse to read the precision.
 SETTINGS = {
-    "float32_matmul_precision": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
     "cuda.matmul.allow_tf32": (lambda: torch.backends.cuda.matmul.allow_tf32,
                                lambda v: setattr(torch.backends.cuda.matmul, "allow_tf32", v)),
+    "float32_matmul_precision": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
     "cuda.matmul.allow_fp16_reduced_precision_reduction": (
         lambda: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
         lambda v: setattr(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", v)),
@@ -37,15 +40,44 @@ SETTINGS = {
 }
 
 
+# set together: writing the precision rewrites the flag, so restoring one means restoring both
+COUPLED = ("cuda.matmul.allow_tf32", "float32_matmul_precision")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Unreadable:
+    """A setting torch refused to read (the legacy and the new TF32 APIs mixed); `why` is torch's message."""
+    why: str
+
+    def __repr__(self):
+        return f"unreadable ({self.why.split(',')[0]})"
+
+
+def _with_partner(names) -> set:
+    return set(names) | (set(COUPLED) if set(COUPLED) & set(names) else set())
+
+
+def read(name: str):
+    try:
+        return SETTINGS[name][0]()
+    except RuntimeError as error:
+        return Unreadable(str(error))
+
+
 def snapshot() -> dict:
-    return {name: read() for name, (read, _) in SETTINGS.items()}
+    return {name: read(name) for name in SETTINGS}
 
 
 def restore(saved: dict) -> dict:
-    """Set every setting back to `saved`; return {name: (value found, value restored)} for those that had changed."""
-    changed = {name: (now, saved[name]) for name, (read, _) in SETTINGS.items() if (now := read()) != saved[name]}
-    for name in changed:  # SETTINGS' order
-        SETTINGS[name][1](saved[name])
+    """Set every setting back to `saved`; return {name: (value found, value restored)} for those that had changed.
+
+    A setting unreadable in `saved` cannot be restored: it is left as it is, and named if it reads differently now.
+    """
+    changed = {name: (now, saved[name]) for name in SETTINGS if (now := read(name)) != saved[name]}
+    to_write = _with_partner(changed)
+    for name in SETTINGS:  # SETTINGS' order
+        if name in to_write and not isinstance(saved[name], Unreadable):
+            SETTINGS[name][1](saved[name])
     return changed
 
 
@@ -66,13 +98,13 @@ def applied(wanted: dict):
     unknown = set(wanted) - set(SETTINGS)
     if unknown:
         raise ValueError(f"unknown torch setting(s) {sorted(unknown)}; expected names from {sorted(SETTINGS)}")
-    saved = {name: SETTINGS[name][0]() for name in wanted}
+    saved = {name: SETTINGS[name][0]() for name in _with_partner(wanted)}
     try:
         for name in SETTINGS:  # SETTINGS' order
             if name in wanted:
                 SETTINGS[name][1](wanted[name])
         yield
     finally:
-        for name in reversed(list(SETTINGS)):
+        for name in SETTINGS:  # SETTINGS' order: the precision last, as it was read
             if name in saved:
                 SETTINGS[name][1](saved[name])
