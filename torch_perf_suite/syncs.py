@@ -239,7 +239,7 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
         launch = launches.get(copy.get("args", {}).get("correlation"))
         if launch is None or _blocks_in_same_op(launch, by_thread):
             continue
-        syncs.append({**launch, "name": copy["name"]})
+        syncs.append(by_thread.alias({**launch, "name": copy["name"]}, launch))
 
     counted = SyncCount(steps=len(steps), gpu_busy_s=_kernel_time_s(events) / len(steps), kernels=kernel_stats(events, steps))
     sites = _sites_by_sync(syncs, by_thread)
@@ -263,7 +263,7 @@ def _usable(e) -> dict | None:
     """The event as the counting below reads it, or None where it lacks what that needs."""
     if not isinstance(e, dict) or e.get("ph") != "X" or not isinstance(e.get("name"), str):
         return None
-    if not _is_number(e.get("ts")) or not _is_number(e.get("dur", 0)):
+    if not _is_number(e.get("ts")) or not _is_number(e.get("dur", 0)) or e.get("dur", 0) < 0:
         return None
     if not all(isinstance(e.get(k), (str, int, type(None))) for k in ("cat", "pid", "tid")):
         return None
@@ -307,14 +307,32 @@ class _Threads(dict):
 
     _ancestry: dict[int, list[dict]] | None = None
 
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._aliases: dict[int, dict] = {}
+        self._starts: dict[tuple, list[float]] = {}
+
+    def alias(self, copy: dict, original: dict) -> dict:
+        """Let `copy` (a new dict with `original`'s interval and thread) share the index entry of `original`."""
+        self._aliases[id(copy)] = original
+        return copy
+
     def enclosing(self, e: dict) -> list[dict] | None:
         """Every event on e's thread whose interval contains e's (not e), in the thread's order; None for an
-        event not in these lists (a copy of one)."""
+        event not in these lists (a copy of one, unless made known by `alias`)."""
         if self._ancestry is None:
             self._ancestry = {}
             for thread_events in self.values():
                 self._sweep(thread_events)
-        return self._ancestry.get(id(e))
+        return self._ancestry.get(id(self._aliases.get(id(e), e)))
+
+    def starting_within(self, e: dict, lo: float, hi: float) -> list[dict]:
+        """The events on e's thread that start at lo..hi (the thread's lists must be sorted by start)."""
+        key = (e.get("pid"), e.get("tid"))
+        if key not in self._starts:
+            self._starts[key] = [float(o["ts"]) for o in self.get(key, [])]
+        starts = self._starts[key]
+        return self.get(key, [])[bisect.bisect_left(starts, lo):bisect.bisect_right(starts, hi)]
 
     def _sweep(self, thread_events: list[dict]) -> None:
         open_: list[tuple[float, float, dict]] = []  # events that may still contain what comes next
@@ -342,14 +360,13 @@ def _enclosing(e: dict, by_thread: dict, cat: str) -> list[dict]:
     ]
 
 
-def _blocks_in_same_op(launch: dict, by_thread: dict) -> bool:
+def _blocks_in_same_op(launch: dict, by_thread: _Threads) -> bool:
     ops = _enclosing(launch, by_thread, "cpu_op")
     if not ops:
         return False
-    lo, hi = _span(ops[-1])
     return any(
-        o.get("cat") in HOST_CATEGORIES and _base(o["name"]) in BLOCKING_CALLS and lo <= o["ts"] <= hi
-        for o in _thread(launch, by_thread)
+        o.get("cat") in HOST_CATEGORIES and _base(o["name"]) in BLOCKING_CALLS
+        for o in by_thread.starting_within(launch, *_span(ops[-1]))
     )
 
 
