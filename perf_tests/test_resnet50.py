@@ -40,7 +40,8 @@ EXPECT = {
     "amp_fp16": Expect(1, 1.2, (0.9, None), False, article="73 ms"),  # GradScaler's inf check reads the GPU
     # the scaler's sync leaves the GPU idle while the host waits and refills the queue: 87% busy on an H200
     "channels_last": Expect(1, 1.4, (0.9, None), True, utilization=80, article="45.6 ms"),
-    "fused_optimizer": Expect(0, 1.05, (0.9, None), True),  # fused SGD reads found_inf on the GPU: no sync
+    # fused SGD reads found_inf on the GPU: no sync; 1.05-1.07x measured, so the floor sits below the noise
+    "fused_optimizer": Expect(0, 1.02, (0.9, None), True),
     # 1.10-1.18x on four H200s; its rounds are the ladder's noisiest (spreads 0.1-10%, README), so the floor is low
     "compile": Expect(0, 1.05, (0.9, None), True),
     # no loss scaler at all; 0.98-1.02x the compiled fp16 step on three H200s (at the power limit, 677-693 W)
@@ -103,7 +104,7 @@ SWEEP_GAIN = {32: 2.0, 128: 1.5, 256: 0.98}  # over the batch before: launch-bou
 def test_batch_size_sweep(perf, measure, batch):
     """Seed 001's first advice: raise the batch until nvidia-smi shows the GPU busy. The fused_optimizer step
     (fp16, channels_last, eager, no sync) at four batch sizes: samples/s and GPU-Util rise with the batch
-    until they saturate (an H200, bf16: 19%, 32%, 95%, 100%)."""
+    until they saturate (GPU-Util on an H200: 10%, 18-19%, 57-95%, 100%; below 256 the host's launches bound it)."""
     recipe = replace(resnet50_ladder()["fused_optimizer"], batch_size=batch)
     supported(perf, recipe)
     result = measure(recipe)

@@ -1200,3 +1200,22 @@ def test_a_charted_section_is_drawn_once_at_the_end(suite, pytester, tmp_path, m
     assert drawn == ["perf.claims.png"]  # not after each test
     result.stdout.fnmatch_lines([f"perf report written to {tmp_path / 'perf.md'}, {tmp_path / 'perf.json'}, "
                                  f"{tmp_path / 'perf.claims.png'}"])
+
+
+RESIDENT_FILE = TEST_FILE + """
+class Resident(Work):
+    gpu_step = loader_step = None  # the batch lives on the GPU: its pipeline step is the GPU-side one
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_resident(perf, perf_session):
+    result = perf.measure(Resident(perf_session.device))
+    assert round(perf._confirm(result, "gpu").median) == 5000  # the pipeline step, timed again
+    with pytest.raises(RuntimeError, match="test_resident: cannot measure 'loader' again; this workload measures pipeline$"):
+        perf._confirm(result, "loader")
+"""
+
+
+def test_confirming_a_part_the_workload_does_not_measure_names_what_it_does(suite, pytester):
+    pytester.makepyfile(test_copy=RESIDENT_FILE)
+    result = suite.run("-p", "no:randomly", "-k", "resident")
+    result.assert_outcomes(passed=1)

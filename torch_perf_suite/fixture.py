@@ -197,7 +197,10 @@ class Perf:
         """Measure `part` of this test's workload once more (a failing check's confirmation)."""
         if self._windows is None or self._request.node.nodeid != result.test_id:
             raise RuntimeError(f"{self.test_id}: can only confirm a result measured by this test")
-        window = part if part in self._windows.available() else "pipeline"  # a resident batch: its step is the GPU-side one
+        available = self._windows.available()
+        window = "pipeline" if part == "gpu" and "gpu" not in available else part  # a resident batch: its step is the GPU-side one
+        if window not in available:
+            raise RuntimeError(f"{self.test_id}: cannot measure {part!r} again; this workload measures {', '.join(available)}")
         again = self._windows.time(window)
         result.notes.append(f"{part} measured again to confirm: {again.median:,.0f} samples/s")
         return again

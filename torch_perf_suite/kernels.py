@@ -1,7 +1,7 @@
 """What the GPU ran in a profiled window: kernels per step, Tensor Core use, layout conversions.
 
-Read from the same Chrome trace as the sync count (GPU events of category "kernel" inside the
-`perf_step_<i>` ranges' time span), so it is as deterministic as the sync count: which kernels run
+Read from the same Chrome trace as the sync count (GPU events of category "kernel" launched inside a
+`perf_step_<i>` range), so it is as deterministic as the sync count: which kernels run
 does not depend on the host's speed. Kernels are told apart by name, the way DLProf and Nsight
 Systems users read them:
 
@@ -12,7 +12,7 @@ Systems users read them:
   cuBLAS GEMMs (`gemm`, Hopper's `nvjet`), Winograd and FFT transforms;
 - of those, Tensor Core kernels: named for their Tensor Core instruction or input type (`tf32`,
   `f16`, `bf16`, `hmma`, `s16816`, `tensorop`, `nvjet`, `gmma`); plain FP32 ones are named `ffma`,
-  `sgemm` or templated on `<float`. Names seen on an H100 and an H200 with torch 2.11 (README).
+  `sgemm` or templated on `<float`. Names as seen on H200s with torch 2.11 (README, "ResNet-50").
 """
 
 from __future__ import annotations
@@ -108,9 +108,9 @@ class KernelStats:
 def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> KernelStats:
     """Per-step kernel figures from a trace's usable events (syncs._usable) and its step spans (start, end).
 
-    A kernel belongs to the steps when it starts between the first step's start and the last step's
-    end plus the time the GPU still ran after it: kernels run later than the host launched them, so
-    each is placed by its launch (the runtime call with the same correlation id) where the trace has one."""
+    A kernel belongs to the step in whose span it was launched: kernels run later than the host launched
+    them, so each is placed by its launch (the runtime or driver call with the same correlation id), or by
+    its own start where the trace has no launch for it. Kernels launched outside every step are left out."""
     launched_at = {e["args"]["correlation"]: e["ts"] for e in events
                    if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     starts = [s for s, _ in steps]
