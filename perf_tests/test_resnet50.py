@@ -115,7 +115,7 @@ def test_batch_size_sweep(perf, measure, batch):
         perf.assert_utilization(result, at_least=UTILIZATION)
         smallest = perf.result_of(f"batch_{BATCHES[0]}")
         if smallest is not None and not perf.smoke:
-            low, high = (r.parts.gpu.util.sm_pct if r.parts.gpu.util else None for r in (smallest, result))
+            low, high = (r.parts.gpu.util.gpu_util_pct if r.parts.gpu.util else None for r in (smallest, result))
             if low is not None and high is not None:
                 assert high >= low + 20, f"GPU-Util {low:.0f}% at batch {BATCHES[0]}, {high:.0f}% at {batch}: expected +20"
     _row(perf, result, section="ResNet-50 batch sweep (seed 001)", batch=batch)
@@ -128,14 +128,14 @@ def _row(perf, result, section: str = "ResNet-50 ladder (seed 001 and past it)",
     kernels = result.syncs.kernels if result.syncs else None
     perf.add_row(
         section,
-        chart=CHART if "step" in columns else Chart(x="batch", bars=("gpu_side",), note="sm_util_pct"),
+        chart=CHART if "step" in columns else Chart(x="batch", bars=("gpu_side",), note="gpu_util_pct"),
         **columns,
         gpu_side=gpu.median if gpu else None,
         ms_per_step=1000 * result.parts.batch_size / gpu.median if gpu else None,
         syncs_per_step=result.syncs.per_step if result.syncs else None,
         tensor_cores=None if kernels is None or kernels.tensor_core_share is None else f"{kernels.tensor_core_share:.0%} TC",
         conversions_per_step=None if kernels is None else kernels.conversions_per_step,
-        sm_util_pct=None if util is None else util.sm_pct,
+        gpu_util_pct=None if util is None else util.gpu_util_pct,
         watts=None if util is None else util.power_w,
         sm_mhz=None if util is None else util.sm_mhz,
     )

@@ -124,15 +124,25 @@ def test_json_and_description_list_the_top_kernels():
     assert "kernel_11" in text and "kernel_0" not in text  # the two shortest are left out
 
 
+def share_by_hand(case: str) -> tuple[int, float]:
+    """(kernels, Tensor Core share) summed over every kernel event of a committed trace, whose profiled
+    windows hold nothing but the steps."""
+    events = [e for e in syncs.load_trace(TRACES / f"{case}.json.gz")["traceEvents"] if e.get("cat") == "kernel"]
+    on_tc = sum(e["dur"] for e in events if kernels.tensor_core(e["name"]))
+    conv_or_matmul = sum(e["dur"] for e in events if kernels.tensor_core(e["name"]) is not None)
+    return len(events), on_tc / conv_or_matmul
+
+
 def test_the_committed_traces():
     """The fp32 trace (ResNet-18 on an H200, strict FP32 matmuls) ran no Tensor Core kernel; the fp16 one (autocast
     with a GradScaler) ran its matmuls on CUTLASS tensorop kernels and some convolutions on CUDA cores."""
-    clean = syncs.count_syncs(syncs.load_trace(TRACES / "clean.json.gz")).kernels
-    assert clean.tensor_core_share == 0.0 and clean.conversions_per_step == 0
-    fp16 = syncs.count_syncs(syncs.load_trace(TRACES / "grad_scaler.json.gz")).kernels
-    used = {x.name for x in fp16.kernels if x.tensor_core}
-    assert used and all("tensorop" in name for name in used)
-    assert 0 < fp16.tensor_core_share < 1
+    for case, tensor_core_kernels in [("clean", set()), ("grad_scaler", {"cutlass_80_wmma_tensorop_f16_s161616gemm"})]:
+        k = syncs.count_syncs(syncs.load_trace(TRACES / f"{case}.json.gz")).kernels
+        launches, share = share_by_hand(case)
+        assert round(sum(x.launches_per_step for x in k.kernels) * k.steps) == launches  # all of them, once each
+        assert k.tensor_core_share == pytest.approx(share) and k.conversions_per_step == 0
+        assert {next(w for w in tensor_core_kernels if w in x.name) for x in k.kernels if x.tensor_core} == tensor_core_kernels
+    assert share_by_hand("clean")[1] == 0 and 0.3 < share_by_hand("grad_scaler")[1] < 0.7
 
 
 def test_the_json_and_the_description_of_a_window_in_full():

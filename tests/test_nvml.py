@@ -12,13 +12,14 @@ class FakeNVML(types.ModuleType):
     class NVMLError(Exception):
         pass
 
-    def __init__(self, fail_on=()):
+    def __init__(self, fail_on=(), error=None):
         super().__init__("pynvml")
-        self.fail_on = fail_on
+        self.fail_on, self.error = fail_on, error or self.NVMLError
+        self.util = iter([50, 100, 90, 100, 100] * 1000)
 
     def _maybe_fail(self, name):
         if name in self.fail_on:
-            raise self.NVMLError(name)
+            raise self.error(name)
 
     def nvmlInit(self):
         self._maybe_fail("init")
@@ -38,7 +39,6 @@ class FakeNVML(types.ModuleType):
     NVML_CLOCK_SM = 1
     NVML_NVLINK_MAX_LINKS = 4
     NVML_FEATURE_ENABLED = 1
-    util = iter([50, 100, 90, 100, 100] * 1000)
 
     # GPU-1 is busy; any other GPU idles (so that reading the wrong handle shows)
     def nvmlDeviceGetUtilizationRates(self, handle):
@@ -132,7 +132,7 @@ def test_sampler_reads_what_nvidia_smi_shows(fake):
             pass
     u = s.summary()
     assert u.samples >= 7  # the thread's, and one at the window's end
-    assert u.sm_pct == 100  # the median: one 50 and one 90 among 100s
+    assert u.gpu_util_pct == 100  # the median: one 50 and one 90 among 100s
     assert (u.mem_used_gb, u.mem_total_gb, u.power_w, u.power_limit_w, u.sm_mhz) == (45, 141, 640, 700, 1980)
     assert u.describe() == "45/141 GB, 640/700 W, 1,980 MHz"
     assert u.unavailable is None
@@ -149,7 +149,7 @@ def test_sampler_without_nvml_says_unavailable_and_why(fake, module, uuid, why):
         pass
     u = s.summary()
     assert u.unavailable and why in u.unavailable
-    assert u.describe().startswith("unavailable: ") and u.sm_pct is None
+    assert u.describe().startswith("unavailable: ") and u.gpu_util_pct is None
 
 
 @pytest.mark.parametrize("lacks, shown", [(("power",), "45/141 GB, 1,980 MHz"), (("memory",), "640/700 W, 1,980 MHz"),
@@ -159,7 +159,7 @@ def test_sampler_leaves_out_a_counter_the_gpu_lacks(fake, lacks, shown):
     with nvml.Sampler("GPU-1", interval_s=0.01) as s:
         pass
     u = s.summary()
-    assert u.describe() == shown and u.sm_pct is not None and u.unavailable is None
+    assert u.describe() == shown and u.gpu_util_pct is not None and u.unavailable is None
 
 
 def test_sampler_of_a_gpu_that_answers_no_query(fake):
@@ -170,13 +170,42 @@ def test_sampler_of_a_gpu_that_answers_no_query(fake):
     assert u.unavailable == "NVML answered no utilization query on this GPU" and u.samples >= 2
 
 
+def test_sampler_survives_a_binding_that_raises_something_else_and_says_what(fake):
+    fake(FakeNVML(fail_on=("util", "memory", "power", "clock"), error=TypeError))
+    with nvml.Sampler("GPU-1", interval_s=0.01) as s:
+        pass
+    u = s.summary()
+    assert u.unavailable == ("NVML answered no utilization query on this GPU; gpu_util_pct: TypeError: util; "
+                             "mem_used_gb: TypeError: memory; mem_total_gb: TypeError: memory; power_w: TypeError: power; "
+                             "sm_mhz: TypeError: clock")
+
+
+@pytest.mark.parametrize("raised, samples", [(False, 2), (True, 1)])
+def test_sampler_reads_the_window_end_only_when_the_window_did_not_raise(fake, raised, samples):
+    fake(FakeNVML())
+    with pytest.raises(ZeroDivisionError) if raised else __import__("contextlib").nullcontext():
+        with nvml.Sampler("GPU-1", interval_s=60) as s:  # the thread reads once, then waits
+            while not s.rows:
+                pass
+            if raised:
+                1 / 0
+    assert len(s.rows) == samples
+
+
+def test_a_total_or_limit_nvml_did_not_give_is_left_out():
+    util = nvml.Utilization(3, gpu_util_pct=90.0, mem_used_gb=45.0, power_w=640.0).as_json()
+    assert nvml.shown(util) == "45 GB, 640 W"
+    assert nvml.Utilization(3, gpu_util_pct=90.0, mem_used_gb=45.0, power_w=640.0).describe() == "45 GB, 640 W"
+    assert nvml.shown({**util, "mem_used_gb": None, "power_w": None}) == ""
+
+
 def test_sampler_reads_its_own_gpu(fake):
     """An idle second GPU reads 0%, 1 GB, 80 W, 345 MHz in the fake: what the sampler of GPU-2 must show."""
     fake(FakeNVML())
     with nvml.Sampler("GPU-2", interval_s=0.01) as s:
         pass
     u = s.summary()
-    assert (u.sm_pct, u.mem_used_gb, u.power_w, u.power_limit_w, u.sm_mhz) == (0, 1, 80, 600, 345)
+    assert (u.gpu_util_pct, u.mem_used_gb, u.power_w, u.power_limit_w, u.sm_mhz) == (0, 1, 80, 600, 345)
 
 
 def test_topology_names_nvlinks_and_pcie_paths_as_nvidia_smi_topo_does(fake):

@@ -22,7 +22,8 @@ UNKNOWN = SyncSource("cudaDeviceSynchronize", "", "", "")
 METRIC = SyncSource("cudaStreamSynchronize", "", "metrics.py:9 in compute", "torchmetrics/x.py:1 in f")
 
 
-UTIL = Utilization(20, sm_pct=97.0, mem_used_gb=45.123, mem_total_gb=141.0, power_w=640.4, power_limit_w=700.0, sm_mhz=1980.0)
+UTIL = Utilization(20, gpu_util_pct=97.0, mem_used_gb=45.123, mem_total_gb=141.0, power_w=640.4, power_limit_w=700.0,
+                   sm_mhz=1980.0)
 
 
 def full():
@@ -61,7 +62,7 @@ FULL_ROW = {
                      "added_rounds": 0, "window_s": 0.0, "watts": None, "util": None},
         "gpu": {"samples_per_s": 2000.0, "rounds": [2000.0] * 5, "spread_pct": 0.0, "ci_pct": 0.0, "added_rounds": 2,
                 "window_s": 1.23, "watts": 690,  # 172.6 J over 0.25 s
-                "util": {"samples": 20, "sm_pct": 97.0, "mem_used_gb": 45.12, "mem_total_gb": 141.0, "power_w": 640.4,
+                "util": {"samples": 20, "gpu_util_pct": 97.0, "mem_used_gb": 45.12, "mem_total_gb": 141.0, "power_w": 640.4,
                          "power_limit_w": 700.0, "sm_mhz": 1980.0, "unavailable": None}},
         "loader": None,
         "loader_cpu": None,
@@ -107,7 +108,7 @@ BARE_LINE = "| test_b | 1,000 | - | - | - | - | - | - | - | - | - | - | - |  |"
 HEAD = ("GPU: NVIDIA H200 | driver 580 | CUDA 13.0 | torch 2.11 | torchvision 0.26 | torchmetrics 1.9 | "
         "host Xeon x 16 cores | 2026-11-22\n\n")
 TABLE_HEAD = ("| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread "
-              "| syncs/step | SM util | memory, power, clock | peak mem | notes |\n"
+              "| syncs/step | GPU-Util | memory, power, clock | peak mem | notes |\n"
               "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|---|\n")
 LADDER = {"ladder": [{"step": "baseline", "samples/s": 1234.4, "gain": 1.0, "runs": 3},
                      {"step": "workers", "samples/s": 99.5, "note": None}]}
@@ -183,7 +184,7 @@ def test_write_without_sections_writes_an_empty_object(tmp_path):
 
 LEGEND = ("samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
           "loader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / slowest part; "
-          "spread = between rounds, per part in this order; SM util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
+          "spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
           "rounds (NVML), with the memory used, power and SM clock of the last\n\n")
 
 

@@ -198,7 +198,8 @@ class Perf:
         if self._windows is None or self._request.node.nodeid != result.test_id:
             raise RuntimeError(f"{self.test_id}: can only confirm a result measured by this test")
         available = self._windows.available()
-        window = "pipeline" if part == "gpu" and "gpu" not in available else part  # a resident batch: its step is the GPU-side one
+        # a resident batch: its step is the GPU-side one
+        window = "pipeline" if part == "gpu" and "gpu" not in available else part
         if window not in available:
             raise RuntimeError(f"{self.test_id}: cannot measure {part!r} again; this workload measures {', '.join(available)}")
         again = self._windows.time(window)
@@ -288,12 +289,13 @@ class Perf:
             return
         t = result.parts.get(part)
         util = None if t is None else t.util
-        if util is None or util.unavailable or util.sm_pct is None:
+        if util is None or util.unavailable or util.gpu_util_pct is None:
             why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
             result.notes.append(f"utilization not checked: {why}")
             return
-        if util.sm_pct < at_least:
-            pytest.fail(f"{self.test_id}: GPU-Util {util.sm_pct:.0f}% over the {part} rounds (NVML, {util.samples} samples), "
+        if util.gpu_util_pct < at_least:
+            pytest.fail(f"{self.test_id}: GPU-Util {util.gpu_util_pct:.0f}%"
+                        f" over the {part} rounds (NVML, {util.samples} samples), "
                         f"expected at least {at_least:g}%: the GPU waits for the host. {util.describe()}; "
                         f"{_parts_line(result.parts)}", pytrace=False)
 

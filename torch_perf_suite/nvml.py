@@ -77,7 +77,7 @@ class Utilization:
     """What nvidia-smi would have shown over a window: medians of the samples (memory: the most used)."""
 
     samples: int = 0
-    sm_pct: float | None = None  # nvidia-smi's GPU-Util: time in which a kernel ran, per sample period
+    gpu_util_pct: float | None = None  # nvidia-smi's GPU-Util: time in which a kernel ran, per sample period
     mem_used_gb: float | None = None
     mem_total_gb: float | None = None
     power_w: float | None = None
@@ -86,23 +86,24 @@ class Utilization:
     unavailable: str | None = None  # why nothing was read
 
     def describe(self) -> str:
-        if self.unavailable:
-            return f"unavailable: {self.unavailable}"
-        shown = []
-        if self.mem_used_gb is not None:
-            shown.append(f"{self.mem_used_gb:.0f}/{self.mem_total_gb:.0f} GB")
-        if self.power_w is not None:
-            shown.append(f"{self.power_w:.0f}" + (f"/{self.power_limit_w:.0f}" if self.power_limit_w else "") + " W")
-        if self.sm_mhz is not None:
-            shown.append(f"{self.sm_mhz:,.0f} MHz")
-        return ", ".join(shown)
+        return f"unavailable: {self.unavailable}" if self.unavailable else shown(self.as_json())
 
     def as_json(self) -> dict:
         return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
 
 
+def shown(util: dict) -> str:
+    """Memory, power and clock from `Utilization.as_json()`, as nvidia-smi shows them ("45/141 GB, 640/700 W,
+    1,980 MHz"); a total or limit NVML did not give is left out, and so is a figure it did not give."""
+    def of(value, total, unit, fmt="{:.0f}"):
+        return None if value is None else fmt.format(value) + ("" if not total else f"/{total:.0f}") + f" {unit}"
+    return ", ".join(filter(None, [of(util["mem_used_gb"], util["mem_total_gb"], "GB"),
+                                   of(util["power_w"], util["power_limit_w"], "W"),
+                                   of(util["sm_mhz"], None, "MHz", "{:,.0f}")]))
+
+
 QUERIES = {  # field: (query, scale to the field's unit); each is one nvidia-smi column
-    "sm_pct": (lambda h: pynvml.nvmlDeviceGetUtilizationRates(h).gpu, 1),
+    "gpu_util_pct": (lambda h: pynvml.nvmlDeviceGetUtilizationRates(h).gpu, 1),
     "mem_used_gb": (lambda h: pynvml.nvmlDeviceGetMemoryInfo(h).used, 1e9),
     "mem_total_gb": (lambda h: pynvml.nvmlDeviceGetMemoryInfo(h).total, 1e9),
     "power_w": (lambda h: pynvml.nvmlDeviceGetPowerUsage(h), 1000),  # milliwatts
@@ -122,6 +123,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.why_not: str | None = None
+        self.errors: dict[str, str] = {}  # query -> the first error other than NVML's own
 
     def _sample(self, handle) -> None:
         row = {}
@@ -130,6 +132,8 @@ class Sampler:
                 row[name] = query(handle) / scale
             except pynvml.NVMLError:
                 continue  # a GPU without this counter: the column stays empty
+            except Exception as error:  # a broken binding must not end the thread: say so in the summary
+                self.errors.setdefault(name, f"{type(error).__name__}: {error}")
         self.rows.append(row)
 
     def _run(self, handle) -> None:
@@ -145,11 +149,12 @@ class Sampler:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *_) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            self._sample(_handle(self.uuid))  # the window's end
+            if exc_type is None:  # the window's end; not when the window raised (a CUDA error may be NVML's too)
+                self._sample(_handle(self.uuid))
 
     def summary(self) -> Utilization:
         if self.why_not:
@@ -158,9 +163,10 @@ class Sampler:
             values = [r[name] for r in self.rows if name in r]
             return statistics.median(values) if values else None
         if not any(self.rows):
-            return Utilization(len(self.rows), unavailable="NVML answered no utilization query on this GPU")
+            errors = "".join(f"; {name}: {error}" for name, error in self.errors.items())
+            return Utilization(len(self.rows), unavailable="NVML answered no utilization query on this GPU" + errors)
         used = [r["mem_used_gb"] for r in self.rows if "mem_used_gb" in r]
-        return Utilization(len(self.rows), sm_pct=median("sm_pct"), mem_used_gb=max(used) if used else None,
+        return Utilization(len(self.rows), gpu_util_pct=median("gpu_util_pct"), mem_used_gb=max(used) if used else None,
                            mem_total_gb=median("mem_total_gb"), power_w=median("power_w"),
                            power_limit_w=power_limit_w(self.uuid), sm_mhz=median("sm_mhz"))
 

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .nvml import shown
 from .parts import PARTS
 from .syncs import UNKNOWN_FIX
 
@@ -156,19 +157,15 @@ def _spread(row: dict) -> str:
 
 
 def _gpu_util(row: dict) -> tuple[str, str]:
-    """(SM utilization of the pipeline / GPU-side windows, memory, power and clock of the last of them),
+    """(GPU-Util of the pipeline / GPU-side windows, memory, power and clock of the last of them),
     as nvidia-smi shows them."""
     seen = [part["util"] for name in ("pipeline", "gpu") if (part := row["parts"][name]) and part.get("util")]
     if not seen:
         return "-", "-"
     if seen[-1]["unavailable"]:
         return f"unavailable: {seen[-1]['unavailable']}", "-"
-    sm = "/".join("-" if u["sm_pct"] is None else f"{u['sm_pct']:.0f}" for u in seen) + "%"
-    last = seen[-1]
-    shown = [f"{last['mem_used_gb']:.0f}/{last['mem_total_gb']:.0f} GB" if last["mem_used_gb"] is not None else None,
-             f"{last['power_w']:.0f}/{last['power_limit_w'] or 0:.0f} W" if last["power_w"] is not None else None,
-             f"{last['sm_mhz']:,.0f} MHz" if last["sm_mhz"] is not None else None]
-    return sm, ", ".join(filter(None, shown)) or "-"
+    sm = "/".join("-" if u["gpu_util_pct"] is None else f"{u['gpu_util_pct']:.0f}" for u in seen) + "%"
+    return sm, shown(seen[-1]) or "-"
 
 
 def _vs_baseline(row: dict) -> str:
@@ -188,12 +185,12 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
         + (f" | GPU topology (nvidia-smi topo -m): {env['topology']}" if env.get("topology") else "") + "\n\n"
         "samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
         "loader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / slowest part; "
-        "spread = between rounds, per part in this order; SM util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
+        "spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
         "rounds (NVML), with the memory used, power and SM clock of the last\n\n"
     )
     lines = [
         "| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread | syncs/step "
-        "| SM util | memory, power, clock | peak mem | notes |",
+        "| GPU-Util | memory, power, clock | peak mem | notes |",
         "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|---|",
     ]
     table_rows = rows(results)
