@@ -3,7 +3,8 @@ from dataclasses import replace
 
 import pytest
 
-from fixtures import recipes
+from fixtures import disk, recipes
+from torch_perf_suite import host
 
 
 @pytest.fixture
@@ -25,7 +26,9 @@ def measure(perf):
         workload = recipes.build(recipe, perf.device)
         opened.append(workload)
         if not perf.smoke:
-            return perf.measure(workload, parts)
+            result = perf.measure(workload, parts)
+            describe_host_side(result, workload, recipe)
+            return result
         losses = []
         step = workload.step
         workload.step = lambda: losses.append(step()) or losses[-1]
@@ -38,3 +41,21 @@ def measure(perf):
     yield run
     for workload in opened:
         workload.close()
+
+
+def describe_host_side(result, workload, recipe: recipes.Recipe) -> None:
+    """Report notes: host memory at the end of the measurement (seed 003's arithmetic beside it), bytes copied a step."""
+    result.extra["host"] = host.memory_line(workload.host_memory(), recipe.num_workers)
+    copied = result.syncs.kernels.copied_bytes_per_step if result.syncs and result.syncs.kernels else {}
+    if copied:
+        result.extra["copied"] = ", ".join(f"{d} {n / 1e6:,.1f} MB" for d, n in copied.items()) + " a step"
+
+
+@pytest.fixture(scope="session")
+def image_dataset(request):
+    """The on-disk image dataset (fixtures/disk.py), written once per machine and reused (a tiny one in smoke
+    runs); where it cannot be written, each test that needs it fails with what to do, and the others run."""
+    try:
+        return disk.ensure(disk.SMOKE_SPEC if request.config.getoption("--perf-smoke") else disk.Spec())
+    except disk.DatasetError as e:
+        pytest.fail(str(e), pytrace=False)

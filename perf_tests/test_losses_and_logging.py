@@ -21,7 +21,8 @@ BATCH = 256  # the loss's batch: 224 kept samples, 32 labelled IGNORE
 LOSS_SPEEDUP = 20  # vectorized over naive, the loss alone on the GPU (forward and backward)
 
 
-@pytest.mark.parametrize("variant", ["naive", "vectorized"])
+# the naive loss profiles one step: its 480 syncs make a trace of thousands of events a step
+@pytest.mark.parametrize("variant", [pytest.param("naive", marks=pytest.mark.perf(profile_steps=1)), "vectorized"])
 def test_custom_loss(perf, variant):
     """The loss alone, on fixed logits on the GPU: the naive form syncs once per sample (label check) and once
     per kept sample (hard-example check), each sync attributed to its line in fixtures/losses.py."""

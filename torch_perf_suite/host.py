@@ -40,6 +40,41 @@ def workers_cpu_s(batches) -> float | None:
         return None
 
 
+def memory(batches=None) -> dict:
+    """Host memory now, in bytes: this process's resident set ("main_rss"), and where `batches` is a DataLoader
+    iterator with workers, their number and the sum of their proportional sets ("workers_pss": a page shared by
+    k processes counts 1/k to each, so pages forked from the main process are not counted once per worker)
+    and resident sets ("workers_rss": what `top` adds up). A worker that has exited is left out."""
+    found = {"main_rss": psutil.Process().memory_info().rss, "workers": 0, "workers_pss": 0, "workers_rss": 0}
+    for worker in getattr(batches, "_workers", None) or ():
+        try:
+            info = psutil.Process(worker.pid).memory_full_info()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        found["workers"] += 1
+        found["workers_pss"] += getattr(info, "pss", info.rss)  # pss: Linux only
+        found["workers_rss"] += info.rss
+    return found
+
+
+def memory_line(found: dict, workers: int) -> str:
+    """`memory(...)` as a report note, with seed 003's arithmetic (one batch per worker) where `found` has the
+    batch's bytes ("batch") and pinned memory ("pinned") where known."""
+    def gb(n):
+        return f"{n / 1e9:.2f} GB"
+    shown = [f"main {gb(found['main_rss'])}"]
+    if found["workers"]:
+        each = found["workers_pss"] / found["workers"]
+        shown.append(f"{found['workers']} workers {gb(found['workers_pss'])} PSS ({gb(each)} each; "
+                     f"{gb(found['workers_rss'])} RSS)")
+    if found.get("pinned") is not None:
+        shown.append(f"pinned pool {gb(found['pinned'])}")
+    line = ", ".join(shown)
+    if found.get("batch") is not None and workers:
+        line += f"; batch {found['batch'] / 1e6:.1f} MB x {workers} workers = {found['batch'] * workers / 1e6:,.0f} MB"
+    return line
+
+
 def machine_id() -> str:
     for path in _MACHINE_ID_FILES:
         try:

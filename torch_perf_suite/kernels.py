@@ -1,4 +1,4 @@
-"""What the GPU ran in a profiled window: kernels per step, Tensor Core use, layout conversions.
+"""What the GPU ran in a profiled window: kernels per step, Tensor Core use, layout conversions, bytes copied.
 
 Read from the same Chrome trace as the sync count (GPU events of category "kernel" launched inside a
 `perf_step_<i>` range), so it is as deterministic as the sync count: which kernels run
@@ -28,6 +28,7 @@ CONV_OR_MATMUL = re.compile(r"gemm|convolve|convolution|conv2d|fprop|dgrad|wgrad
 NOT_TENSOR_CORE = re.compile(r"ffma|sgemm|<float|winograd|fft", re.IGNORECASE)  # read first: "f32f32_f32f32_f32..._ffma"
 TENSOR_CORE = re.compile(r"tf32|f16|hmma|1688|16816|tensorop|nvjet|gmma", re.IGNORECASE)  # "f16" covers bf16
 TOP = 10
+MEMCPY = re.compile(r"^Memcpy (\w+)")  # the copy's direction: HtoD, DtoH, DtoD
 
 
 def is_conversion(name: str) -> bool:
@@ -63,6 +64,7 @@ class Kernel:
 class KernelStats:
     steps: int
     kernels: list[Kernel] = field(default_factory=list)  # every kernel name seen, most GPU time first
+    copied_bytes_per_step: dict[str, float] = field(default_factory=dict)  # "HtoD", "DtoH", ...: memcpy bytes a step
 
     @property
     def total_us_per_step(self) -> float:
@@ -100,6 +102,7 @@ class KernelStats:
             "tensor_core_share": None if self.tensor_core_share is None else round(self.tensor_core_share, 4),
             "conversions_per_step": self.conversions_per_step,
             "conversions": [k.name for k in self.conversions],
+            "copied_bytes_per_step": self.copied_bytes_per_step,
             "top": [{"name": k.name, "ms_per_step": round(k.us_per_step / 1000, 4), "launches_per_step": k.launches_per_step,
                      "share": round(k.share, 4), "tensor_core": k.tensor_core} for k in self.top(n)],
         }
@@ -116,12 +119,18 @@ def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> Kernel
     starts = [s for s, _ in steps]
     time_us: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
+    copied: dict[str, float] = defaultdict(float)
     for e in events:
-        if e.get("cat") != "kernel":
+        if e.get("cat") not in ("kernel", "gpu_memcpy"):
             continue
         at = launched_at.get(e.get("args", {}).get("correlation"), e["ts"])
         i = bisect.bisect_right(starts, at) - 1
         if i < 0 or at > steps[i][1]:
+            continue
+        if e["cat"] == "gpu_memcpy":  # "Memcpy HtoD (Pinned -> Device)": bytes by direction
+            bytes_ = e.get("args", {}).get("bytes")
+            if isinstance(bytes_, (int, float)) and (direction := MEMCPY.search(e["name"])):
+                copied[direction.group(1)] += bytes_
             continue
         time_us[e["name"]] += float(e.get("dur", 0))
         count[e["name"]] += 1
@@ -129,4 +138,4 @@ def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> Kernel
     total = sum(time_us.values())
     kernels = [Kernel(name, us / n, count[name] / n, us / total if total else 0.0, tensor_core(name))
                for name, us in sorted(time_us.items(), key=lambda kv: -kv[1])]
-    return KernelStats(n, kernels)
+    return KernelStats(n, kernels, {direction: total / n for direction, total in sorted(copied.items())})

@@ -144,6 +144,13 @@ KNOWN_SOURCES: list[Advice] = [
         op="aten::nonzero",
     ),
     Advice(
+        "GPU JPEG decode",
+        "torchvision's decode_jpeg(..., device='cuda') waits for each image's decode (torchvision 0.26): decode in the "
+        "DataLoader's workers on the CPU, or with a decoder that batches without host waits (DALI, torchcodec)",
+        "https://docs.pytorch.org/vision/stable/generated/torchvision.io.decode_jpeg.html",
+        op="image::decode_jpegs_cuda",
+    ),
+    Advice(
         "tensor read on the host",
         ".item(), float(t), bool(t), `if t:` or printing a GPU tensor waits for the GPU: read it every k steps, "
         "or copy it non_blocking into pinned memory and read it a step later",
