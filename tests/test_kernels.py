@@ -145,13 +145,78 @@ def test_the_committed_traces():
     assert share_by_hand("clean")[1] == 0 and 0.3 < share_by_hand("grad_scaler")[1] < 0.7
 
 
+def copied_by_hand(case: str) -> dict[str, float]:
+    """Bytes a step of a committed trace's memcpy events by direction (the word after "Memcpy "), summed over every
+    one of them (the profiled windows hold nothing but the steps) and divided by its steps."""
+    events = syncs.load_trace(TRACES / f"{case}.json.gz")["traceEvents"]
+    steps = sum(e.get("cat") == "user_annotation" and e["name"].startswith("perf_step_") for e in events)
+    copied: dict[str, float] = {}
+    for e in events:
+        if e.get("cat") == "gpu_memcpy":
+            direction = e["name"].split()[1]
+            copied[direction] = copied.get(direction, 0) + e["args"]["bytes"]
+    return {direction: total / steps for direction, total in copied.items()}
+
+
+@pytest.mark.parametrize("case", sorted(p.name.removesuffix(".json.gz") for p in TRACES.glob("*.json.gz")))
+def test_bytes_copied_a_step_in_the_committed_traces(case):
+    k = syncs.count_syncs(syncs.load_trace(TRACES / f"{case}.json.gz")).kernels
+    by_hand = copied_by_hand(case)
+    assert by_hand["HtoD"] > 0  # every trace copies its batch to the GPU
+    assert k.copied_bytes_per_step == pytest.approx(by_hand) and k.as_json()["copied_bytes_per_step"] == k.copied_bytes_per_step
+    assert not any(x.name.startswith("Memcpy") for x in k.kernels)  # copies are not kernels
+
+
+HTOD, DTOH, DTOD = "Memcpy HtoD (Pinned -> Device)", "Memcpy DtoH (Device -> Pinned)", "Memcpy DtoD (Device -> Device)"
+
+
+def copies_window(copies, kernel_runs=()):
+    """window()'s two steps (0-100 us, 200-300 us), with memcpy events: each (name, launch, start, bytes) launched by
+    cudaMemcpyAsync at `launch` (None: no launch in the trace) and run on the GPU from `start` for 2 us."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"perf_step_{i}", "ts": 200 * i, "dur": 100, "pid": 1, "tid": 1}
+              for i in range(2)]
+    for corr, (name, launch, start, dur) in enumerate(kernel_runs, start=1000):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": launch, "dur": 1, "pid": 1, "tid": 1,
+                       "args": {"correlation": corr}})
+        events.append({"ph": "X", "cat": "kernel", "name": name, "ts": start, "dur": dur, "pid": 0, "tid": 7,
+                       "args": {"correlation": corr}})
+    for corr, (name, launch, start, size) in enumerate(copies, start=1):
+        if launch is not None:
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": launch, "dur": 1, "pid": 1,
+                           "tid": 1, "args": {"correlation": corr}})
+        args = {"correlation": corr} if size is None else {"correlation": corr, "bytes": size}
+        events.append({"ph": "X", "cat": "gpu_memcpy", "name": name, "ts": start, "dur": 2, "pid": 0, "tid": 8, "args": args})
+    return syncs.count_syncs({"traceEvents": events}).kernels
+
+
+def test_bytes_copied_a_step_are_placed_by_their_launch():
+    k = copies_window([
+        (HTOD, 10, 20, 1000), (DTOH, 90, 120, 8),  # step 0; the DtoH runs after the step ended, launched in it
+        (HTOD, 210, 220, 3000), (DTOD, 250, 260, 4), (DTOD, 260, 270, 4),  # step 1
+        (HTOD, 150, 210, 10**6),  # launched between the steps, runs inside step 1: not counted
+        (HTOD, 350, 360, 10**7), (DTOH, 310, 320, 10**7),  # launched after the last step
+        (HTOD, None, 230, 500),  # no launch in the trace: placed by its own start, in step 1
+        (HTOD, None, 150, 10**8),  # nor launch, starts between the steps
+    ], kernel_runs=[(RELU, 10, 20, 6)])
+    assert k.copied_bytes_per_step == {"DtoD": 4.0, "DtoH": 4.0, "HtoD": (1000 + 3000 + 500) / 2}
+    assert [(x.name, x.us_per_step) for x in k.kernels] == [(RELU, 3.0)]  # copies are not kernels, nor their time
+    assert k.as_json()["copied_bytes_per_step"] == {"DtoD": 4.0, "DtoH": 4.0, "HtoD": 2250.0}
+
+
+def test_copies_without_a_size_or_a_direction_are_left_out():
+    k = copies_window([(DTOH, 10, 20, None), (HTOD, 15, 25, None), ("Memset (Device)", 20, 30, 64),  # no bytes; not a Memcpy
+                       (HTOD, 30, 40, 64)])
+    assert k.copied_bytes_per_step == {"HtoD": 32.0}
+    assert copies_window([], kernel_runs=[(RELU, 10, 20, 6)]).copied_bytes_per_step == {}
+
+
 def test_the_json_and_the_description_of_a_window_in_full():
     """The window of test_kernel_figures_per_step: 90 us of kernels a step, 60 of 70 us of conv/matmul time on Tensor Cores."""
     k = window([(TC, 10, 20, 60), (FP32, 20, 80, 20), (CONVERT, 30, 100, 10), (RELU, 40, 110, 10),
                 (TC, 210, 220, 60), (CONVERT, 230, 290, 10), (CONVERT, 240, 300, 10)])
     assert k.as_json() == {
         "steps": 2, "kernel_ms_per_step": 0.09, "tensor_core_share": 0.8571, "conversions_per_step": 1.5,
-        "conversions": [CONVERT],
+        "conversions": [CONVERT], "copied_bytes_per_step": {},  # no memcpy in this window
         "top": [{"name": TC, "ms_per_step": 0.06, "launches_per_step": 1.0, "share": 0.6667, "tensor_core": True},
                 {"name": CONVERT, "ms_per_step": 0.015, "launches_per_step": 1.5, "share": 0.1667, "tensor_core": None},
                 {"name": FP32, "ms_per_step": 0.01, "launches_per_step": 0.5, "share": 0.1111, "tensor_core": False},
