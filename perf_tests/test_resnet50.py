@@ -96,15 +96,16 @@ def test_bf16_in_eager_mode(perf, measure, layout):
     perf.assert_baseline(result)
 
 
-BATCHES = [8, 32, 128, 256]
-SWEEP_GAIN = {32: 2.0, 128: 1.5, 256: 0.98}  # over the batch before: launch-bound below 128, the GPU full from there
+# (batch 8 was measured too, 10-13% GPU-Util: left out to keep the suite within 15 minutes; README)
+BATCHES = [32, 128, 256]
+SWEEP_GAIN = {128: 1.5, 256: 0.98}  # over the batch before: launch-bound below 128, the GPU full from there
 
 
 @pytest.mark.parametrize("batch", BATCHES, ids=lambda b: f"batch_{b}")
 def test_batch_size_sweep(perf, measure, batch):
     """Seed 001's first advice: raise the batch until nvidia-smi shows the GPU busy. The fused_optimizer step
-    (fp16, channels_last, eager, no sync) at four batch sizes: samples/s and GPU-Util rise with the batch
-    until they saturate (GPU-Util on an H200: 10%, 18-19%, 57-95%, 100%; below 256 the host's launches bound it)."""
+    (fp16, channels_last, eager, no sync) at three batch sizes: samples/s and GPU-Util rise with the batch
+    until they saturate (GPU-Util on an H200: 18-30%, 57-95%, 100%; below 256 the host's launches bound it)."""
     recipe = replace(resnet50_ladder()["fused_optimizer"], batch_size=batch)
     supported(perf, recipe)
     result = measure(recipe)

@@ -40,7 +40,7 @@ SCENARIOS = {
     "jpeg_files_cold": Expect("jpeg_files", bottleneck="loader", cold=True),
     "jpeg_in_ram": Expect("jpeg_in_ram", bottleneck="loader"),  # advice 1, the encoded bytes: still decoded per item
     "pixels_in_ram": Expect("pixels_in_ram", over="jpeg_in_ram", loader_gain=1.3),  # advice 1, decoded: a resize left
-    "preprocessed": Expect("preprocessed", bottleneck="GPU", over="jpeg_files", loader_gain=1.5),  # advice 3
+    "preprocessed": Expect("preprocessed", bottleneck="GPU", over="jpeg_files", loader_gain=1.3),  # advice 3
     # advice 4: normalized to float32 in the workers, 4x the bytes to collate, pin and copy
     "preprocessed_float": Expect("preprocessed", bottleneck="loader", over="preprocessed", loader_cost=0.5, cast_on="cpu"),
     # past the article: nvJPEG through torchvision waits for every image, in the main process

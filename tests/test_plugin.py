@@ -265,6 +265,31 @@ def test_longer_rounds(perf, perf_session):
     assert dev.steps["loader"] == 3 * 5 + (1 + 3 * 5)  # test_copy's rounds; test_longer_rounds', after a probe
 
 
+def test_a_gpu_side_step_is_measured_once_per_key_and_checked_by_the_test_that_measured_it(suite, pytester):
+    pytester.makepyfile(test_copy=TEST_FILE + """
+Work.gpu_key = ("model", 1)
+
+class OtherLoader(Work):
+    def loader_step(self):
+        self.work("loader", 0.001)
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_other_loader(perf, perf_session):
+    result = perf.measure(OtherLoader(perf_session.device))
+    perf.assert_baseline(result)
+""")
+    suite.run("-p", "no:randomly", "--perf-update-baselines").assert_outcomes(passed=2)
+    dev = FakeGPU(slow={"gpu": 2.0})  # half the GPU-side speed: a regression for test_copy to report, not test_other_loader
+    suite.gpu(dev)
+    result = suite.run("-p", "no:randomly", "--perf-report=out/perf")
+    result.assert_outcomes(passed=1, failed=1)
+    assert dev.steps["gpu"] == 2 * (3 + 3 * 5)  # test_copy's window and its confirmation; not test_other_loader's
+    copy, other = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert copy["baseline"]["gpu"]["failed"] and "gpu" not in other["baseline"]
+    assert other["gpu_measured_in"] == "test_copy.py::test_copy" and other["loader_measured_in"] is None
+    assert "gpu measured in test_copy" in other["notes"] and other["parts"]["gpu"] == copy["parts"]["gpu"]
+
+
 def test_smoke_mode_shrinks_every_window_and_checks_nothing(suite):
     """--perf-smoke: one round of two steps per part after one warm-up step, whatever the marker asks (5 steps, 3 rounds)."""
     suite.gpu(gpu := FakeGPU(case="item"))  # a sync per step that a measured run would fail on

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fixtures.metrics import MetricCollector, compute_all, loss_and_classification_metrics, update_classification
+from fixtures import recipes
 from fixtures.recipes import BASELINE, LADDER_STEPS, LOADER_FIELDS, Recipe, build, channels_last_pair, for_smoke, ladder
 
 CHANGES = {
@@ -135,3 +136,20 @@ def test_an_nccl_group_is_bound_to_its_gpu(monkeypatch, device, bound):
     single_process_group(device)
     [(args, kwargs)] = calls
     assert args == ("nccl",) and kwargs["device_id"] == bound and (kwargs["rank"], kwargs["world_size"]) == (0, 1)
+
+
+def test_recipes_differing_only_in_their_loader_share_a_gpu_side_step(tmp_path):
+    """The GPU-side step trains on a batch kept on the device: workers, pinning and storage do not change it;
+    the batch's size, dtype and the model do."""
+    def key(recipe):
+        workload = recipes.build(recipe, "cpu")  # at full size (batches are not made until a step asks)
+        try:
+            return workload.gpu_key
+        finally:
+            workload.close()
+    steps = recipes.ladder(2)
+    assert key(steps["baseline"]) == key(steps["workers"]) == key(steps["pin_memory"])
+    assert len({key(steps[name]) for name in ("pin_memory", "batch_512", "uint8_h2d", "set_to_none")}) == 4
+    assert key(replace(steps["baseline"], resident=True)) is None  # its pipeline is its GPU-side step
+    loader_only = {f.name for f in fields(recipes.Recipe)} - {name for name, _ in key(steps["baseline"])}
+    assert loader_only == set(recipes.LOADER_ONLY_FIELDS) <= set(recipes.LOADER_FIELDS)

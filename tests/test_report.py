@@ -33,7 +33,7 @@ def full():
     not launch-bound, so the GPU is the bottleneck and the efficiency 333.33 / 2000 = 0.167."""
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3, 0.4, 0.3)),
                   gpu=Throughput(100, (0.05,) * 5, extended=2, window_s=1.23456, energy_j=172.6, util=UTIL), gpu_busy_s=0.04,
-                  loader_from="tests/test_x.py::test_x")
+                  measured_in={"loader": "tests/test_x.py::test_x"})
     verdicts = {
         "gpu": Verdict("gpu", 2100.0, Comparison(0.95, 0.97, True, "Mann-Whitney U, p=0.004"),
                        confirmation=Comparison(0.9, 0.97, True, "Mann-Whitney U, p=0.004")),
@@ -67,7 +67,7 @@ FULL_ROW = {
         "loader": None,
         "loader_cpu": None,
     },
-    "loader_measured_in": "tests/test_x.py::test_x",
+    "loader_measured_in": "tests/test_x.py::test_x", "gpu_measured_in": None,
     "bottleneck": "GPU",
     "efficiency": 0.167,
     "gpu_busy_pct": 80.0,
@@ -97,7 +97,7 @@ BARE_ROW = {
     "parts": {"pipeline": {"samples_per_s": 1000.0, "rounds": [1000.0], "spread_pct": None, "ci_pct": 0.0, "added_rounds": 0,
                            "window_s": 0.0, "watts": None, "util": None},
               "gpu": None, "loader": None, "loader_cpu": None},
-    "loader_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "baseline": {},
+    "loader_measured_in": None, "gpu_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "baseline": {},
     "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None, "extra": {},
     "notes": [],
 }

@@ -147,22 +147,22 @@ class Perf:
         wanted = tuple(p for p in ("gpu", "loader", "pipeline") if p in (parts or windows.available()))  # this order
         timed_by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
         dev.reset_peak_memory()
-        measured, loader_from = {}, None
-        # the same loader measured the same way is measured once a session
-        key = getattr(workload, "loader_key", None)
-        key = None if key is None else (key, self.measure_settings)
+        measured, measured_in = {}, {}
+        # the same loader, or the same GPU-side step, measured the same way is measured once a session
+        keys = {part: (part, key, self.measure_settings) for part in ("loader", "gpu")
+                if (key := getattr(workload, f"{part}_key", None)) is not None}
         for part in wanted:
-            if part == "loader" and key is not None and key in session.loaders:
-                measured[part], loader_from = session.loaders[key]
+            if keys.get(part) in session.shared:
+                measured[part], measured_in[part] = session.shared[keys[part]]
                 continue
             if part == "pipeline":
                 windows.gpu, windows.loader = measured.get("gpu"), measured.get("loader")
             measured[part] = windows.time(part, self._pedantic if part == timed_by_benchmark else None)
-            if part == "loader" and key is not None:
-                session.loaders[key] = (measured[part], self.test_id)
+            if part in keys:
+                session.shared[keys[part]] = (measured[part], self.test_id)
         # a loader-only measurement (the worker sweep): what it delivers is its pipeline
         result_parts = Parts(workload.batch_size, **{"pipeline": measured[timed_by_benchmark], **measured},
-                             loader_from=loader_from)
+                             measured_in=measured_in)
         if wanted == ("pipeline",) and windows.available() == ("pipeline",):
             result_parts.gpu = result_parts.pipeline  # a resident batch: the pipeline is the GPU-side step
         peak = dev.peak_memory_gb()
@@ -175,8 +175,8 @@ class Perf:
             if syncs is not None:
                 result_parts.gpu_busy_s = syncs.gpu_busy_s
         result = Result(self.test_id, result_parts, syncs, peak, trace)
-        if loader_from:
-            result.notes.append(f"loader measured in {loader_from.rsplit('::', 1)[-1]}")
+        for part, test in measured_in.items():
+            result.notes.append(f"{part} measured in {test.rsplit('::', 1)[-1]}")
         power = _power_note(result_parts.gpu, dev.env.get("power_limit_w"))
         if power:
             result.notes.append(power)
@@ -418,8 +418,8 @@ class Perf:
         host, chip = session.device.env.get("host"), session.device.env.get("gpu_uuid")
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The gates")
             now = result.parts.get(part)
-            if now is None or (part == "loader" and result.parts.loader_from):
-                continue  # a shared loader is checked by the test that measured it
+            if now is None or part in result.parts.measured_in:
+                continue  # a shared measurement is checked by the test that measured it
             tolerance, host_bound = gates.tolerance_for(part, result.parts, entry, self.measure_settings, chip)
             scope = "" if host_bound or gates.same_chip(entry, chip) else gates.chip_scope(entry)
             v = result.verdicts[part] = gates.verdict(

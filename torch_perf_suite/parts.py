@@ -22,12 +22,13 @@ A workload is any object with `step()` and `batch_size`, and optionally:
   gpu_step()    the step on a batch already on the device; absent when `step` is that already
   loader_step() the next batch delivered to the device, no model; absent for a resident batch
   loader_key    hashable: workloads with equal keys have the same loader, measured once a session
+  gpu_key       hashable: workloads with equal keys have the same GPU-side step, measured once a session
   loader_cpu_s() CPU seconds its loader's worker processes have run (None where it has none running)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .settings import Measure
 from .timing import Throughput, measure_throughput
@@ -50,7 +51,11 @@ class Parts:
     gpu: Throughput | None = None
     loader: Throughput | None = None
     gpu_busy_s: float | None = None  # GPU kernel time per step, from the profiled window
-    loader_from: str | None = None  # the test that measured this loader, when another test did
+    measured_in: dict[str, str] = field(default_factory=dict)  # part -> the test that measured it, where another did
+
+    @property
+    def loader_from(self) -> str | None:
+        return self.measured_in.get("loader")
 
     def get(self, name: str) -> Throughput | None:
         return getattr(self, name)

@@ -53,7 +53,8 @@ class PerfSession:
         self.device = device.detect_device()
         config.hook.pytest_perf_update_environment(env=self.device.env)
         self.results: dict[str, Result] = {}
-        self.loaders: dict = {}  # loader_key -> (Throughput, test id): one loader measurement a session
+        # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement of each a session
+        self.shared: dict = {}
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
         self.updates: dict[str, dict] = {}
         self.sections: dict[str, list[dict]] = {}

@@ -51,6 +51,7 @@ def rows(results) -> list[dict]:
             "samples_per_s": round(r.samples_per_s, 1),
             "parts": {name: _part(p.get(name)) for name in PARTS},
             "loader_measured_in": p.loader_from,
+            "gpu_measured_in": p.measured_in.get("gpu"),
             "bottleneck": p.bottleneck,
             "efficiency": None if p.efficiency is None else round(p.efficiency, 3),
             "gpu_busy_pct": None if p.gpu_busy_pct is None else round(p.gpu_busy_pct, 1),

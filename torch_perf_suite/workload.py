@@ -18,6 +18,7 @@ class Workload(Protocol):
     cycle_steps      batches arrive in bursts of this many (one per worker): rounds hold whole bursts
     gpu_cycle_steps  the GPU-side step's own period (a phase that runs every k steps)
     loader_key       hashable: workloads with equal keys share a loader, measured once a session
+    gpu_key          hashable: workloads with equal keys share a GPU-side step, measured once a session
     loader_cpu_s()   CPU seconds its loader's worker processes have run, None where none run: the
                      report's loader/CPU s, the loader's cost per sample (reported, not compared)
     close()          called when the test ends (stop the loader's workers)
