@@ -5,8 +5,8 @@ from dataclasses import fields, replace
 import pytest
 import torch
 
-from fixtures.metrics import MetricCollector, compute_all, loss_and_classification_metrics, update_classification
 from fixtures import recipes
+from fixtures.metrics import MetricCollector, compute_all, loss_and_classification_metrics, update_classification
 from fixtures.recipes import BASELINE, LADDER_STEPS, LOADER_FIELDS, Recipe, build, channels_last_pair, for_smoke, ladder
 
 CHANGES = {

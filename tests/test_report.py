@@ -97,7 +97,8 @@ BARE_ROW = {
     "parts": {"pipeline": {"samples_per_s": 1000.0, "rounds": [1000.0], "spread_pct": None, "ci_pct": 0.0, "added_rounds": 0,
                            "window_s": 0.0, "watts": None, "util": None},
               "gpu": None, "loader": None, "loader_cpu": None},
-    "loader_measured_in": None, "gpu_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "baseline": {},
+    "loader_measured_in": None, "gpu_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None,
+    "baseline": {},
     "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None, "extra": {},
     "notes": [],
 }
