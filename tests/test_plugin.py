@@ -700,27 +700,22 @@ def test_a_failing_baseline_write_fails_the_session_and_keeps_the_file(suite, mo
     assert suite.baseline.read_text() == recorded
 
 
-@pytest.mark.parametrize("args, what", [
-    ((), "on a GPU"),
-    (("--perf-smoke", "--perf-report=out/perf"), "with --perf-report"),
-    (("--perf-smoke", "--perf-report=out/perf", "--perf-update-baselines"), "with --perf-report and --perf-update-baselines"),
-])
-def test_xdist_is_refused_where_it_would_measure_or_write(suite, args, what):
-    pytest.importorskip("xdist")
-    result = suite.run("-n", "2", *args)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        f"ERROR: -n 2 (pytest-xdist) {what}: the perf scenarios measure one GPU from one process, compare a ladder step "
-        "with its predecessor measured in the same process, and write one report and one baseline file. Run them "
-        "without -n (a --perf-smoke run without --perf-report may use it)."])
+# -n on a GPU (each worker its own GPU, the reports merged, the refusals): tests/test_xdist.py
 
 
 # mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg
 @pytest.mark.skipif("'MUTANT_UNDER_TEST' in os.environ", reason="under mutmut: xdist's workers cannot load mutants")
-def test_xdist_runs_smoke_scenarios_without_files(suite):
+def test_xdist_runs_smoke_scenarios_on_a_cpu_and_merges_their_report(suite, monkeypatch):
     pytest.importorskip("xdist")
     suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
-    suite.run("-n", "2", "--perf-smoke").assert_outcomes(passed=1)
+    monkeypatch.setattr(device, "gpu_count", lambda: 0)
+    result = suite.run("-n", "2", "--perf-smoke", "--perf-report=out/perf", "--perf-update-baselines")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*| test_copy.py::test_copy |*| passed; ran on gw? |",
+                                 "--perf-update-baselines recorded nothing: *",
+                                 "perf report written to out/perf.md, out/perf.json"])
+    assert sorted(p.name for p in (suite.path / "out").iterdir()) == ["perf.json", "perf.md"]
+    assert not suite.baseline.exists()
 
 
 # --- claims within one run: gains, costs, efficiency ----------------------------------------------------------------

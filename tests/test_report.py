@@ -127,7 +127,7 @@ def test_a_change_that_rounds_to_zero_is_not_negative():
 
 
 def test_markdown_table():
-    md = report.markdown([bare(), full()], ENV)
+    md = report.markdown(report.rows([bare(), full()]), ENV)
     assert md.startswith(HEAD)
     assert ("\n\n" + TABLE_HEAD + BARE_LINE + "\n" + FULL_LINE + "\n\n### Where the syncs come from\n") in md
 
@@ -135,7 +135,8 @@ def test_markdown_table():
 def test_markdown_lists_each_sync_with_its_fix_between_the_table_and_the_sections():
     unknown = full()
     unknown.test_id, unknown.syncs = "test_c", SyncCount(steps=2, sources=Counter({UNKNOWN: 2}))
-    table, listing = report.markdown([full(), bare(), unknown], ENV, LADDER).split("\n\n### Where the syncs come from\n\n")
+    md = report.markdown(report.rows([full(), bare(), unknown]), ENV, LADDER)
+    table, listing = md.split("\n\n### Where the syncs come from\n\n")
     assert table.endswith(BARE_LINE + "\n" + table.rsplit("\n", 1)[1]) and table.rsplit("\n", 1)[1].startswith("| test_c |")
     assert listing == (
         "- **test_a**: 0.50/step `cudaStreamSynchronize` in `aten::item > aten::_local_scalar_dense` at "
@@ -158,7 +159,7 @@ def test_markdown_without_host_or_results():
 
 
 def test_sections_follow_the_table():
-    md = report.markdown([bare()], ENV, LADDER)
+    md = report.markdown(report.rows([bare()]), ENV, LADDER)
     assert md.endswith(BARE_LINE + "\n\n" + LADDER_SECTION)
 
 
@@ -169,18 +170,19 @@ def test_cell(value, cell):
 
 
 def test_write_makes_the_folder_and_both_files(tmp_path):
-    written = report.write(tmp_path / "out" / "perf", [full()], ENV, LADDER, smoke=True)
+    written = report.write(tmp_path / "out" / "perf", report.document([full()], ENV, LADDER, smoke=True))
     md, js = tmp_path / "out" / "perf.md", tmp_path / "out" / "perf.json"
     assert written == [md, js]
-    assert md.read_text() == report.markdown([full()], ENV, LADDER, smoke=True)
+    assert md.read_text() == report.markdown(report.rows([full()]), ENV, LADDER, smoke=True)
     text = js.read_text()
-    assert json.loads(text) == {"env": ENV, "smoke": True, "tests": [FULL_ROW], "sections": LADDER}
+    assert json.loads(text) == {"env": ENV, "smoke": True, "tests": [FULL_ROW], "sections": LADDER, "charts": {}}
     assert text.startswith('{\n "env": {\n  "gpu": "NVIDIA H200",') and text.endswith("}\n")
 
 
 def test_write_without_sections_writes_an_empty_object(tmp_path):
-    report.write(tmp_path / "perf", [], ENV)
-    assert json.loads((tmp_path / "perf.json").read_text()) == {"env": ENV, "smoke": False, "tests": [], "sections": {}}
+    report.write(tmp_path / "perf", report.document([], ENV))
+    assert json.loads((tmp_path / "perf.json").read_text()) == {"env": ENV, "smoke": False, "tests": [], "sections": {},
+                                                                "charts": {}}
 
 
 LEGEND = ("samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
@@ -219,7 +221,7 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
     assert (row["gpu_busy_pct"], row["syncs_per_step"], row["extra"]) == (83.3, 0.333, {"workers": "8 of 16"})
     assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300
     # the table shows the row's numbers: the loader's spread 21.6506% is 21.65 there (a binary 21.6499...), "21.6"
-    line = report.markdown([result], ENV).split("\n\n### Where the syncs come from")[0].splitlines()[-1]
+    line = report.markdown(report.rows([result]), ENV).split("\n\n### Where the syncs come from")[0].splitlines()[-1]
     # the loader's workers: 6 CPU seconds for 600 samples, 5 for 600: 100 and 120 samples per CPU second, median 100,
     # spread 11.5 / 106.7 = 10.8%
     assert line == ("| test_c | 1,000 | 2,000 | 300 | 100 | loader | 3.33 | - | 0.0/0.0/21.6/10.8% | 0.33 | - | - | - "
@@ -227,7 +229,7 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
 
 
 def test_write_makes_missing_folders(tmp_path):
-    report.write(tmp_path / "a" / "b" / "perf", [], ENV)
+    report.write(tmp_path / "a" / "b" / "perf", report.document([], ENV))
     assert sorted(p.name for p in (tmp_path / "a" / "b").iterdir()) == ["perf.json", "perf.md"]
 
 
@@ -257,13 +259,14 @@ def test_an_uncharted_or_empty_section_has_no_chart():
 
 def test_write_draws_a_png_per_charted_section(tmp_path):
     pytest.importorskip("matplotlib", reason="pip install -e '.[charts]'")
-    written = report.write(tmp_path / "perf", [], ENV, {"Ladder (seed 000)": CHARTED, "Plain": CHARTED},
-                           charts={"Ladder (seed 000)": CHART})
+    written = report.write(tmp_path / "perf", report.document([], ENV, {"Ladder (seed 000)": CHARTED, "Plain": CHARTED},
+                                                              charts={"Ladder (seed 000)": CHART}))
     assert [p.name for p in written] == ["perf.md", "perf.json", "perf.ladder_seed_000.png"]
     assert written[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_write_without_images_draws_none(tmp_path):
     """The plugin writes the report after every test: the images only once, at the end."""
-    written = report.write(tmp_path / "perf", [], ENV, {"Ladder": CHARTED}, charts={"Ladder": CHART}, images=False)
+    doc = report.document([], ENV, {"Ladder": CHARTED}, charts={"Ladder": CHART})
+    written = report.write(tmp_path / "perf", doc, images=False)
     assert [p.name for p in written] == ["perf.md", "perf.json"] and not list(tmp_path.glob("*.png"))

@@ -35,12 +35,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from . import nvml
 from .host import host_class
 from .parts import PARTS
 
 SCHEMA = 2
 RERECORD = "re-record it on this GPU with: pytest perf_tests --perf-update-baselines"
+LOCK_TIMEOUT_S = 60  # a write takes milliseconds; a lock held this long is a process stuck, said rather than waited on
 
 
 class BaselineError(Exception):
@@ -145,11 +148,17 @@ class BaselineFile:
         return self.tests.get(test_id)
 
     def save(self, updates: dict[str, dict]) -> None:
-        """Write `updates` over the current entries, keeping every other entry; atomic; keeps the file's mode."""
-        current = BaselineFile.load(self.path, self.gpu).tests  # another run may have written meanwhile
+        """Write `updates` over the current entries, keeping every other entry; atomic; keeps the file's mode.
+        The read, merge and write hold a lock (`<name>.lock` beside the file), so that processes recording into
+        one file at once (the workers of a sharded run, each after every test) never drop each other's entries."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S):
+            self._save_locked(updates)
+
+    def _save_locked(self, updates: dict[str, dict]) -> None:
+        current = BaselineFile.load(self.path, self.gpu).tests  # another process may have written meanwhile
         merged = {**current, **updates}
         data = {"schema": SCHEMA, "gpu": self.gpu, "tests": dict(sorted(merged.items()))}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
             mode = stat.S_IMODE(self.path.stat().st_mode)
         else:

@@ -68,3 +68,23 @@ def detect_device() -> Device:
     import torch
 
     return Device("cuda" if torch.cuda.is_available() else "cpu", environment())
+
+
+def gpu_count() -> int:
+    """CUDA GPUs this process sees (CUDA_VISIBLE_DEVICES applied). It starts CUDA's driver but makes no
+    context on any GPU, so the controller of a sharded run may count them before it starts the workers."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def gpu_for_worker(index: int, visible: str | None, count: int) -> str:
+    """The CUDA_VISIBLE_DEVICES value of the `index`-th pytest-xdist worker of a sharded run: the index-th
+    GPU this process sees, named as this process's CUDA_VISIBLE_DEVICES (`visible`) names it, an index or a
+    UUID ("GPU-..."), or its plain index where that is unset. `count` is how many GPUs CUDA sees: CUDA
+    ignores the entries after one that names no GPU, so only the first `count` entries are real."""
+    entries = [e.strip() for e in visible.split(",")][:count] if visible and visible.strip() else [str(i) for i in range(count)]
+    if not 0 <= index < len(entries):
+        raise ValueError(f"worker {index} has no GPU: {len(entries)} visible"
+                         + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible else ""))
+    return entries[index]

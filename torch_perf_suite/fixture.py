@@ -122,6 +122,11 @@ class Perf:
     def strict(self) -> bool:
         return self._session.settings.strict
 
+    @property
+    def sharded(self) -> bool:
+        """True in a sharded run's pytest-xdist worker, which holds one GPU: a test that needs several skips itself."""
+        return self._session.sharded
+
     def require(self, supported: bool, what: str) -> None:
         """Skip the test where this GPU lacks `what` (bf16, TF32); --perf-strict fails it instead."""
         if supported:

@@ -25,6 +25,28 @@ def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def share_of_cores(index: int, shares: int, cores: list[int]) -> list[int]:
+    """The `index`-th of `shares` equal runs of consecutive `cores` (sorted; a remainder left to no one):
+    the cores of one worker of a sharded run, so that its loader's processes and its intra-op threads do
+    not take another worker's. Consecutive numbers keep a share on one socket where the kernel numbers
+    sockets in runs, as it does. Empty where there are fewer cores than shares."""
+    size = len(cores) // shares
+    return sorted(cores)[index * size:(index + 1) * size]
+
+
+def confine(cores: list[int]) -> None:
+    """Run this process, every thread it has (an OpenMP pool already started among them) and every process
+    and thread it starts, on `cores` only; torch's intra-op threads: one per core of them."""
+    import torch
+
+    for tid in os.listdir("/proc/self/task"):  # sched_setaffinity sets one thread's mask; a thread started later inherits
+        try:
+            os.sched_setaffinity(int(tid), cores)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            pass
+    torch.set_num_threads(len(cores))
+
+
 def workers_cpu_s(batches) -> float | None:
     """CPU seconds (user + system) that the worker processes of a DataLoader iterator have run; None
     where it has no workers or one of them has exited (its seconds are gone).

@@ -9,13 +9,17 @@ traces of failed tests and write the report.
 from __future__ import annotations
 
 import gzip
+import json
+import os
+import re
 import shutil
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from . import baselines, device, hooks, report, settings, syncs
+from . import baselines, device, hooks, host, report, settings, syncs
 from .fixture import Perf, PerfWarning, Result
 
 SESSION = pytest.StashKey["PerfSession"]()
@@ -29,6 +33,12 @@ BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' be
 
 
 class PerfSession:
+    @property
+    def sharded(self) -> bool:
+        """True inside a pytest-xdist worker that was given a GPU of its own: a test that needs every GPU of the
+        node (marker multi_gpu) skips itself there."""
+        return self.gpu is not None
+
     def record(self, test_id: str, entry: dict) -> None:
         """Save one passed test's baseline entry at once (atomic): an interrupted run keeps what it recorded."""
         self.updates[test_id] = entry
@@ -37,19 +47,58 @@ class PerfSession:
         except (OSError, baselines.BaselineError) as e:
             self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
 
+    def document(self) -> dict:
+        """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
+        cores = f"{self.cores[0]}-{self.cores[-1]}" if self.cores else None
+        worker = {"id": self.worker, "cuda_visible_devices": self.gpu, "cores": cores} if self.worker else None
+        return report.document(self.results.values(), self.device.env, self.sections, self.settings.smoke, self.charts, worker)
+
     def write_report(self, final: bool = False) -> list:
-        """After each test (the tables), and at the end (`final`: the charts' images too, drawn once)."""
+        """After each test (the tables), and at the end (`final`: the charts' images too, drawn once). An xdist worker
+        writes PATH.<worker id>.md and .json, which its controller merges at the end (and draws the charts of)."""
         if not self.settings.report or self.report_error:
             return []
+        path = self.settings.report
+        if self.worker:
+            path = path.with_name(f"{path.name}.{self.worker}")
         try:
-            return report.write(self.settings.report, self.results.values(), self.device.env, self.sections, self.settings.smoke,
-                                self.charts, images=final)
+            return report.write(path, self.document(), images=final and not self.worker)
         except OSError as e:
-            self.report_error = f"perf report NOT written to {self.settings.report}: {e}"
+            self.report_error = f"perf report NOT written to {path}: {e}"
             return []
+
+    def merge_reports(self) -> list[Path]:
+        """The controller of a sharded run, at the end: the workers' reports as one (report.merge), kept for the
+        terminal and, under --perf-report, written to PATH.md and PATH.json with the charts. A worker's report comes
+        with its end (workeroutput), or, from a worker that crashed, from its partial file. The partial files
+        (PATH.<worker id>.md and .json) are removed once merged; kept, and said so, where the merge failed."""
+        docs = {wid: out["report"] for wid, out in self.worker_outputs.items() if out.get("report")}
+        partial = _partial_reports(self.settings.report) if self.settings.report else {}
+        try:
+            for wid, files in partial.items():
+                js = next((f for f in files if f.suffix == ".json"), None)
+                if wid not in docs and js:
+                    docs[wid] = json.loads(js.read_text())
+            self.merged = report.merge(docs)
+            written = report.write(self.settings.report, self.merged) if self.settings.report else []
+        except (OSError, ValueError) as e:
+            kept = ", ".join(str(f) for files in partial.values() for f in files) or "none"
+            self.report_error = f"perf report NOT merged into {self.settings.report}: {e}; the workers' reports: {kept}"
+            return []
+        for f in (f for files in partial.values() for f in files):
+            f.unlink(missing_ok=True)
+        return written
 
     def __init__(self, config):
         self.settings = settings.SessionSettings.from_config(config)
+        workerinput = getattr(config, "workerinput", {})
+        self.worker: str | None = workerinput.get("workerid")  # the pytest-xdist worker this process is, if one
+        self.gpu: str | None = workerinput.get("perf_gpu")  # the CUDA_VISIBLE_DEVICES its controller gave it, if any
+        self.cores: list[int] = workerinput.get("perf_cores") or []  # the cores its controller gave it, if any
+        self.shards = _xdist_workers(config)  # the workers this process starts, as the controller of a sharded run
+        self.worker_outputs: dict[str, dict] = {}  # the controller's: what each worker sent at its end
+        self.merged: dict | None = None  # the controller's: the workers' reports as one
+        self.written: list[Path] = []  # the controller's: the merged report's files
         self.device = device.detect_device()
         config.hook.pytest_perf_update_environment(env=self.device.env)
         self.results: dict[str, Result] = {}
@@ -92,14 +141,16 @@ def pytest_addhooks(pluginmanager):
     pluginmanager.add_hookspecs(hooks)
 
 
+@pytest.hookimpl(tryfirst=True)  # before any plugin (pytest-benchmark reads the GPU here) starts CUDA
 def pytest_configure(config):
+    _pin_worker(config)
     found = [a for sources in config.hook.pytest_perf_sync_sources() for a in sources or ()]
     wrong = [a for a in found if not isinstance(a, syncs.Advice)]
     if wrong:
         raise pytest.UsageError(f"pytest_perf_sync_sources returned {wrong[0]!r}; return a list of torch_perf_suite.Advice")
     syncs.user_sources = tuple(found)
     session = config.stash[SESSION] = PerfSession(config)
-    _refuse_xdist(config, session)
+    _shard(config, session)
     benchmark_off = [f"{o}: {why}" for o, why in BENCHMARK_OFF.items()
                      if config.getoption(o[2:].replace("-", "_"), default=False)]
     if benchmark_off:
@@ -112,21 +163,112 @@ def pytest_configure(config):
             raise pytest.UsageError(f"{why}. Drop the option.") from None
 
 
-def _refuse_xdist(config, session) -> None:
-    """pytest-xdist's -n: refused where it would measure or write: one GPU is measured from one process,
-    a ladder step is compared with its predecessor measured in the same process, and the report and
-    baseline files have one writer. Smoke runs that write no file may use it."""
-    workers = config.getoption("numprocesses", default=None)
-    s = session.settings
-    if not workers or hasattr(config, "workerinput"):
+# --- pytest-xdist: the suite sharded over the GPUs of one node ----------------------------------
+
+
+def _xdist_workers(config) -> int:
+    """How many pytest-xdist workers this process starts: 0 where it runs the tests itself (no -n, -n 0,
+    --collect-only, or an xdist worker)."""
+    if (hasattr(config, "workerinput") or config.getoption("collectonly") or config.getoption("dist", "no") == "no"
+            or not config.getoption("tx", None)):
+        return 0
+    from xdist.workermanage import parse_tx_spec_config  # -n N is N "popen" specs by now, -n auto resolved
+
+    return len(parse_tx_spec_config(config))
+
+
+def _pin_worker(config) -> None:
+    """In a pytest-xdist worker of a sharded run: the cores its controller gave it (host.confine: else two workers'
+    loaders and intra-op threads oversubscribe the node's cores, and a loader-bound test measured beside another
+    drops 5-10x: an H200 pair's h2d test went from 190 to 17 samples/s), and its GPU, made the only GPU that CUDA
+    shows this process. CUDA reads CUDA_VISIBLE_DEVICES once, when it starts, so this runs first in pytest_configure
+    (tryfirst), before this plugin's device detection or another plugin's configure starts it; importing torch does not."""
+    workerinput = getattr(config, "workerinput", {})
+    if workerinput.get("perf_cores"):
+        host.confine(workerinput["perf_cores"])
+    gpu = workerinput.get("perf_gpu")
+    if gpu is None:
         return
-    writes = [o for o, on in (("--perf-report", s.report), ("--perf-update-baselines", s.update_baselines)) if on]
-    if (session.device.is_gpu and not s.smoke) or writes:
-        what = f"with {' and '.join(writes)}" if writes else "on a GPU"
-        raise pytest.UsageError(
-            f"-n {workers} (pytest-xdist) {what}: the perf scenarios measure one GPU from one process, compare a "
-            "ladder step with its predecessor measured in the same process, and write one report and one baseline "
-            "file. Run them without -n (a --perf-smoke run without --perf-report may use it).")
+    import torch
+
+    if torch.cuda.is_initialized():
+        raise pytest.UsageError(f"xdist worker {config.workerinput.get('workerid')}: CUDA was started before the worker "
+                                f"could be given GPU {gpu}, so it would measure on a GPU another worker uses. Start no "
+                                "CUDA work at import time (in a conftest.py or plugin), or run without -n.")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+
+
+def _shard(config, session: PerfSession) -> None:
+    """The controller of `-n N`: on a GPU outside --perf-smoke, N must not exceed the GPUs visible, and each test
+    file must run in one worker (a ladder step is compared with its predecessor measured in the same process, and
+    the scenarios of a file share measurements). Where there are GPUs enough, worker i measures on the i-th GPU
+    (_Controller). A smoke run with more workers than GPUs shares them, as without -n; a CPU run has none to give."""
+    workers = session.shards
+    if not workers:
+        return
+    s = session.settings
+    for files in _partial_reports(s.report).values() if s.report else ():  # an earlier run's: not to be merged into this one's
+        for f in files:
+            f.unlink(missing_ok=True)
+    gpus = device.gpu_count()
+    if gpus and not s.smoke:
+        if workers > gpus:
+            raise pytest.UsageError(
+                f"-n {workers} but {gpus} GPU(s) visible: each pytest-xdist worker measures on a GPU of its own. "
+                f"Use -n {gpus} or fewer (-n auto starts one worker per GPU), or make more GPUs visible (CUDA_VISIBLE_DEVICES).")
+        dist = config.getoption("dist")
+        if dist != "loadfile":
+            given = " (what -n means without --dist)" if dist == "load" else ""
+            raise pytest.UsageError(
+                f"-n {workers} with --dist {dist}{given} on a GPU: the tests of one file must run in one worker, since a "
+                "ladder step is compared with its predecessor measured in the same process and the scenarios of a file "
+                "share measurements. Add --dist loadfile.")
+    pinned = gpus if gpus >= workers else 0
+    controller = _Controller(session, workers, os.environ.get("CUDA_VISIBLE_DEVICES"), pinned, sorted(os.sched_getaffinity(0)))
+    config.pluginmanager.register(controller, "perf_xdist_controller")
+
+
+class _Controller:
+    """pytest-xdist's hooks in the controller of a sharded run, registered only there (so only where xdist is
+    installed and started): each worker's share of the cores and its GPU, and what each worker sends at its end."""
+
+    def __init__(self, session: PerfSession, workers: int, visible: str | None, gpus: int, cores: list[int]):
+        self.session, self.workers, self.visible, self.gpus, self.cores = session, workers, visible, gpus, cores
+        self.held: dict[str, int] = {}  # live worker id -> its slot: the index of its GPU and of its share of the cores
+
+    def pytest_configure_node(self, node):
+        """The first slot no live worker holds: gw0 the first, gw1 the second, a worker started in place of a crashed
+        one (with a new id) the crashed one's. With it, a share of the cores (none where there are fewer cores than
+        workers) and, where there is a GPU a worker, that GPU."""
+        index = min(set(range(self.workers)) - set(self.held.values()))
+        self.held[node.gateway.id] = index
+        node.workerinput["perf_cores"] = host.share_of_cores(index, self.workers, self.cores)
+        if self.gpus:
+            node.workerinput["perf_gpu"] = device.gpu_for_worker(index, self.visible, self.gpus)
+
+    def pytest_testnodedown(self, node, error):
+        self.held.pop(node.gateway.id, None)
+        self.session.worker_outputs[node.gateway.id] = getattr(node, "workeroutput", {}).get("perf") or {}
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: pytest-xdist may be absent or disabled (-p no:xdist)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (or `logical`) on a GPU outside --perf-smoke: one worker per visible GPU, where xdist would start one
+    per core and the run would be refused. Elsewhere (and where PYTEST_XDIST_AUTO_NUM_WORKERS says), xdist's count."""
+    if config.getoption("--perf-smoke") or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return device.gpu_count() or None
+
+
+def _partial_reports(path: Path) -> dict[str, list[Path]]:
+    """The xdist workers' reports beside --perf-report PATH: worker id -> its PATH.<id>.md and PATH.<id>.json."""
+    found: dict[str, list[Path]] = {}
+    if path.parent.is_dir():
+        for f in sorted(path.parent.iterdir()):
+            m = re.fullmatch(re.escape(path.name) + r"\.(gw\d+)\.(md|json)", f.name)
+            if m:
+                found.setdefault(m[1], []).append(f)
+    return found
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected what they do
@@ -210,8 +352,22 @@ def pytest_unconfigure(config):
 
 
 def pytest_sessionfinish(session):
-    perf = session.config.stash.get(SESSION, None)
-    if perf and (perf.save_error or perf.report_error) and session.exitstatus == pytest.ExitCode.OK:
+    config = session.config
+    perf = config.stash.get(SESSION, None)
+    if not perf:
+        return
+    if perf.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers
+        config.workeroutput["perf"] = {
+            # through JSON: execnet sends plain types only (torch.__version__ is a str subclass, a column a numpy int)
+            "report": json.loads(json.dumps(perf.document(), default=str)) if perf.results or perf.sections else None,
+            "lines": [line for line in (perf.baseline_note, perf.save_error, perf.report_error) if line],
+            "recorded": {str(perf.baseline_file.path): len(perf.updates)} if perf.updates and not perf.save_error else {},
+            "failed": bool(perf.save_error or perf.report_error),
+        }
+    if perf.shards:
+        perf.written = perf.merge_reports()
+    failed = perf.save_error or perf.report_error or any(out.get("failed") for out in perf.worker_outputs.values())
+    if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what the user asked to be written was not
 
 
@@ -220,23 +376,30 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.section("WARNING", sep="!", red=True, bold=True)
         terminalreporter.write_line(config.stash[CROSS_GPU], red=True, bold=True)
     perf = config.stash.get(SESSION, None)
-    if not perf:
+    if not perf or perf.worker:  # an xdist worker's controller reports for it
         return
-    if perf.results:
+    doc = perf.merged if perf.shards else perf.document()
+    measured = bool(doc and (doc["tests"] or doc["sections"]))
+    if measured:
         terminalreporter.section("perf report")
-        terminalreporter.write_line(report.markdown(perf.results.values(), perf.device.env, perf.sections, perf.settings.smoke,
-                                                    perf.charts))
-    for line in filter(None, [perf.baseline_note, perf.save_error, perf.report_error]):
+        terminalreporter.write_line(report.render(doc))
+    outputs = perf.worker_outputs.values()
+    lines = [perf.baseline_note, perf.save_error, perf.report_error, *(line for out in outputs for line in out.get("lines", []))]
+    for line in dict.fromkeys(filter(None, lines)):  # each worker may say the same
         terminalreporter.write_line(line, red=True, bold=True)
-    if perf.updates and not perf.save_error:
-        terminalreporter.write_line(f"recorded {len(perf.updates)} baseline(s) into {perf.baseline_file.path}")
+    recorded = {str(perf.baseline_file.path): len(perf.updates)} if perf.updates and not perf.save_error else {}
+    for out in outputs:  # a sharded run's workers, each into the file of its GPU model
+        for path, n in out.get("recorded", {}).items():
+            recorded[path] = recorded.get(path, 0) + n
+    for path, n in recorded.items():
+        terminalreporter.write_line(f"recorded {n} baseline(s) into {path}")
     if perf.settings.update_baselines and perf.baseline_file is None:
         terminalreporter.write_line("--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU "
                                     "outside --perf-smoke", yellow=True)
     if perf.settings.report:
-        written = perf.write_report(final=True)
+        written = perf.written if perf.shards else perf.write_report(final=True)
         if not perf.report_error:
-            empty = "" if perf.results else " (no test was measured: no CUDA GPU and no --perf-smoke, or nothing selected)"
+            empty = "" if measured else " (no test was measured: no CUDA GPU and no --perf-smoke, or nothing selected)"
             terminalreporter.write_line("perf report written to " + ", ".join(map(str, written)) + empty)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .nvml import shown
@@ -175,8 +175,10 @@ def _vs_baseline(row: dict) -> str:
     return ", ".join(shown) or "-"
 
 
-def markdown(results, env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None) -> str:
-    results = list(results)
+def markdown(table_rows: list[dict], env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None,
+             workers: dict | None = None) -> str:
+    """The report from its JSON rows (rows()), so that one process's report and a sharded run's merged one are drawn
+    alike; `workers` (merge()'s) names the GPU of each pytest-xdist worker, and each row the worker it ran on."""
     head = "SMOKE RUN (--perf-smoke): 2 steps at 32x32, nothing here is a measurement.\n\n" if smoke else ""
     host = env.get("host") or {}
     head += (
@@ -189,15 +191,21 @@ def markdown(results, env: dict, sections: dict | None = None, smoke: bool = Fal
         "spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
         "rounds (NVML), with the memory used, power and SM clock of the last\n\n"
     )
+    if workers:
+        head += ("Sharded (pytest-xdist): " + "; ".join(f"{wid} on {_worker_device(w)}, {w['tests']} test(s)"
+                                                       for wid, w in workers.items()) + "\n\n")
     lines = [
         "| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread | syncs/step "
         "| GPU-Util | memory, power, clock | peak mem | notes |",
         "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|---|",
     ]
-    table_rows = rows(results)
     for row in table_rows:
         extra = ", ".join(f"{k} {v:.2f}x" if isinstance(v, float) else f"{k} {v}" for k, v in row["extra"].items())
-        notes = "; ".join(filter(None, [extra, *row["notes"]]))
+        ran_on = ""
+        if row.get("worker"):
+            uuid = ((workers or {}).get(row["worker"]) or {}).get("gpu_uuid")
+            ran_on = f"ran on {row['worker']}" + (f" ({uuid})" if uuid else "")
+        notes = "; ".join(filter(None, [extra, *row["notes"], ran_on]))
         parts = row["parts"]
         lines.append(
             f"| {row['test']} | " + " | ".join(_sps(parts[name]) for name in PARTS) + " | "
@@ -224,17 +232,68 @@ def _sync_sources(table_rows: list[dict]) -> list[str]:
     return ["### Where the syncs come from\n\n" + "\n".join(items) + "\n"] if items else []
 
 
-def write(path: Path, results, env: dict, sections: dict | None = None, smoke: bool = False,
-          charts: dict | None = None, images: bool = True) -> list[Path]:
+def _worker_device(w: dict) -> str:
+    cores = f", cores {w['cores']}" if w.get("cores") else ""
+    if not w.get("gpu") or w["gpu"] == "cpu":
+        return "the CPU" + cores
+    visible = f", CUDA_VISIBLE_DEVICES={w['cuda_visible_devices']}" if w.get("cuda_visible_devices") else ""
+    return f"{w['gpu']} ({w.get('gpu_uuid') or 'no UUID'}{visible}){cores}"
+
+
+def document(results, env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None,
+             worker: dict | None = None) -> dict:
+    """The report as PATH.json holds it: what render() draws and merge() joins. It carries how each section is
+    charted, so that a sharded run's controller can draw the workers' sections; `worker` (an xdist worker's:
+    its id and the CUDA_VISIBLE_DEVICES it was given) says where a partial report was measured."""
+    doc = {"env": env, "smoke": smoke, "tests": rows(results), "sections": sections or {},
+           "charts": {title: asdict(chart) for title, chart in (charts or {}).items()}}
+    return {**doc, "worker": worker} if worker else doc
+
+
+def _charts(doc: dict) -> dict[str, Chart]:
+    return {title: Chart(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
+            for title, spec in doc.get("charts", {}).items()}
+
+
+def render(doc: dict) -> str:
+    """The Markdown of a document (document()'s or merge()'s)."""
+    return markdown(doc["tests"], doc["env"], doc["sections"], doc["smoke"], _charts(doc), doc.get("workers"))
+
+
+def merge(docs: dict[str, dict]) -> dict:
+    """The partial reports of a sharded run's workers (worker id -> its document) as one document. Each row names
+    the worker it ran on; rows are grouped by test file (with --dist loadfile a file runs on one worker), each
+    file's in the order they ran; sections with one title are joined, in worker order; "workers" names each
+    worker's GPU (model, UUID, the CUDA_VISIBLE_DEVICES it was given) and how many tests it ran; "env" is
+    the first worker's."""
+    order = sorted(docs, key=lambda wid: (len(wid), wid))  # gw2 before gw10
+    tests = sorted(({**row, "worker": wid} for wid in order for row in docs[wid]["tests"]),
+                   key=lambda row: row["test"].split("::")[0])
+    sections: dict[str, list] = {}
+    charts: dict[str, dict] = {}
+    for wid in order:
+        for title, table in docs[wid]["sections"].items():
+            sections.setdefault(title, []).extend(table)
+        charts.update(docs[wid].get("charts", {}))
+    workers = {wid: {"gpu": docs[wid]["env"].get("gpu"), "gpu_uuid": docs[wid]["env"].get("gpu_uuid"),
+                     "cuda_visible_devices": (docs[wid].get("worker") or {}).get("cuda_visible_devices"),
+                     "cores": (docs[wid].get("worker") or {}).get("cores"),
+                     "tests": len(docs[wid]["tests"])}
+               for wid in order}
+    return {"env": docs[order[0]]["env"] if order else {}, "smoke": any(d["smoke"] for d in docs.values()), "tests": tests,
+            "sections": sections, "charts": charts, "workers": workers}
+
+
+def write(path: Path, doc: dict, images: bool = True) -> list[Path]:
     """PATH.md, PATH.json and, if `images` and matplotlib is installed, a PATH.<section>.png for each charted section."""
-    results = list(results)
     path.parent.mkdir(parents=True, exist_ok=True)
     md, js = Path(f"{path}.md"), Path(f"{path}.json")
-    md.write_text(markdown(results, env, sections, smoke, charts))
-    js.write_text(json.dumps({"env": env, "smoke": smoke, "tests": rows(results), "sections": sections or {}}, indent=1) + "\n")
+    md.write_text(render(doc))
+    js.write_text(json.dumps(doc, indent=1) + "\n")
+    charts = _charts(doc)
     drawn = []
-    for title, table in (sections or {}).items() if images else ():
+    for title, table in doc["sections"].items() if images else ():
         image = Path(f"{path}.{re.sub(r'[^a-z0-9]+', '_', title.lower()).strip('_')}.png")
-        if title in (charts or {}) and table and png(image, title, table, charts[title]):
+        if title in charts and table and png(image, title, table, charts[title]):
             drawn.append(image)
     return [md, js, *drawn]

@@ -89,7 +89,8 @@ MEASURE_HELP = {
 
 def default_workers() -> int:
     """DataLoader workers of the multi-worker recipes: one per core this process may use. The worker
-    sweep (perf_tests/test_ladder.py) measures the loader alone at several counts and checks it."""
+    sweep (perf_tests/test_worker_sweep.py) measures the loader alone at several counts and checks it. In a
+    sharded run (-n), a worker may use its share of the node's cores only (plugin._pin_worker)."""
     return cpu_count()
 
 
@@ -119,7 +120,7 @@ def add_options(parser) -> None:
                          "without throughput or sync assertions (default: off)")
     group.addoption("--perf-workers", type=positive_int, default=None,
                     help="DataLoader workers for the ladder's multi-worker steps "
-                         f"(default: one per core, here {default_workers()})")
+                         f"(default: one per core, here {default_workers()}; under -n N, one per core of a worker's share)")
     group.addoption("--perf-worker-start", choices=("fork", "forkserver", "spawn"), default=None,
                     help="how the DataLoader starts its workers (default: the platform's, fork on Linux before Python 3.14)")
 
