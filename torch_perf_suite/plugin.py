@@ -201,8 +201,9 @@ def _pin_worker(config) -> None:
 def _shard(config, session: PerfSession) -> None:
     """The controller of `-n N`: on a GPU outside --perf-smoke, N must not exceed the GPUs visible, and each test
     file must run in one worker (a ladder step is compared with its predecessor measured in the same process, and
-    the scenarios of a file share measurements). Where there are GPUs enough, worker i measures on the i-th GPU
-    (_Controller). A smoke run with more workers than GPUs shares them, as without -n; a CPU run has none to give."""
+    the scenarios of a file share measurements). Worker i runs on the i-th share of the cores and, where there are
+    GPUs enough, measures on the i-th GPU (_Controller). A smoke run with more workers than GPUs shares them, as
+    without -n; a CPU run has none to give."""
     workers = session.shards
     if not workers:
         return
@@ -224,7 +225,8 @@ def _shard(config, session: PerfSession) -> None:
                 "ladder step is compared with its predecessor measured in the same process and the scenarios of a file "
                 "share measurements. Add --dist loadfile.")
     pinned = gpus if gpus >= workers else 0
-    controller = _Controller(session, workers, os.environ.get("CUDA_VISIBLE_DEVICES"), pinned, sorted(os.sched_getaffinity(0)))
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []  # none to share out off Linux
+    controller = _Controller(session, workers, os.environ.get("CUDA_VISIBLE_DEVICES"), pinned, cores)
     config.pluginmanager.register(controller, "perf_xdist_controller")
 
 
