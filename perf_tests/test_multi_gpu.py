@@ -5,7 +5,8 @@ channels_last, fused SGD, eager), its batches already on the GPUs; then fed by a
 images preprocessed to 224, test_storage.py's fastest storage; the node's cores shared among the ranks).
 Spread four ways (fixtures/multi_gpu.py, each in processes of its own): one GPU; nn.DataParallel over two,
 the outputs gathered on the first GPU for the loss; DataParallel with the loss computed inside forward (the
-article's workaround); DistributedDataParallel, one process per GPU (NCCL). The article: DataParallel loads
+article's workaround); DistributedDataParallel, one process per GPU (NCCL), with its defaults and with
+gradient_as_bucket_view=True (past the article: no copy of the gradients into the buckets). The article: DataParallel loads
 the first GPU unevenly and DDP takes about 20% less time (on 4 GPUs). Each reports samples/s in all and per
 GPU, scaling efficiency against one GPU measured in this run, peak memory per GPU and the syncs per step on
 every rank's own trace. The claims are ratios within the run; the figures go to the report.
@@ -42,6 +43,7 @@ CHART = Chart(x="scenario", bars=("per_gpu",), note="efficiency")
 class Expect:
     how: str  # "one_gpu", "data_parallel", "ddp"
     loss_in_forward: bool = False
+    bucket_view: bool = False  # DDP's gradient_as_bucket_view
     from_disk: bool = False
     over: str | None = None  # the one-GPU scenario of this run it is compared with
     efficiency: float | None = None  # samples/s per GPU over `over`'s, at least
@@ -50,6 +52,8 @@ class Expect:
 SCENARIOS = {
     "one_gpu": Expect("one_gpu"),
     "ddp": Expect("ddp", over="one_gpu", efficiency=0.95),  # gradients all-reduced over NVLink during backward
+    # the gradients kept in the all-reduce buckets, no copy into them: 97.3-97.4% against 95.8-96.0% in a probe
+    "ddp_gradient_as_bucket_view": Expect("ddp", bucket_view=True, over="one_gpu", efficiency=0.95),
     "data_parallel": Expect("data_parallel", over="one_gpu"),
     "data_parallel_loss_in_forward": Expect("data_parallel", loss_in_forward=True, over="one_gpu"),
     "one_gpu_from_disk": Expect("one_gpu", from_disk=True),
@@ -101,7 +105,7 @@ def test_spread(perf, gpus, scenario, tmp_path, request):
                          num_workers=max(perf.workers // gpus, 1))
     if e.how == "data_parallel":  # one process, the batch of every GPU scattered from the first
         recipe = replace(recipe, data_parallel="loss" if e.loss_in_forward else "outputs", batch_size=recipe.batch_size * gpus)
-    recipe = replace(recipe, ddp=e.how == "ddp")
+    recipe = replace(recipe, ddp=e.how == "ddp", ddp_bucket_view=e.bucket_view)
     if perf.smoke:
         recipe = multi_gpu.for_smoke(recipe)
     spread = MEASURED[scenario] = multi_gpu.train(recipe, gpus if e.how != "one_gpu" else 1, plan_for(perf, tmp_path))

@@ -35,10 +35,23 @@ def test_data_parallel_in_one_process_counts_every_gpu():
     ({"data_parallel": "gather"}, "expected None, 'outputs' or 'loss'"),
     ({"data_parallel": "loss", "ddp": True}, "without ddp"),
     ({"data_parallel": "outputs", "metrics": "fixed"}, "without metrics"),
+    ({"ddp_bucket_view": True}, "needs ddp=True"),
 ])
-def test_bad_data_parallel_knobs_say_what_is_allowed(bad, why):
+def test_bad_multi_gpu_knobs_say_what_is_allowed(bad, why):
     with pytest.raises(ValueError, match=why):
         replace(recipes.Recipe(), **bad)
+
+
+@pytest.mark.parametrize("bucket_view", [False, True])
+def test_the_ddp_wrap_passes_the_bucket_view_setting(bucket_view):
+    from fixtures.distributed import single_process_group
+
+    group = single_process_group(torch.device("cpu"))
+    try:
+        model = recipes.ddp_wrap(torch.nn.Linear(4, 3), torch.device("cpu"), bucket_view)
+        assert model.gradient_as_bucket_view is bucket_view
+    finally:
+        group.close()
 
 
 def test_the_loss_in_forward_is_the_loss():
