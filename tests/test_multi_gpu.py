@@ -1,6 +1,7 @@
 """fixtures/multi_gpu.py and the DataParallel knobs of the recipes, on a CPU: ranks through gloo, the arithmetic
 of a spread, the DataParallel recipes' loss against the plain one."""
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -74,6 +75,25 @@ def test_data_parallel_recipes_train_the_same_first_step(data_parallel):
         finally:
             workload.close()
     assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+
+
+@pytest.mark.parametrize("visible, inside", [(None, "0,1"), ("3,5,6,7", "3,5"), ("GPU-a,GPU-b,GPU-c,GPU-d", "GPU-a,GPU-b")])
+def test_the_ranks_see_only_the_gpus_they_spread_over(monkeypatch, visible, inside):
+    """On a node with 4 GPUs, a spread over 2 (DataParallel takes every GPU its process sees)."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    with multi_gpu.first_gpus(2):
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == inside
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == visible
+
+
+def test_on_a_cpu_the_ranks_see_what_this_process_sees(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with multi_gpu.first_gpus(2):
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
 
 
 def test_ranks_run_in_a_process_group_and_return_in_rank_order():

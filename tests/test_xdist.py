@@ -63,7 +63,8 @@ def node(wid):
     return SimpleNamespace(gateway=SimpleNamespace(id=wid), workerinput={"workerid": wid})
 
 
-def test_the_controller_gives_each_live_worker_a_gpu_and_cores_of_its_own_and_a_replacement_the_crashed_ones():
+def test_the_controller_gives_each_live_worker_a_gpu_and_cores_of_its_own_and_a_replacement_the_crashed_ones(monkeypatch):
+    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
     session = SimpleNamespace(worker_outputs={})
     controller = plugin._Controller(session, 3, "GPU-a,GPU-b,GPU-c", 3, list(range(8)))
     gw0, gw1, gw2 = node("gw0"), node("gw1"), node("gw2")
@@ -79,7 +80,8 @@ def test_the_controller_gives_each_live_worker_a_gpu_and_cores_of_its_own_and_a_
     assert session.worker_outputs == {"gw0": {}, "gw1": {"lines": ["note"]}}
 
 
-def test_a_controller_without_gpus_to_give_gives_cores_only():
+def test_a_controller_without_gpus_to_give_gives_cores_only(monkeypatch):
+    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
     controller = plugin._Controller(SimpleNamespace(worker_outputs={}), 2, None, 0, [0, 1, 2, 3, 4])
     gw0, gw1 = node("gw0"), node("gw1")
     controller.pytest_configure_node(gw0)
@@ -88,14 +90,27 @@ def test_a_controller_without_gpus_to_give_gives_cores_only():
     assert (gw0.workerinput["perf_cores"], gw1.workerinput["perf_cores"]) == ([0, 1], [2, 3])  # core 4 left to no one
 
 
-@pytest.mark.parametrize("index, shares, cores, share", [
-    (0, 2, list(range(32)), list(range(16))),
-    (1, 2, list(range(32)), list(range(16, 32))),
-    (2, 3, [7, 3, 5, 1, 9, 11, 13], [9, 11]),  # sorted, in runs; the seventh core to no one
-    (1, 4, [0, 1, 2], []),  # fewer cores than shares: none
+FLAT = lambda cpu: (0, cpu)  # noqa: E731  (one socket, no hyperthreads)
+# two sockets of two cores with two hyperthreads each, numbered as Linux does: 0-1 socket 0, 2-3 socket 1, then the twins
+TWO_SOCKETS = {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1), 4: (0, 0), 5: (0, 1), 6: (1, 0), 7: (1, 1)}.get
+
+
+@pytest.mark.parametrize("index, shares, cores, topology, share", [
+    (0, 2, list(range(32)), FLAT, list(range(16))),
+    (1, 2, list(range(32)), FLAT, list(range(16, 32))),
+    (2, 3, [7, 3, 5, 1, 9, 11, 13], FLAT, [9, 11]),  # sorted, in runs; the seventh core to no one
+    (1, 4, [0, 1, 2], FLAT, []),  # fewer cores than shares: none
+    (0, 2, list(range(8)), TWO_SOCKETS, [0, 1, 4, 5]),  # a socket each, both threads of each core
+    (1, 2, list(range(8)), TWO_SOCKETS, [2, 3, 6, 7]),
+    (1, 4, list(range(8)), TWO_SOCKETS, [1, 5]),  # a core each, with its twin
 ])
-def test_a_share_of_the_cores_is_a_run_of_consecutive_ones(index, shares, cores, share):
-    assert host.share_of_cores(index, shares, cores) == share
+def test_a_share_of_the_cores_keeps_to_a_socket_and_whole_cores(index, shares, cores, topology, share):
+    assert host.share_of_cores(index, shares, cores, topology) == share
+
+
+@pytest.mark.parametrize("cores, written", [([0], "0"), ([3, 0, 1, 2], "0-3"), ([0, 1, 4, 5, 7], "0-1,4-5,7")])
+def test_cores_are_written_as_taskset_writes_them(cores, written):
+    assert host.cpu_list(cores) == written
 
 
 def _confined(cores, queue):
@@ -180,6 +195,7 @@ def test_a_worker_pins_its_gpu_before_the_device_is_detected_and_writes_its_part
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     detected = []  # CUDA_VISIBLE_DEVICES when the device was detected
     monkeypatch.setattr(device, "detect_device", lambda: detected.append(os.environ.get("CUDA_VISIBLE_DEVICES")) or FakeGPU())
+    monkeypatch.setattr(device, "gpu_count", lambda: 1)  # what the worker's CUDA sees once pinned
     confined = []  # faked: confining this process would confine the rest of the tests
     monkeypatch.setattr(host, "confine", lambda cores: confined.append((cores, detected[:])))
     worker = FakeWorker({"workerid": "gw1", "workercount": 2, "perf_gpu": "GPU-b", "perf_cores": [5, 6], "testrunuid": "x"})
@@ -195,6 +211,28 @@ def test_a_worker_pins_its_gpu_before_the_device_is_detected_and_writes_its_part
     sent = worker.config.workeroutput["perf"]  # what the controller gets at the worker's end
     assert sent["report"]["tests"] == partial["tests"] and sent["lines"] == [] and sent["failed"] is False
     assert "perf report" not in result.stdout.str()  # a worker's controller prints it
+
+
+def test_a_worker_whose_cuda_saw_every_gpu_before_it_was_pinned_is_refused(two_gpus, pytester, monkeypatch):
+    """torch.cuda.is_available() at import time starts CUDA's driver, which reads CUDA_VISIBLE_DEVICES then, without
+    torch.cuda.is_initialized() saying so: the worker would measure on the first GPU, whichever it was given."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(device, "detect_device", FakeGPU)
+    worker = FakeWorker({"workerid": "gw1", "workercount": 2, "perf_gpu": "GPU-b", "testrunuid": "x"})
+    result = pytester.runpytest("-p", "no:randomly", plugins=[worker])  # two_gpus: device.gpu_count() says 2
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: xdist worker gw1: CUDA sees 2 GPUs, not only GPU GPU-b that it was given:*"])
+
+
+def test_a_worker_without_a_baseline_says_to_record_it_sharded(two_gpus, pytester, monkeypatch):
+    """Recorded without -n, a loader's numbers are the whole node's cores', not comparable with a worker's share."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(device, "gpu_count", lambda: 1)
+    worker = FakeWorker({"workerid": "gw0", "workercount": 2, "perf_gpu": "GPU-a", "testrunuid": "x"})
+    result = pytester.runpytest("-p", "no:randomly", "--perf-strict", plugins=[worker])
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no baseline for GPU 'NVIDIA H200'*pytest 'test_copy.py::test_copy' --perf-update-baselines "
+                                 "-n <as now> --dist loadfile (run sharded, as this run: *"])
 
 
 def test_a_worker_that_recorded_baselines_tells_its_controller_where(two_gpus, pytester):
@@ -233,10 +271,11 @@ def test_a_sharded_run_that_cannot_give_each_worker_a_gpu_and_each_file_one_work
     result.stderr.fnmatch_lines([message])
 
 
-def test_n_auto_on_a_gpu_starts_one_worker_per_gpu(two_gpus):
+def test_n_auto_on_a_gpu_starts_one_worker_per_gpu(two_gpus, monkeypatch):
+    monkeypatch.setattr(device, "gpu_count", lambda: 3)  # not xdist's own count here (this machine's cores)
     result = two_gpus.run("-n", "auto")  # refused for its --dist, which shows the number it resolved to
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: -n 2 with --dist load (what -n means without --dist) on a GPU:*"])
+    result.stderr.fnmatch_lines(["ERROR: -n 3 with --dist load (what -n means without --dist) on a GPU:*"])
 
 
 @pytest.mark.parametrize("smoke, env, gpus, workers", [
@@ -279,7 +318,7 @@ def test_a_sharded_smoke_run_pins_a_gpu_a_worker_and_merges_their_reports(two_gp
         ("test_copy.py::test_copy", ran_on["test_copy"]), ("test_other.py::test_copy", ran_on["test_other"])]
     cores = [host.share_of_cores(i, 2, sorted(os.sched_getaffinity(0))) for i in (0, 1)]
     assert merged["workers"] == {
-        f"gw{i}": {"gpu": "cpu", "gpu_uuid": None, "cuda_visible_devices": gpu, "cores": f"{cores[i][0]}-{cores[i][-1]}",
+        f"gw{i}": {"gpu": "cpu", "gpu_uuid": None, "cuda_visible_devices": gpu, "cores": host.cpu_list(cores[i]),
                    "tests": 1} for i, gpu in enumerate(("GPU-a", "GPU-b"))}
     assert merged["smoke"] is True and merged["env"]["gpu"] == "cpu"
     md = (pytester.path / "out" / "perf.md").read_text()
@@ -357,13 +396,26 @@ def test_a_crashed_workers_partial_report_is_merged_from_its_file_and_removed(tm
     assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0"), ("b.py::t", "gw1")]
 
 
-def test_a_partial_report_that_cannot_be_read_is_kept_and_said_so(tmp_path):
+def test_a_partial_report_that_cannot_be_read_is_kept_and_said_so_and_the_others_merged(tmp_path):
+    session = merging(tmp_path, {"gw0": {"report": doc(["a.py::t"])}, "gw1": {}})  # gw1 was killed while writing
+    (tmp_path / "perf.gw1.json").write_text("{half written")
+    (tmp_path / "perf.gw1.md").write_text("its table")
+    written = plugin.PerfSession.merge_reports(session)
+    assert [p.name for p in written] == ["perf.md", "perf.json"]
+    assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0")]
+    assert session.report_error.startswith(f"perf report merged into {tmp_path / 'perf'} without these workers' reports, "
+                                           f"kept: {tmp_path / 'perf.gw1.json'}: Expecting property name")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["perf.gw1.json", "perf.gw1.md", "perf.json", "perf.md"]
+
+
+def test_a_merge_that_cannot_be_written_keeps_every_partial_report_and_says_so(tmp_path):
     session = merging(tmp_path, {})
-    (tmp_path / "perf.gw0.json").write_text("{half written")
+    (tmp_path / "perf.gw0.json").write_text(json.dumps(doc(["a.py::t"])))
+    (tmp_path / "perf.md").mkdir()  # PATH.md cannot be written
     assert plugin.PerfSession.merge_reports(session) == []
-    assert session.report_error.startswith(f"perf report NOT merged into {tmp_path / 'perf'}: Expecting property name")
+    assert session.report_error.startswith(f"perf report NOT merged into {tmp_path / 'perf'}: ")
     assert session.report_error.endswith(f"the workers' reports: {tmp_path / 'perf.gw0.json'}")
-    assert [p.name for p in tmp_path.iterdir()] == ["perf.gw0.json"]
+    assert (tmp_path / "perf.gw0.json").exists()
 
 
 def test_only_this_reports_partial_files_are_found(tmp_path):

@@ -462,6 +462,8 @@ class Perf:
 
     def _missing(self, result: Result, what: str) -> None:
         msg = f"{self.test_id}: {what}. Record one on this GPU: pytest '{self.test_id}' --perf-update-baselines"
+        if self.sharded:  # a worker's loader and pipeline numbers are its share of the cores': recorded without -n, all
+            msg += " -n <as now> --dist loadfile (run sharded, as this run: a worker's host is its share of the cores)"
         if self.strict:
             pytest.fail(msg, pytrace=False)
         result.notes.append("no baseline")

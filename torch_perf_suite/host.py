@@ -25,13 +25,36 @@ def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def share_of_cores(index: int, shares: int, cores: list[int]) -> list[int]:
-    """The `index`-th of `shares` equal runs of consecutive `cores` (sorted; a remainder left to no one):
-    the cores of one worker of a sharded run, so that its loader's processes and its intra-op threads do
-    not take another worker's. Consecutive numbers keep a share on one socket where the kernel numbers
-    sockets in runs, as it does. Empty where there are fewer cores than shares."""
-    size = len(cores) // shares
-    return sorted(cores)[index * size:(index + 1) * size]
+def _topology(cpu: int) -> tuple[int, int]:
+    """(socket, physical core) of a logical CPU, from /sys; (0, cpu) where it does not say."""
+    base = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+    try:
+        return int((base / "physical_package_id").read_text()), int((base / "core_id").read_text())
+    except (OSError, ValueError):
+        return 0, cpu
+
+
+def share_of_cores(index: int, shares: int, cores: list[int], topology=None) -> list[int]:
+    """The `index`-th of `shares` equal parts of `cores` (a remainder left to no one): the cores of one worker of
+    a sharded run, so that its loader's processes and its intra-op threads do not take another worker's. The
+    cores are ordered by socket, then physical core, so that a part keeps to one socket where it can and holds
+    both hyperthreads of a core (Linux numbers a two-socket machine's twins far apart: 0-55 and 112-167 on
+    socket 0). Empty where there are fewer cores than shares."""
+    topology = topology or _topology
+    ordered = sorted(cores, key=lambda cpu: (*topology(cpu), cpu))
+    size = len(ordered) // shares
+    return sorted(ordered[index * size:(index + 1) * size])
+
+
+def cpu_list(cores: list[int]) -> str:
+    """Cores as taskset and /proc write them: "0-3,8-11"."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cores):
+        if runs and cpu == runs[-1][-1] + 1:
+            runs[-1].append(cpu)
+        else:
+            runs.append([cpu])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 def confine(cores: list[int]) -> None:

@@ -49,7 +49,7 @@ class PerfSession:
 
     def document(self) -> dict:
         """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
-        cores = f"{self.cores[0]}-{self.cores[-1]}" if self.cores else None
+        cores = host.cpu_list(self.cores) if self.cores else None
         worker = {"id": self.worker, "cuda_visible_devices": self.gpu, "cores": cores} if self.worker else None
         return report.document(self.results.values(), self.device.env, self.sections, self.settings.smoke, self.charts, worker)
 
@@ -71,21 +71,29 @@ class PerfSession:
         """The controller of a sharded run, at the end: the workers' reports as one (report.merge), kept for the
         terminal and, under --perf-report, written to PATH.md and PATH.json with the charts. A worker's report comes
         with its end (workeroutput), or, from a worker that crashed, from its partial file. The partial files
-        (PATH.<worker id>.md and .json) are removed once merged; kept, and said so, where the merge failed."""
+        (PATH.<worker id>.md and .json) are removed once merged; kept, and said so, where one cannot be read (the
+        others are merged) or the merge failed."""
         docs = {wid: out["report"] for wid, out in self.worker_outputs.items() if out.get("report")}
         partial = _partial_reports(self.settings.report) if self.settings.report else {}
-        try:
-            for wid, files in partial.items():
-                js = next((f for f in files if f.suffix == ".json"), None)
-                if wid not in docs and js:
+        unread: dict[str, str] = {}  # worker id -> why its partial report could not be read
+        for wid, files in partial.items():
+            js = next((f for f in files if f.suffix == ".json"), None)
+            if wid not in docs and js:
+                try:
                     docs[wid] = json.loads(js.read_text())
+                except (OSError, ValueError) as e:  # a worker killed while writing it: the others' still merge
+                    unread[wid] = f"{js}: {e}"
+        try:
             self.merged = report.merge(docs)
             written = report.write(self.settings.report, self.merged) if self.settings.report else []
         except (OSError, ValueError) as e:
             kept = ", ".join(str(f) for files in partial.values() for f in files) or "none"
             self.report_error = f"perf report NOT merged into {self.settings.report}: {e}; the workers' reports: {kept}"
             return []
-        for f in (f for files in partial.values() for f in files):
+        if unread:
+            self.report_error = f"perf report merged into {self.settings.report} without these workers' reports, kept: " + \
+                "; ".join(unread.values())
+        for f in (f for wid, files in partial.items() if wid not in unread for f in files):
             f.unlink(missing_ok=True)
         return written
 
@@ -100,6 +108,13 @@ class PerfSession:
         self.merged: dict | None = None  # the controller's: the workers' reports as one
         self.written: list[Path] = []  # the controller's: the merged report's files
         self.device = device.detect_device()
+        if self.gpu is not None and self.device.is_gpu and device.gpu_count() != 1:
+            # CUDA's driver read CUDA_VISIBLE_DEVICES before _pin_worker set it: torch.cuda.is_available() at import
+            # time starts the driver without torch.cuda.is_initialized() saying so
+            raise pytest.UsageError(
+                f"xdist worker {self.worker}: CUDA sees {device.gpu_count()} GPUs, not only GPU {self.gpu} that it was "
+                "given: CUDA was started before the worker set CUDA_VISIBLE_DEVICES (torch.cuda.is_available() or other "
+                "CUDA work at import time, in a conftest.py or plugin). Move that into a fixture, or run without -n.")
         config.hook.pytest_perf_update_environment(env=self.device.env)
         self.results: dict[str, Result] = {}
         # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement of each a session
