@@ -47,6 +47,10 @@ class PerfSession:
         except (OSError, baselines.BaselineError) as e:
             self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
 
+    def recorded(self) -> dict[str, int]:
+        """The baseline file this process recorded into -> how many entries; empty where it recorded none."""
+        return {str(self.baseline_file.path): len(self.updates)} if self.updates and not self.save_error else {}
+
     def document(self) -> dict:
         """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
         cores = host.cpu_list(self.cores) if self.cores else None
@@ -195,9 +199,10 @@ def _xdist_workers(config) -> int:
 def _pin_worker(config) -> None:
     """In a pytest-xdist worker of a sharded run: the cores its controller gave it (host.confine: else two workers'
     loaders and intra-op threads oversubscribe the node's cores, and a loader-bound test measured beside another
-    drops 5-10x: an H200 pair's h2d test went from 190 to 17 samples/s), and its GPU, made the only GPU that CUDA
-    shows this process. CUDA reads CUDA_VISIBLE_DEVICES once, when it starts, so this runs first in pytest_configure
-    (tryfirst), before this plugin's device detection or another plugin's configure starts it; importing torch does not."""
+    collapses: on two H200s test_h2d_copy[pinned] measured 67 samples/s, its loader's rounds 51 to 839), and its
+    GPU, made the only GPU that CUDA shows this process. CUDA reads CUDA_VISIBLE_DEVICES once, when it starts, so
+    this runs first in pytest_configure (tryfirst), before this plugin's device detection or another plugin's
+    configure starts it; importing torch does not."""
     workerinput = getattr(config, "workerinput", {})
     if workerinput.get("perf_cores"):
         host.confine(workerinput["perf_cores"])
@@ -378,7 +383,7 @@ def pytest_sessionfinish(session):
             # through JSON: execnet sends plain types only (torch.__version__ is a str subclass, a column a numpy int)
             "report": json.loads(json.dumps(perf.document(), default=str)) if perf.results or perf.sections else None,
             "lines": [line for line in (perf.baseline_note, perf.save_error, perf.report_error) if line],
-            "recorded": {str(perf.baseline_file.path): len(perf.updates)} if perf.updates and not perf.save_error else {},
+            "recorded": perf.recorded(),
             "failed": bool(perf.save_error or perf.report_error),
         }
     if perf.shards:
@@ -404,7 +409,7 @@ def pytest_terminal_summary(terminalreporter, config):
     lines = [perf.baseline_note, perf.save_error, perf.report_error, *(line for out in outputs for line in out.get("lines", []))]
     for line in dict.fromkeys(filter(None, lines)):  # each worker may say the same
         terminalreporter.write_line(line, red=True, bold=True)
-    recorded = {str(perf.baseline_file.path): len(perf.updates)} if perf.updates and not perf.save_error else {}
+    recorded = perf.recorded()
     for out in outputs:  # a sharded run's workers, each into the file of its GPU model
         for path, n in out.get("recorded", {}).items():
             recorded[path] = recorded.get(path, 0) + n
