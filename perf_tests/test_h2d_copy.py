@@ -24,5 +24,8 @@ def test_h2d_copy(perf, measure, copy):
     recipe, syncs_per_step = COPIES[copy]
     result = measure(recipe)
     perf.assert_syncs(result, per_step=syncs_per_step)
-    perf.assert_efficiency(result, at_least=0.45)  # no workers: loading and training take turns
+    # no workers: loading and training take turns. Of the rate the two give in series, this file's scenarios and
+    # ladder[baseline] measured 0.65-1.42 (the H200 and H100 baselines, three sharded runs on two H200s); of the
+    # slower part alone 0.44-1.07, as the ratio of the parts varied
+    perf.assert_efficiency(result, at_least=0.5, in_turns=True)
     perf.assert_baseline(result)

@@ -23,15 +23,16 @@ class Expect:
     part: str | None = None  # what the claim is about: "pipeline", "loader" or "gpu"
     gain: float | None = None  # at least this many times the predecessor's `part` (below 1: no loss beyond)
     efficiency: float = 0.8  # pipeline / slowest part, on any host
+    in_turns: bool = False  # efficiency against the parts in series (no workers: Perf.assert_efficiency)
     article: str = ""  # the article's own figure (V100, samples/s), for the report
 
 
-# Efficiency floors below 0.8: with no workers, loading and training take turns (max(L, G) / (L + G)
-# >= 0.5); at batch 32 the GPU-side step is bound by kernel launches, and the same main thread also
-# unpacks the batches of 16 workers (two H200 machines measured 0.50 and 0.63 for workers, 0.86 and
-# 0.76 for pin_memory).
+# Efficiency floors below 0.8: with no workers, loading and training take turns, so the baseline is held to half
+# the rate of the two in series (test_h2d_copy); at batch 32 the GPU-side step is bound by kernel launches, and
+# the same main thread also unpacks the batches of 16 workers (two H200 machines measured 0.50 and 0.63 for
+# workers, 0.86 and 0.76 for pin_memory).
 EXPECT = {
-    "baseline": Expect(2, efficiency=0.45, article="400"),  # two pageable blocking copies: images, labels
+    "baseline": Expect(2, efficiency=0.5, in_turns=True, article="400"),  # two pageable blocking copies: images, labels
     "workers": Expect(2, "pipeline", 1.5, efficiency=0.3, article="865"),
     "pin_memory": Expect(0, "pipeline", 1.1, efficiency=0.4, article="~1200"),  # and the copies' syncs are gone
     "batch_512": Expect(0, "pipeline", 1.2, efficiency=0.7, article="1584"),
@@ -58,7 +59,7 @@ def test_ladder(perf, measure, step):
     previous = LADDER_STEPS[index - 1]
     if expect.gain:
         perf.assert_gain(result, over=previous, at_least=expect.gain, part=expect.part)
-    perf.assert_efficiency(result, at_least=expect.efficiency)
+    perf.assert_efficiency(result, at_least=expect.efficiency, in_turns=expect.in_turns)
     if step == LADDER_STEPS[-1]:
         ceiling = max((r for s in LADDER_STEPS if (r := perf.result_of(s)) is not None), key=lambda r: r.parts.gpu.median)
         result.extra["ceiling"] = ceiling.test_id.rsplit("[", 1)[-1].rstrip("]")

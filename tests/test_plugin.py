@@ -806,6 +806,17 @@ def test_an_efficiency_below_its_floor_fails_naming_the_bottleneck(suite, pytest
             "bottleneck: GPU; loader 10,000 samples per worker CPU second"])
 
 
+@pytest.mark.parametrize("floor, failed", [(0.7, False), (0.8, True)])
+def test_parts_that_take_turns_are_held_to_their_rate_in_series(suite, pytester, floor, failed):
+    # pipeline 5,000 samples/s; GPU-side 10,000 and loader 20,000 in series: 6,667, of which 5,000 is 0.75
+    result = claim(pytester, suite, 1.0, f"assert_efficiency(result, at_least={floor}, in_turns=True)")
+    result.assert_outcomes(passed=2 - failed, failed=int(failed))
+    if failed:
+        result.stdout.fnmatch_lines([
+            "*test_other: the pipeline delivers 5,000 samples/s, 0.75 of the 6,667 that loading and training in turns "
+            "allow, expected at least 0.8. parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000;*"])
+
+
 def test_a_row_added_to_a_section_is_in_the_report(suite, pytester, tmp_path):
     check = "add_row('Claims', step='other', gain=perf.ratio(result, perf.result_of('test_copy.py::test_copy'), 'gpu'))"
     result = claim(pytester, suite, 2.0, check, f"--perf-report={tmp_path / 'perf'}")

@@ -17,7 +17,7 @@ import pytest
 import torch
 from test_plugin import TEST_FILE, FakeGPU, suite  # noqa: F401  (suite: the pytester fixture)
 
-from torch_perf_suite import baselines, device, host, plugin, report
+from torch_perf_suite import baselines, device, durations, host, plugin, report
 from torch_perf_suite.host import cpu_count
 
 pytest_plugins = ["pytester"]
@@ -466,3 +466,76 @@ def test_a_baseline_file_locked_too_long_is_not_recorded_and_said_so(tmp_path, m
     with FileLock(f"{path}.lock"), pytest.raises(OSError, match="could not be acquired"):
         baselines.BaselineFile(path, "NVIDIA H200", {}).save({"t": ENTRY})
     assert not path.exists()
+
+
+# --- the order the files are handed out: the longest first, by the last run's seconds ------------------------------
+
+
+class Cache(dict):
+    """pytest's cache as durations.py uses it (`config.cache`)."""
+    get = dict.get
+
+    def set(self, key, value):
+        self[key] = json.loads(json.dumps(value))
+
+
+def test_seconds_are_kept_a_gpu_model_and_a_run_keeps_those_of_the_tests_it_did_not_run():
+    cache = Cache()
+    durations.save(cache, "NVIDIA H200", {"a.py::t": 12.345, "b.py::t": 3.0})
+    durations.save(cache, "NVIDIA H200", {"a.py::t": 10.0})
+    durations.save(cache, None, {"a.py::t": 0.5})  # a smoke run's
+    assert durations.load(cache, "NVIDIA H200") == {"a.py::t": 10.0, "b.py::t": 3.0}
+    assert cache["perf/seconds/nvidia-h200"] == {"a.py::t": 10.0, "b.py::t": 3.0}
+    assert cache["perf/seconds/smoke"] == {"a.py::t": 0.5}
+    assert durations.load(cache, "NVIDIA H100 80GB HBM3") == {} and durations.load(None, "NVIDIA H200") == {}
+
+
+@pytest.mark.parametrize("kept", [[1, 2], {"a.py::t": "ten", "b.py::t": -1.0, "c.py::t": 2}])
+def test_a_table_of_seconds_that_is_not_one_orders_nothing_or_only_by_what_it_holds(kept):
+    assert durations.load(Cache({"perf/seconds/smoke": kept}), None) == ({"c.py::t": 2.0} if isinstance(kept, dict) else {})
+
+
+def test_a_test_without_a_record_costs_the_mean_of_those_with_one():
+    seconds = {"a.py::t1": 10.0, "a.py::t2": 20.0}
+    assert durations.cost(["a.py::t1", "b.py::new", "b.py::new2"], seconds) == 10.0 + 15.0 + 15.0
+    assert durations.cost(["b.py::new"], {}) == 0.0
+
+
+ORDER_FILE = """
+import os, time
+import pytest
+
+@pytest.mark.parametrize("i", range({n}))
+def test_it(i):
+    with open("ran." + os.environ["PYTEST_XDIST_WORKER"] + ".txt", "a") as f:
+        f.write(__name__ + "\\n")
+    time.sleep(0.2)  # long enough that the other worker takes its first file before this one is done
+"""
+
+
+@under_mutmut
+@pytest.mark.parametrize("seconds, first", [
+    # the file with most seconds first, then the next: xdist alone would start with test_many (4 tests)
+    ({"test_heavy.py::test_it[0]": 100.0, "test_middle.py::test_it[0]": 50.0, **{f"test_many.py::test_it[{i}]": 1.0
+                                                                                  for i in range(4)}},
+     {"test_heavy", "test_middle"}),
+    ({}, {"test_many", "test_heavy"}),  # no seconds (a first run): xdist's order, by the count of tests, stands
+])
+def test_a_sharded_run_hands_out_the_file_with_most_seconds_first(pytester, monkeypatch, seconds, first):
+    pytest.importorskip("xdist")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.makeconftest("pytest_plugins = ['torch_perf_suite.plugin']")
+    pytester.makepyfile(test_heavy=ORDER_FILE.replace("{n}", "1"), test_middle=ORDER_FILE.replace("{n}", "1"),
+                        test_many=ORDER_FILE.replace("{n}", "4"))
+    if seconds:
+        cache = pytester.path / ".pytest_cache" / "v" / "perf" / "seconds" / "smoke"
+        cache.parent.mkdir(parents=True)
+        cache.write_text(json.dumps(seconds))
+    result = pytester.runpytest("-p", "no:randomly", "-n", "2", "--dist", "loadfile", "--perf-smoke")
+    result.assert_outcomes(passed=6)
+    ran = {p.name: p.read_text().split() for p in pytester.path.glob("ran.gw*.txt")}
+    assert {files[0] for files in ran.values()} == first, ran
+    timed = json.loads((pytester.path / ".pytest_cache" / "v" / "perf" / "seconds" / "smoke").read_text())
+    assert sorted(timed) == sorted({*seconds, *(f"test_many.py::test_it[{i}]" for i in range(4)),
+                                    "test_heavy.py::test_it[0]", "test_middle.py::test_it[0]"})
+    assert 0.2 <= timed["test_middle.py::test_it[0]"] < 10  # this run's, over the 50 s it was handed out by

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from . import baselines, device, hooks, host, report, settings, syncs
+from . import baselines, device, durations, hooks, host, report, settings, syncs
 from .fixture import Perf, PerfWarning, Result
 
 SESSION = pytest.StashKey["PerfSession"]()
@@ -46,6 +46,12 @@ class PerfSession:
             self.baseline_file.save({test_id: entry})
         except (OSError, baselines.BaselineError) as e:
             self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
+
+    @property
+    def clock(self) -> str | None:
+        """The table of seconds (durations.py) this run's tests are timed into and a sharded run is ordered by: the
+        GPU model's, or the smoke runs' (None); a run that measures nothing (no GPU, no --perf-smoke) has none."""
+        return self.device.env["gpu"] if self.device.is_gpu and not self.settings.smoke else None
 
     def recorded(self) -> dict[str, int]:
         """The baseline file this process recorded into -> how many entries; empty where it recorded none."""
@@ -170,6 +176,8 @@ def pytest_configure(config):
     syncs.user_sources = tuple(found)
     session = config.stash[SESSION] = PerfSession(config)
     _shard(config, session)
+    if not session.worker and (session.settings.smoke or session.device.is_gpu):
+        config.pluginmanager.register(_Clock(session), "perf_clock")
     benchmark_off = [f"{o}: {why}" for o, why in BENCHMARK_OFF.items()
                      if config.getoption(o[2:].replace("-", "_"), default=False)]
     if benchmark_off:
@@ -271,6 +279,27 @@ class _Controller:
     def pytest_testnodedown(self, node, error):
         self.held.pop(node.gateway.id, None)
         self.session.worker_outputs[node.gateway.id] = getattr(node, "workeroutput", {}).get("perf") or {}
+
+    def pytest_xdist_make_scheduler(self, config, log):
+        """--dist loadfile: the file with the most seconds left first, by the last run's (durations.py)."""
+        if config.getoption("dist") == "loadfile":
+            seconds = durations.load(getattr(config, "cache", None), self.session.clock)
+            return durations.longest_file_first(config, log, seconds)
+        return None
+
+
+class _Clock:
+    """The seconds each test took (setup, call and teardown), put in pytest's cache at the end for the order of the
+    next sharded run (durations.py). In the process that reports: a sharded run's controller sees its workers'."""
+
+    def __init__(self, session: PerfSession):
+        self.session, self.seconds = session, {}
+
+    def pytest_runtest_logreport(self, report):
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session):
+        durations.save(getattr(session.config, "cache", None), self.session.clock, self.seconds)
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: pytest-xdist may be absent or disabled (-p no:xdist)
