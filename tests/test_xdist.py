@@ -17,7 +17,7 @@ import pytest
 import torch
 from test_plugin import TEST_FILE, FakeGPU, suite  # noqa: F401  (suite: the pytester fixture)
 
-from torch_perf_suite import baselines, device, durations, host, plugin, report
+from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report
 from torch_perf_suite.host import cpu_count
 
 pytest_plugins = ["pytester"]
@@ -66,7 +66,7 @@ def node(wid):
 def test_the_controller_gives_each_live_worker_a_gpu_and_cores_of_its_own_and_a_replacement_the_crashed_ones(monkeypatch):
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
     session = SimpleNamespace(worker_outputs={})
-    controller = plugin._Controller(session, 3, "GPU-a,GPU-b,GPU-c", 3, list(range(8)))
+    controller = plugin._Controller(session, 3, "GPU-a,GPU-b,GPU-c", 3, list(range(8)), 3)
     gw0, gw1, gw2 = node("gw0"), node("gw1"), node("gw2")
     controller.pytest_configure_node(gw0)
     controller.pytest_configure_node(gw1)
@@ -82,12 +82,54 @@ def test_the_controller_gives_each_live_worker_a_gpu_and_cores_of_its_own_and_a_
 
 def test_a_controller_without_gpus_to_give_gives_cores_only(monkeypatch):
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
-    controller = plugin._Controller(SimpleNamespace(worker_outputs={}), 2, None, 0, [0, 1, 2, 3, 4])
+    controller = plugin._Controller(SimpleNamespace(worker_outputs={}), 2, None, 0, [0, 1, 2, 3, 4], 2)
     gw0, gw1 = node("gw0"), node("gw1")
     controller.pytest_configure_node(gw0)
     controller.pytest_configure_node(gw1)
     assert "perf_gpu" not in gw0.workerinput
     assert (gw0.workerinput["perf_cores"], gw1.workerinput["perf_cores"]) == ([0, 1], [2, 3])  # core 4 left to no one
+
+
+def test_fewer_workers_than_the_nodes_gpus_get_their_gpus_shares_of_the_cores(monkeypatch):
+    """-n 2 on a node of four GPUs: a quarter of the cores a worker, the quarter of its GPU where named by index."""
+    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
+    controller = plugin._Controller(SimpleNamespace(worker_outputs={}), 2, "3,1", 2, list(range(8)), 4)
+    gw0, gw1 = node("gw0"), node("gw1")
+    controller.pytest_configure_node(gw0)
+    controller.pytest_configure_node(gw1)
+    assert (gw0.workerinput["perf_gpu"], gw1.workerinput["perf_gpu"]) == ("3", "1")
+    assert (gw0.workerinput["perf_cores"], gw1.workerinput["perf_cores"]) == ([6, 7], [2, 3])
+
+
+class Options(SimpleNamespace):  # a pytest config's getoption, for a run without -n
+    def getoption(self, name, default=None):
+        return {"--perf-smoke": self.smoke, "collectonly": False, "dist": "no"}.get(name, default)
+
+
+@pytest.mark.parametrize("cuda_sees, node_has, visible, smoke, cores", [
+    (1, 2, "1", False, list(range(16, 32))),  # CUDA_VISIBLE_DEVICES=1 on a node of two: GPU 1's half
+    (1, 2, None, False, list(range(16))),
+    (1, 2, "GPU-8f3a", False, list(range(16))),  # named by UUID: the first share
+    (1, 1, None, False, None),  # the node's only GPU: every core
+    (1, None, None, False, None),  # no NVML to count the node's GPUs
+    (2, 2, None, False, None),  # both GPUs visible: the multi_gpu scenarios spread over the node
+    (0, 2, "", False, None),  # no GPU for CUDA: a CPU run
+    (1, 2, "1", True, None),  # a smoke run
+])
+def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkeypatch, cuda_sees, node_has, visible,
+                                                                          smoke, cores):
+    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
+    monkeypatch.setattr(device, "gpu_count", lambda: cuda_sees)
+    monkeypatch.setattr(nvml, "gpu_count", lambda: node_has)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    confined = []  # faked: confining this process would confine the rest of the tests
+    monkeypatch.setattr(host, "confine", confined.append)
+    plugin._confine_to_its_gpu(Options(smoke=smoke))
+    assert confined == ([cores] if cores else [])
 
 
 FLAT = lambda cpu: (0, cpu)  # noqa: E731  (one socket, no hyperthreads)

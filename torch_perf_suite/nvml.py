@@ -51,6 +51,18 @@ def driver_version() -> str | None:
     return v.decode() if isinstance(v, bytes) else v
 
 
+def gpu_count() -> int | None:
+    """The node's GPUs as NVML counts them: every one, whatever CUDA_VISIBLE_DEVICES hides from CUDA. None
+    without NVML."""
+    if pynvml is None:
+        return None
+    try:
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError:
+        return None
+
+
 def _read(uuid: str | None, query, scale: float) -> float | None:
     """`query(handle) / scale` for this GPU, or None where NVML cannot say."""
     handle = _handle(uuid)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from . import baselines, device, durations, hooks, host, report, settings, syncs
+from . import baselines, device, durations, hooks, host, nvml, report, settings, syncs
 from .fixture import Perf, PerfWarning, Result
 
 SESSION = pytest.StashKey["PerfSession"]()
@@ -169,6 +169,7 @@ def pytest_addhooks(pluginmanager):
 @pytest.hookimpl(tryfirst=True)  # before any plugin (pytest-benchmark reads the GPU here) starts CUDA
 def pytest_configure(config):
     _pin_worker(config)
+    _confine_to_its_gpu(config)
     found = [a for sources in config.hook.pytest_perf_sync_sources() for a in sources or ()]
     wrong = [a for a in found if not isinstance(a, syncs.Advice)]
     if wrong:
@@ -226,6 +227,30 @@ def _pin_worker(config) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = gpu
 
 
+def _gpu_share(gpu: str | None, fallback: int, gpus: int, cores: list[int]) -> list[int]:
+    """One GPU's share of the node's cores: `cores` split into as many parts as the node has GPUs (`gpus`), the part
+    of the GPU's index where CUDA_VISIBLE_DEVICES names the GPU by one (`gpu`), else the `fallback`-th. A test on one
+    GPU then measures on as many cores, and with as many DataLoader workers, with -n or without: on two H200s with 32
+    cores, a run on one of them without -n gave the loaders 32 workers, which decoded JPEGs faster than the GPU
+    trained (loader 16,825, GPU-side 12,708 samples/s), and test_storage's loader-bound scenarios failed where the
+    sharded run, 16 cores a GPU, passed them."""
+    index = int(gpu) if gpu is not None and gpu.strip().isdigit() and int(gpu) < gpus else fallback
+    return host.share_of_cores(index, gpus, cores)
+
+
+def _confine_to_its_gpu(config) -> None:
+    """A run without -n on one GPU of a node with several (CUDA_VISIBLE_DEVICES picked it): this process, its loaders
+    and its threads on that GPU's share of the cores (_gpu_share), as a sharded run's worker on that GPU would be.
+    Where CUDA sees several GPUs the tests run on all the cores: the multi_gpu scenarios spread over the node."""
+    if (hasattr(config, "workerinput") or _xdist_workers(config) or config.getoption("--perf-smoke")
+            or not hasattr(os, "sched_getaffinity") or device.gpu_count() != 1):
+        return
+    gpus = nvml.gpu_count() or 1
+    if gpus > 1:
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]
+        host.confine(_gpu_share(gpu, 0, gpus, sorted(os.sched_getaffinity(0))))
+
+
 def _shard(config, session: PerfSession) -> None:
     """The controller of `-n N`: on a GPU outside --perf-smoke, N must not exceed the GPUs visible, and each test
     file must run in one worker (a ladder step is compared with its predecessor measured in the same process, and
@@ -253,8 +278,9 @@ def _shard(config, session: PerfSession) -> None:
                 "ladder step is compared with its predecessor measured in the same process and the scenarios of a file "
                 "share measurements. Add --dist loadfile.")
     pinned = gpus if gpus >= workers else 0
+    shares = max(workers, nvml.gpu_count() or gpus) if pinned else workers  # a GPU's share of the node: _gpu_share
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []  # none to share out off Linux
-    controller = _Controller(session, workers, os.environ.get("CUDA_VISIBLE_DEVICES"), pinned, cores)
+    controller = _Controller(session, workers, os.environ.get("CUDA_VISIBLE_DEVICES"), pinned, cores, shares)
     config.pluginmanager.register(controller, "perf_xdist_controller")
 
 
@@ -262,19 +288,22 @@ class _Controller:
     """pytest-xdist's hooks in the controller of a sharded run, registered only there (so only where xdist is
     installed and started): each worker's share of the cores and its GPU, and what each worker sends at its end."""
 
-    def __init__(self, session: PerfSession, workers: int, visible: str | None, gpus: int, cores: list[int]):
+    def __init__(self, session: PerfSession, workers: int, visible: str | None, gpus: int, cores: list[int],
+                 shares: int):
         self.session, self.workers, self.visible, self.gpus, self.cores = session, workers, visible, gpus, cores
+        self.shares = shares  # the parts the cores are split into: the node's GPUs, or the workers where none is given
         self.held: dict[str, int] = {}  # live worker id -> its slot: the index of its GPU and of its share of the cores
 
     def pytest_configure_node(self, node):
         """The first slot no live worker holds: gw0 the first, gw1 the second, a worker started in place of a crashed
-        one (with a new id) the crashed one's. With it, a share of the cores (none where there are fewer cores than
-        workers) and, where there is a GPU a worker, that GPU."""
+        one (with a new id) the crashed one's. With it, where there is a GPU a worker, that GPU, and a share of the
+        cores (none where there are fewer cores than shares): its GPU's (_gpu_share), else its slot's."""
         index = min(set(range(self.workers)) - set(self.held.values()))
         self.held[node.gateway.id] = index
-        node.workerinput["perf_cores"] = host.share_of_cores(index, self.workers, self.cores)
-        if self.gpus:
-            node.workerinput["perf_gpu"] = device.gpu_for_worker(index, self.visible, self.gpus)
+        gpu = device.gpu_for_worker(index, self.visible, self.gpus) if self.gpus else None
+        node.workerinput["perf_cores"] = _gpu_share(gpu, index, self.shares, self.cores)
+        if gpu is not None:
+            node.workerinput["perf_gpu"] = gpu
 
     def pytest_testnodedown(self, node, error):
         self.held.pop(node.gateway.id, None)
