@@ -93,8 +93,8 @@ def test_help_names_each_default_and_ini_name(pytester, monkeypatch):
         r"--perf-report=PATH .*?\(default: terminal only\) --perf-trace-dir=",
         r"--perf-trace-dir=DIR .*?\(default: not kept\) --perf-smoke ",
         r"--perf-smoke .*?\(default: off\) --perf-workers=",
-        rf"--perf-workers=PERF_WORKERS .*?\(default: one per core, here {host.cpu_count()}; under -n N, one per core of a "
-        r"worker's share\) ",
+        rf"--perf-workers=PERF_WORKERS .*?\(default: one per core, here {host.cpu_count()}; on a node of several GPUs, one "
+        r"per core of the GPU's share: the cores / the GPUs\) ",
         r"perf_strict \(bool\): strict mode \(see --perf-strict\) perf_baseline_dir \(string\): ",
         r"perf_baseline_dir \(string\): .*?\(default: baselines\) ",
     ]:

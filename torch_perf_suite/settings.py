@@ -89,8 +89,9 @@ MEASURE_HELP = {
 
 def default_workers() -> int:
     """DataLoader workers of the multi-worker recipes: one per core this process may use. The worker
-    sweep (perf_tests/test_worker_sweep.py) measures the loader alone at several counts and checks it. In a
-    sharded run (-n), a worker may use its share of the node's cores only (plugin._pin_worker)."""
+    sweep (perf_tests/test_worker_sweep.py) measures the loader alone at several counts and checks it. On a node
+    of several GPUs, a test on one of them may use that GPU's share of the node's cores only, with -n or without
+    (plugin._gpu_share)."""
     return cpu_count()
 
 
@@ -120,7 +121,8 @@ def add_options(parser) -> None:
                          "without throughput or sync assertions (default: off)")
     group.addoption("--perf-workers", type=positive_int, default=None,
                     help="DataLoader workers for the ladder's multi-worker steps "
-                         f"(default: one per core, here {default_workers()}; under -n N, one per core of a worker's share)")
+                         f"(default: one per core, here {default_workers()}; on a node of several GPUs, one per core of "
+                         "the GPU's share: the cores / the GPUs)")
     group.addoption("--perf-worker-start", choices=("fork", "forkserver", "spawn"), default=None,
                     help="how the DataLoader starts its workers (default: the platform's, fork on Linux before Python 3.14)")
 
