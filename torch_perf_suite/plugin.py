@@ -227,6 +227,12 @@ def _pin_worker(config) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = gpu
 
 
+def _node_gpus(visible: int) -> int:
+    """The node's GPUs: NVML's count, which CUDA_VISIBLE_DEVICES does not narrow; the `visible` ones where NVML cannot
+    say."""
+    return max(visible, nvml.gpu_count() or 0)
+
+
 def _gpu_share(gpu: str | None, fallback: int, gpus: int, cores: list[int]) -> list[int]:
     """One GPU's share of the node's cores: `cores` split into as many parts as the node has GPUs (`gpus`), the part
     of the GPU's index where CUDA_VISIBLE_DEVICES names the GPU by one (`gpu`), else the `fallback`-th. A test on one
@@ -245,7 +251,7 @@ def _confine_to_its_gpu(config) -> None:
     if (hasattr(config, "workerinput") or _xdist_workers(config) or config.getoption("--perf-smoke")
             or not hasattr(os, "sched_getaffinity") or device.gpu_count() != 1):
         return
-    gpus = nvml.gpu_count() or 1
+    gpus = _node_gpus(1)
     if gpus > 1:
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]
         host.confine(_gpu_share(gpu, 0, gpus, sorted(os.sched_getaffinity(0))))
@@ -278,7 +284,7 @@ def _shard(config, session: PerfSession) -> None:
                 "ladder step is compared with its predecessor measured in the same process and the scenarios of a file "
                 "share measurements. Add --dist loadfile.")
     pinned = gpus if gpus >= workers else 0
-    shares = max(workers, nvml.gpu_count() or gpus) if pinned else workers  # a GPU's share of the node: _gpu_share
+    shares = _node_gpus(pinned) if pinned else workers  # a GPU's share of the node (_gpu_share), else a worker's
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []  # none to share out off Linux
     controller = _Controller(session, workers, os.environ.get("CUDA_VISIBLE_DEVICES"), pinned, cores, shares)
     config.pluginmanager.register(controller, "perf_xdist_controller")
