@@ -21,10 +21,13 @@ def measure(perf):
     def run(recipe: recipes.Recipe, parts: tuple[str, ...] | None = None):
         if perf.worker_start:
             recipe = replace(recipe, worker_start=perf.worker_start)
+        full = recipe
         if perf.smoke:
             recipe = recipes.for_smoke(recipe)
         workload = recipes.build(recipe, perf.device)
         opened.append(workload)
+        if workload.loader_source is not None:  # instructions are counted for the full recipe's loader, in smoke runs too
+            workload.loader_source = recipes.loader_source(full)
         if not perf.smoke:
             result = perf.measure(workload, parts)
             describe_host_side(result, workload, recipe)

@@ -23,7 +23,7 @@ STEP = Recipe(dataset="images", storage="jpeg_files", data_dir="", batch_size=25
 @dataclass(frozen=True)
 class Expect:
     storage: str
-    bottleneck: str | None = None  # which part limits the pipeline, where the measured margin is wide
+    bottleneck: str | None = None  # which part limits the pipeline on the host that recorded the baseline
     over: str | None = None  # a scenario measured before this one, in this run
     loader_gain: float | None = None  # this loader's samples/s over `over`'s, at least
     loader_cost: float | None = None  # ... or at most (a pitfall: it must still cost what it costs)
@@ -62,10 +62,8 @@ def test_storage(perf, measure, image_dataset, scenario):
             assert all("image::decode_jpegs_cuda" in o for o in ops), f"syncs outside the GPU decode: {ops}"
     else:
         perf.assert_syncs(result, per_step=e.syncs)
-    if e.bottleneck and not perf.smoke:
-        assert result.parts.bottleneck == e.bottleneck, (
-            f"{perf.test_id}: bottleneck {result.parts.bottleneck}, expected {e.bottleneck}: "
-            f"loader {result.parts.loader.median:,.0f}, GPU-side {result.parts.gpu.median:,.0f} samples/s")
+    if e.bottleneck:  # host-bound: a host that decodes faster moves it (checked where the baseline was recorded)
+        perf.assert_bottleneck(result, e.bottleneck)
     if e.loader_gain:
         perf.assert_gain(result, over=e.over, at_least=e.loader_gain, part="loader")
     if e.loader_cost:

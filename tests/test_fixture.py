@@ -12,12 +12,13 @@ def test_a_baseline_entry_rounds_each_number_to_its_places():
     # kernels 6.6 ms of a 70 ms step: 9.43% busy (launch-bound)
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,) * 3),
                   gpu=Throughput(100, (0.07,) * 3, energy_j=10.0), gpu_busy_s=0.0066)
-    entry = Result("t", parts, SimpleNamespace(per_step=1 / 3), 1.23456, None).baseline_entry({"gpu": "X"})
+    counted = SimpleNamespace(per_step=1 / 3, kernels=None, step_peak_bytes=123_456_789)
+    entry = Result("t", parts, counted, 1.23456, None).baseline_entry({"gpu": "X"})
     assert entry == {
         "parts": {"pipeline": {"samples_per_s": 333.3, "spread_pct": 0.0, "rounds": [333.3] * 3},
                   "gpu": {"samples_per_s": 1428.6, "spread_pct": 0.0, "rounds": [1428.6] * 3, "watts": 48}},
         "bottleneck": "host launch overhead", "efficiency": 0.233, "gpu_busy_pct": 9.4, "syncs_per_step": 0.333,
-        "peak_mem_gb": 1.23, "env": {"gpu": "X"},
+        "peak_mem_gb": 1.23, "counts": {"step_peak_bytes": 123_456_789}, "env": {"gpu": "X"},
     }
 
 
@@ -27,7 +28,7 @@ def test_what_was_not_measured_is_none_in_the_entry():
     assert entry == {
         "parts": {"pipeline": {"samples_per_s": 333.3, "spread_pct": None, "rounds": [333.3]}},
         "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "syncs_per_step": None, "peak_mem_gb": None,
-        "env": {"gpu": "cpu"},
+        "counts": {}, "env": {"gpu": "cpu"},
     }
 
 

@@ -216,7 +216,8 @@ def test_the_json_and_the_description_of_a_window_in_full():
                 (TC, 210, 220, 60), (CONVERT, 230, 290, 10), (CONVERT, 240, 300, 10)])
     assert k.as_json() == {
         "steps": 2, "kernel_ms_per_step": 0.09, "tensor_core_share": 0.8571, "conversions_per_step": 1.5,
-        "conversions": [CONVERT], "copied_bytes_per_step": {},  # no memcpy in this window
+        "conversions": [CONVERT], "copied_bytes_per_step": {}, "copies_per_step": {},  # no memcpy in this window
+        "launches_per_step": 3.5,
         "top": [{"name": TC, "ms_per_step": 0.06, "launches_per_step": 1.0, "share": 0.6667, "tensor_core": True},
                 {"name": CONVERT, "ms_per_step": 0.015, "launches_per_step": 1.5, "share": 0.1667, "tensor_core": None},
                 {"name": FP32, "ms_per_step": 0.01, "launches_per_step": 0.5, "share": 0.1111, "tensor_core": False},

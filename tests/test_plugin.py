@@ -809,10 +809,32 @@ EFFICIENCY_FAILS = {  # pipeline 5,000 samples/s; GPU-side 10,000; loader 20,000
 @pytest.mark.parametrize("how, floor, failed", [("", 0.5, False), ("", 0.6, True),
                                                 (", in_turns=True", 0.7, False), (", in_turns=True", 0.8, True)])
 def test_an_efficiency_below_its_floor_fails_naming_the_parts(suite, pytester, how, floor, failed):
+    """On the host that recorded the baseline: recording checks no host-bound claim, the run after it does."""
+    recording = claim(pytester, suite, 1.0, f"assert_efficiency(result, at_least={floor}{how})", "--perf-update-baselines")
+    recording.assert_outcomes(passed=2)
     result = claim(pytester, suite, 1.0, f"assert_efficiency(result, at_least={floor}{how})")
     result.assert_outcomes(passed=2 - failed, failed=int(failed))
     if failed:
         result.stdout.fnmatch_lines([EFFICIENCY_FAILS[how]])
+
+
+@pytest.mark.parametrize("check", ["assert_efficiency(result, at_least=0.8)", "assert_bottleneck(result, 'loader')"])
+def test_a_host_bound_claim_is_checked_only_where_its_baseline_was_recorded(suite, pytester, check):
+    """Efficiency 0.5 and a GPU bottleneck: both claims fail on the recording host, and say only a note elsewhere."""
+    claim(pytester, suite, 1.0, check, "--perf-update-baselines").assert_outcomes(passed=2)
+    claim(pytester, suite, 1.0, check).assert_outcomes(passed=1, failed=1)
+    data = json.loads(suite.baseline.read_text())
+    data["tests"]["test_copy.py::test_other"]["env"]["host"] = {**HOST, "machine": "another"}
+    suite.baseline.write_text(json.dumps(data))
+    result = claim(pytester, suite, 1.0, check, "-W", "ignore::UserWarning")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*| test_copy.py::test_other |*: not checked: *; it does not hold here*"])
+
+
+def test_a_bottleneck_claim_names_the_parts(suite, pytester):
+    claim(pytester, suite, 1.0, "assert_bottleneck(result, 'loader')", "--perf-update-baselines")
+    claim(pytester, suite, 1.0, "assert_bottleneck(result, 'loader')").stdout.fnmatch_lines([
+        "*test_other: bottleneck GPU, expected loader. parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000;*"])
 
 
 def test_a_row_added_to_a_section_is_in_the_report(suite, pytester, tmp_path):

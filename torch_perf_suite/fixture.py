@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from . import gates, settings
+from . import checks, compiled, gates, instructions, settings
+from .checks import parts_line as _parts_line
 from .parts import PARTS, Parts, Windows
 from .report import Chart
 from .stats import compare
@@ -64,6 +65,23 @@ class Result:
     notes: list[str] = field(default_factory=list)
     verdicts: dict[str, gates.Verdict] = field(default_factory=dict)  # part -> comparison with the baseline
     extra: dict = field(default_factory=dict)  # columns a test adds to its report row
+    compile: compiled.CompileCount | None = None  # what torch.compile did while the windows ran
+    instructions: instructions.Counted | None = None  # the loader's instructions per sample (callgrind)
+    instructions_note: str | None = None  # why they were not counted, where the workload has a loader_source
+
+    def counts(self) -> dict:
+        """What this test counted, as its baseline entry keeps it: kernel launches a step by family, bytes copied a
+        step by kind, the steps' peak memory, and torch.compile's graphs where it compiled."""
+        found: dict = {}
+        k = self.syncs.kernels if self.syncs is not None else None
+        if k is not None:
+            found["kernels_per_step"] = {f: round(n, 3) for f, n in k.families.items()}
+            found["copies_per_step"] = {kind: round(n) for kind, n in k.copies_per_step.items()}
+        if self.syncs is not None and self.syncs.step_peak_bytes is not None:
+            found["step_peak_bytes"] = self.syncs.step_peak_bytes
+        if self.compile is not None and self.compile.compiled:
+            found["compile"] = self.compile.as_entry()
+        return found
 
     @property
     def samples_per_s(self) -> float:
@@ -78,6 +96,7 @@ class Result:
             "gpu_busy_pct": None if p.gpu_busy_pct is None else round(p.gpu_busy_pct, 1),
             "syncs_per_step": round(self.syncs.per_step, 3) if self.syncs else None,
             "peak_mem_gb": None if self.peak_mem_gb is None else round(self.peak_mem_gb, 2),
+            "counts": self.counts(),
             "env": env,
         }
 
@@ -156,15 +175,16 @@ class Perf:
         # the same loader, or the same GPU-side step, measured the same way is measured once a session
         keys = {part: (part, key, self.measure_settings) for part in ("loader", "gpu")
                 if (key := getattr(workload, f"{part}_key", None)) is not None}
-        for part in wanted:
-            if keys.get(part) in session.shared:
-                measured[part], measured_in[part] = session.shared[keys[part]]
-                continue
-            if part == "pipeline":
-                windows.gpu, windows.loader = measured.get("gpu"), measured.get("loader")
-            measured[part] = windows.time(part, self._pedantic if part == timed_by_benchmark else None)
-            if part in keys:
-                session.shared[keys[part]] = (measured[part], self.test_id)
+        with compiled.watch() as compile_count:
+            for part in wanted:
+                if keys.get(part) in session.shared:
+                    measured[part], measured_in[part] = session.shared[keys[part]]
+                    continue
+                if part == "pipeline":
+                    windows.gpu, windows.loader = measured.get("gpu"), measured.get("loader")
+                measured[part] = windows.time(part, self._pedantic if part == timed_by_benchmark else None)
+                if part in keys:
+                    session.shared[keys[part]] = (measured[part], self.test_id)
         # a loader-only measurement (the worker sweep): what it delivers is its pipeline
         result_parts = Parts(workload.batch_size, **{"pipeline": measured[timed_by_benchmark], **measured},
                              measured_in=measured_in)
@@ -179,7 +199,8 @@ class Perf:
             self._benchmark.extra_info["profile_window_s"] = round(time.perf_counter() - started, 2)
             if syncs is not None:
                 result_parts.gpu_busy_s = syncs.gpu_busy_s
-        result = Result(self.test_id, result_parts, syncs, peak, trace)
+        result = Result(self.test_id, result_parts, syncs, peak, trace, compile=compile_count)
+        self._count_instructions(result, workload)
         for part, test in measured_in.items():
             result.notes.append(f"{part} measured in {test.rsplit('::', 1)[-1]}")
         power = _power_note(result_parts.gpu, dev.env.get("power_limit_w"))
@@ -211,6 +232,14 @@ class Perf:
         result.notes.append(f"{part} measured again to confirm: {again.median:,.0f} samples/s")
         return again
 
+    # --- failing ---------------------------------------------------------------------------------
+
+    def _fail(self, message: str | None, result: Result | None = None) -> None:
+        """Fail the test with a check's message (checks.py), naming the test and the kept trace; None passes."""
+        if message:
+            trace = f"\ntrace: {result.trace}" if result is not None and result.trace else ""
+            pytest.fail(f"{self.test_id}: {message}{trace}", pytrace=False)
+
     # --- syncs ----------------------------------------------------------------------------------
 
     def assert_syncs(self, result: Result, per_step: float | None = None, *, at_least: float | None = None,
@@ -226,29 +255,9 @@ class Perf:
             raise TypeError("assert_syncs takes exactly one of per_step= and at_least=")
         if result.syncs is None:
             raise RuntimeError(f"{self.test_id}: no sync count; syncs are counted only on a CUDA GPU outside --perf-smoke")
-        counted = result.syncs
-        measured = counted.per_step
-        head = (
-            f"{self.test_id}: measured {measured:.2f} host-device syncs per step "
-            f"({counted.total} in {counted.steps} profiled steps)"
-        )
-        where = f"\n{counted.describe()}\ntrace: {result.trace}"
-        if per_step is not None and abs(measured - per_step) > 1e-9:
-            more = "a new sync appeared" if measured > per_step else "fewer syncs than this scenario documents"
-            pytest.fail(f"{head}, expected {per_step:g} ({more}):{where}", pytrace=False)
-        if at_least is not None and measured < at_least:
-            env = self._session.device.env
-            pytest.fail(
-                f"{head}, expected at least {at_least:g}: the pitfall this scenario documents no longer syncs "
-                f"with torch {env['torch']} and torchmetrics {env['torchmetrics']}. If that is an upgrade's "
-                f"doing, retire the workaround and this expectation together.{where}",
-                pytrace=False,
-            )
-        if from_library is not None:
-            stray = [s for s in counted.sources if from_library not in s.library_line]
-            if stray:
-                listing = "\n".join(s.describe() for s in stray)
-                pytest.fail(f"{head}; expected every sync to come from {from_library!r}, these do not:\n{listing}", pytrace=False)
+        env = self._session.device.env
+        self._fail(checks.syncs(result.syncs, per_step=per_step, at_least=at_least, from_library=from_library,
+                                versions=f"torch {env['torch']} and torchmetrics {env['torchmetrics']}"), result)
 
     # --- kernels and utilization, from the profiled window and NVML -------------------------------
 
@@ -263,28 +272,15 @@ class Perf:
             return
         k = self._kernels(result)
         result.extra["conversions/step"] = k.conversions_per_step
-        if k.conversions:
-            listing = "\n".join("  " + c.describe() for c in k.conversions)
-            pytest.fail(f"{self.test_id}: {k.conversions_per_step:g} layout conversion kernel(s) per step, expected 0 "
-                        f"(is the model or its input no longer channels_last?):\n{listing}\n{k.describe()}\n"
-                        f"trace: {result.trace}", pytrace=False)
+        self._fail(checks.layout_conversions(k), result)
 
     def assert_tensor_cores(self, result: Result, *, at_least: float | None = None, at_most: float | None = None) -> None:
         """The share of convolution and matmul GPU time spent in Tensor Core kernels is within bounds."""
         if self.smoke:
             return
         k = self._kernels(result)
-        share = k.tensor_core_share
-        result.extra["tensor core share"] = share
-        if share is None:
-            pytest.fail(f"{self.test_id}: no convolution or matmul kernel in the steps, so no Tensor Core share\n"
-                        f"{k.describe()}", pytrace=False)
-        if (at_least is not None and share < at_least) or (at_most is not None and share > at_most):
-            wanted = " and ".join(w for w in (at_least is not None and f"at least {at_least:.0%}",
-                                              at_most is not None and f"at most {at_most:.0%}") if w)
-            pytest.fail(f"{self.test_id}: {share:.1%} of convolution and matmul GPU time ran on Tensor Cores, expected "
-                        f"{wanted} (TF32 and autocast flags, cuDNN's choice of kernels):\n{k.describe()}\n"
-                        f"trace: {result.trace}", pytrace=False)
+        result.extra["tensor core share"] = k.tensor_core_share
+        self._fail(checks.tensor_cores(k, at_least=at_least, at_most=at_most), result)
 
     def assert_utilization(self, result: Result, at_least: float, part: str = "gpu") -> None:
         """nvidia-smi's GPU-Util (NVML), median over `part`'s timed rounds, is at least `at_least` percent.
@@ -293,16 +289,10 @@ class Perf:
         if self.smoke:
             return
         t = result.parts.get(part)
-        util = None if t is None else t.util
-        if util is None or util.unavailable or util.gpu_util_pct is None:
-            why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
-            result.notes.append(f"utilization not checked: {why}")
-            return
-        if util.gpu_util_pct < at_least:
-            pytest.fail(f"{self.test_id}: GPU-Util {util.gpu_util_pct:.0f}%"
-                        f" over the {part} rounds (NVML, {util.samples} samples), "
-                        f"expected at least {at_least:g}%: the GPU waits for the host. {util.describe()}; "
-                        f"{_parts_line(result.parts)}", pytrace=False)
+        failure, note = checks.utilization(None if t is None else t.util, at_least, part)
+        if note:
+            result.notes.append(note)
+        self._fail(failure and f"{failure}; {_parts_line(result.parts)}")
 
     # --- gains within one run -------------------------------------------------------------------
 
@@ -385,29 +375,32 @@ class Perf:
         """The pipeline delivers at least `at_least` of its bottleneck part's samples/s. `in_turns`: the parts run one
         after the other (no DataLoader workers: one thread loads a batch, then trains on it), so what the pipeline is
         held to is the two in series, 1 / (1/loader + 1/GPU-side), whatever their ratio; below it, time is lost
-        beyond the turns."""
+        beyond the turns. A host-bound claim: checked where this test's baseline was recorded on this host."""
         if self.smoke:
             return
         p = result.parts
         if p.efficiency is None:
             raise RuntimeError(f"{self.test_id}: no GPU-side or loader number was measured, so there is no efficiency")
-        if in_turns:
-            if p.loader is None or p.gpu is None:
-                raise RuntimeError(f"{self.test_id}: in_turns needs both the loader and the GPU-side number measured")
-            due = 1 / (1 / p.loader.median + 1 / p.gpu.median)
-            if p.pipeline.median < at_least * due:
-                pytest.fail(
-                    f"{self.test_id}: the pipeline delivers {p.pipeline.median:,.0f} samples/s, "
-                    f"{p.pipeline.median / due:.2f} of the {due:,.0f} that loading and training in turns allow, expected "
-                    f"at least {at_least:g}. {_parts_line(p)}", pytrace=False)
+        if in_turns and (p.loader is None or p.gpu is None):
+            raise RuntimeError(f"{self.test_id}: in_turns needs both the loader and the GPU-side number measured")
+        self._host_claim(result, f"efficiency floor {at_least:g}", checks.efficiency(p, at_least, in_turns))
+
+    def assert_bottleneck(self, result: Result, expected: str) -> None:
+        """Which part limits the pipeline ("loader", "GPU"): a host-bound claim, checked where this test's baseline
+        was recorded on this host (a host that decodes faster moves a loader-bound scenario to the GPU)."""
+        if self.smoke:
             return
-        if p.efficiency < at_least:
-            pytest.fail(
-                f"{self.test_id}: pipeline efficiency {p.efficiency:.2f}, expected at least {at_least:g}: the pipeline "
-                f"delivers {p.pipeline.median:,.0f} samples/s while its bottleneck ({p.bottleneck}) allows "
-                f"{min(t.median for t in (p.loader, p.gpu) if t is not None):,.0f}. {_parts_line(p)}",
-                pytrace=False,
-            )
+        self._host_claim(result, f"bottleneck {expected}", checks.bottleneck(result.parts, expected))
+
+    def _host_claim(self, result: Result, claim: str, failure: str | None) -> None:
+        session = self._session
+        entry = session.baseline_file.get(self.test_id) if session.baseline_file else None
+        same_host = gates.hosts.why_not_comparable(entry["env"].get("host"), session.device.env.get("host")) if entry else ""
+        scope = checks.host_scope(entry, same_host, session.settings.update_baselines)
+        if scope:
+            result.notes.append(f"{claim}: {scope}" + ("; it does not hold here" if failure else ""))
+            return
+        self._fail(failure, result)
 
     def add_row(self, section: str, chart: Chart | None = None, **columns) -> None:
         """Add a row to a table of its own in the session report (the ladder's, say), drawn as `chart` if given."""
@@ -422,6 +415,7 @@ class Perf:
     def assert_baseline(self, result: Result) -> None:
         """Each part against this GPU's baseline entry: the GPU-side number at `tolerance`, loader and
         pipeline numbers at `host_tolerance` where the entry was recorded on this host class."""
+        self._assert_instructions(result)  # counted on any machine, in smoke runs too
         if self.smoke:
             return
         session = self._session
@@ -433,6 +427,7 @@ class Perf:
         if entry is None:
             self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
             return
+        self._assert_counts(result, entry)
         host, chip = session.device.env.get("host"), session.device.env.get("gpu_uuid")
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The gates")
             now = result.parts.get(part)
@@ -473,6 +468,73 @@ class Perf:
                 pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(notes), pytrace=False)
             result.notes.extend(notes)
 
+    def _assert_counts(self, result: Result, entry: dict) -> None:
+        """What the profiled window and torch.compile counted, against the entry: exact on any machine of this model."""
+        recorded, now = entry.get("counts"), result.counts()
+        if not recorded:
+            self._not_checked(result, "kernels, copies, step memory and compile graphs not checked: the baseline entry was "
+                                      "recorded before they were counted; " + self._rerecord())
+            return
+        margin = self.measure_settings.count_margin
+        compiled_now = result.compile is not None and result.compile.compiled
+        failures = [f for f in (
+            "kernels_per_step" in now and checks.kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {})),
+            "copies_per_step" in now and checks.copies(now["copies_per_step"], recorded.get("copies_per_step", {}), margin),
+            "step_peak_bytes" in now and "step_peak_bytes" in recorded
+            and checks.step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin),
+            (compiled_now or "compile" in recorded) and checks.compile_counts(result.compile or compiled.CompileCount(),
+                                                                              recorded.get("compile", {})),
+        ) if f]
+        if failures:
+            self._fail("counted at this GPU model's baseline (" + str(self._session.baseline_file.path) + "):\n"
+                       + "\n".join(failures), result)
+
+    def _assert_instructions(self, result: Result) -> None:
+        """The loader's instructions per sample against the count recorded in this environment (instructions.key)."""
+        session, counted = self._session, result.instructions
+        if counted is None:
+            if result.instructions_note:
+                self._not_checked(result, result.instructions_note)
+            return
+        result.extra["loader instructions/sample"] = round(counted.per_sample)
+        if session.settings.update_baselines:
+            result.notes.append("loader instructions recorded")
+            return
+        key, file = session.instructions_key, session.instructions_file
+        recorded = file.get(key, self.test_id)
+        if recorded is None:
+            others = file.keys_for(self.test_id)
+            if others:  # another environment's count says nothing of this one's
+                result.notes.append(f"loader instructions not comparable: recorded with {', '.join(others)}; this is {key}")
+                return
+            self._not_checked(result, f"no loader instruction count for {key} in {file.path}; " + self._rerecord())
+            return
+        if recorded["source"] != counted.source:
+            result.notes.append(f"loader instructions not comparable: recorded for {recorded['source']}, this test counts "
+                                f"{counted.source}; " + self._rerecord())
+            return
+        self._fail(checks.instructions(counted.per_sample, recorded["per_sample"], self.measure_settings.count_margin))
+
+    def _rerecord(self) -> str:
+        smoke = " --perf-smoke" if self.smoke else ""
+        return f"record them with: pytest '{self.test_id}'{smoke} --perf-update-baselines"
+
+    def _not_checked(self, result: Result, why: str) -> None:
+        """A counted check that could not be made: a failure under --perf-strict, else a note and a warning."""
+        if self.strict:
+            pytest.fail(f"{self.test_id}: --perf-strict: {why}", pytrace=False)
+        result.notes.append(why)
+        warnings.warn(PerfWarning(f"{self.test_id}: {why}"), stacklevel=3)
+
+    def _count_instructions(self, result: Result, workload) -> None:
+        source = getattr(workload, "loader_source", None)
+        if source is None or not self._session.settings.instructions:
+            return
+        try:
+            result.instructions = self._session.counter.count(source)
+        except instructions.Unavailable as e:
+            result.instructions_note = str(e)
+
     def _missing(self, result: Result, what: str) -> None:
         msg = f"{self.test_id}: {what}. Record one on this GPU: pytest '{self.test_id}' --perf-update-baselines"
         if self.sharded:  # a worker's loader and pipeline numbers are its share of the cores': recorded without -n, all
@@ -490,9 +552,3 @@ def _rounds(t: Throughput) -> str:
 def _rounds_of(part: dict) -> str:
     return ", ".join(f"{r:,.0f}" for r in part["rounds"]) if part.get("rounds") else f"{part['samples_per_s']:,.0f} (median only)"
 
-
-def _parts_line(p: Parts) -> str:
-    names = [("pipeline", p.pipeline), ("GPU-side", p.gpu), ("loader", p.loader)]
-    shown = ", ".join(f"{n} {t.median:,.0f}" for n, t in names if t is not None)
-    cpu = f"; loader {p.loader_cpu.median:,.0f} samples per worker CPU second" if p.loader_cpu is not None else ""
-    return f"parts (samples/s): {shown}; bottleneck: {p.bottleneck}{cpu}"

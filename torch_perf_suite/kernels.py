@@ -28,7 +28,27 @@ CONV_OR_MATMUL = re.compile(r"gemm|convolve|convolution|conv2d|fprop|dgrad|wgrad
 NOT_TENSOR_CORE = re.compile(r"ffma|sgemm|<float|winograd|fft", re.IGNORECASE)  # read first: "f32f32_f32f32_f32..._ffma"
 TENSOR_CORE = re.compile(r"tf32|f16|hmma|1688|16816|tensorop|nvjet|gmma", re.IGNORECASE)  # "f16" covers bf16
 TOP = 10
-MEMCPY = re.compile(r"^Memcpy (\w+)")  # the copy's direction: HtoD, DtoH, DtoD
+MEMCPY = re.compile(r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")  # "Memcpy HtoD (Pinned -> Device)": direction, kinds
+ANONYMOUS = "(anonymous namespace)::"
+
+
+def family(name: str) -> str:
+    """A kernel's name without its template and call arguments: "at::native::vectorized_elementwise_kernel" for every
+    instantiation of that template; cuDNN's and cuBLAS's generated names and Triton's stay whole."""
+    name = name.replace(ANONYMOUS, "")
+    name = name[5:] if name.startswith("void ") else name
+    return re.split(r"[<(]", name, maxsplit=1)[0].strip() or name
+
+
+def copy_kind(name: str) -> str | None:
+    """"Memcpy HtoD (Pinned -> Device)" -> "HtoD Pinned": the direction, and the kind of host memory where one side is
+    the host (a copy from pageable memory is a sync the pinned one is not)."""
+    found = MEMCPY.search(name)
+    if not found:
+        return None
+    direction, src, dst = found.groups()
+    host = next((k for k in (src, dst) if k and k != "Device"), None)
+    return f"{direction} {host}" if host else direction
 
 
 def is_conversion(name: str) -> bool:
@@ -65,6 +85,19 @@ class KernelStats:
     steps: int
     kernels: list[Kernel] = field(default_factory=list)  # every kernel name seen, most GPU time first
     copied_bytes_per_step: dict[str, float] = field(default_factory=dict)  # "HtoD", "DtoH", ...: memcpy bytes a step
+    copies_per_step: dict[str, float] = field(default_factory=dict)  # "HtoD Pinned", "DtoH Pageable", ...: bytes a step
+
+    @property
+    def launches_per_step(self) -> float:
+        return sum(k.launches_per_step for k in self.kernels)
+
+    @property
+    def families(self) -> dict[str, float]:
+        """Kernel launches a step by family (kernels.family), most first."""
+        counts: dict[str, float] = defaultdict(float)
+        for k in self.kernels:
+            counts[family(k.name)] += k.launches_per_step
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @property
     def total_us_per_step(self) -> float:
@@ -103,6 +136,8 @@ class KernelStats:
             "conversions_per_step": self.conversions_per_step,
             "conversions": [k.name for k in self.conversions],
             "copied_bytes_per_step": self.copied_bytes_per_step,
+            "copies_per_step": self.copies_per_step,
+            "launches_per_step": self.launches_per_step,
             "top": [{"name": k.name, "ms_per_step": round(k.us_per_step / 1000, 4), "launches_per_step": k.launches_per_step,
                      "share": round(k.share, 4), "tensor_core": k.tensor_core} for k in self.top(n)],
         }
@@ -120,6 +155,7 @@ def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> Kernel
     time_us: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     copied: dict[str, float] = defaultdict(float)
+    by_kind: dict[str, float] = defaultdict(float)
     for e in events:
         if e.get("cat") not in ("kernel", "gpu_memcpy"):
             continue
@@ -129,8 +165,9 @@ def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> Kernel
             continue
         if e["cat"] == "gpu_memcpy":  # "Memcpy HtoD (Pinned -> Device)": bytes by direction
             bytes_ = e.get("args", {}).get("bytes")
-            if isinstance(bytes_, (int, float)) and (direction := MEMCPY.search(e["name"])):
-                copied[direction.group(1)] += bytes_
+            if isinstance(bytes_, (int, float)) and (kind := copy_kind(e["name"])):
+                copied[kind.split()[0]] += bytes_
+                by_kind[kind] += bytes_
             continue
         time_us[e["name"]] += float(e.get("dur", 0))
         count[e["name"]] += 1
@@ -138,4 +175,5 @@ def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> Kernel
     total = sum(time_us.values())
     kernels = [Kernel(name, us / n, count[name] / n, us / total if total else 0.0, tensor_core(name))
                for name, us in sorted(time_us.items(), key=lambda kv: -kv[1])]
-    return KernelStats(n, kernels, {direction: total / n for direction, total in sorted(copied.items())})
+    return KernelStats(n, kernels, {direction: total / n for direction, total in sorted(copied.items())},
+                       {kind: total / n for kind, total in sorted(by_kind.items())})

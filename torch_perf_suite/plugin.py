@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from . import baselines, device, durations, hooks, host, nvml, report, settings, syncs
+from . import baselines, device, durations, hooks, host, instructions, nvml, report, settings, syncs
 from .fixture import Perf, PerfWarning, Result
 
 SESSION = pytest.StashKey["PerfSession"]()
@@ -39,13 +39,21 @@ class PerfSession:
         node (marker multi_gpu) skips itself there."""
         return self.gpu is not None
 
-    def record(self, test_id: str, entry: dict) -> None:
-        """Save one passed test's baseline entry at once (atomic): an interrupted run keeps what it recorded."""
-        self.updates[test_id] = entry
-        try:
-            self.baseline_file.save({test_id: entry})
-        except (OSError, baselines.BaselineError) as e:
-            self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
+    def record(self, test_id: str, result: Result) -> None:
+        """Save one passed test's baseline entry and loader instruction count at once (atomic): an interrupted run
+        keeps what it recorded."""
+        if self.baseline_file is not None:
+            entry = self.updates[test_id] = result.baseline_entry(self.device.env)
+            try:
+                self.baseline_file.save({test_id: entry})
+            except (OSError, baselines.BaselineError) as e:
+                self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
+        if result.instructions is not None and self.instructions_file is not None:
+            try:
+                self.instructions_file.save(self.instructions_key, {test_id: instructions.entry(result.instructions)})
+                self.instructions_recorded += 1
+            except (OSError, instructions.InstructionsError) as e:
+                self.save_error = f"loader instruction counts NOT recorded into {self.instructions_file.path}: {e}"
 
     @property
     def clock(self) -> str | None:
@@ -54,8 +62,11 @@ class PerfSession:
         return self.device.env["gpu"] if self.device.is_gpu and not self.settings.smoke else None
 
     def recorded(self) -> dict[str, int]:
-        """The baseline file this process recorded into -> how many entries; empty where it recorded none."""
-        return {str(self.baseline_file.path): len(self.updates)} if self.updates and not self.save_error else {}
+        """The baseline files this process recorded into -> how many entries; empty where it recorded none."""
+        found = {str(self.baseline_file.path): len(self.updates)} if self.updates and not self.save_error else {}
+        if self.instructions_recorded and not self.save_error:
+            found[f"{self.instructions_file.path} ({self.instructions_key})"] = self.instructions_recorded
+        return found
 
     def document(self) -> dict:
         """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
@@ -137,6 +148,16 @@ class PerfSession:
         self.baseline_note: str | None = None  # a corrupt file moved aside, an old schema
         self.save_error: str | None = None
         self.report_error: str | None = None
+        self.counter = instructions.Counter()  # the loader's instructions, counted in a callgrind process started on first use
+        self.instructions_file: instructions.InstructionsFile | None = None
+        self.instructions_key = ""
+        self.instructions_recorded = 0
+        if self.settings.instructions and (self.device.is_gpu or self.settings.smoke):
+            try:
+                self.instructions_file = instructions.InstructionsFile.load(self.settings.baseline_dir / "instructions.json")
+            except instructions.InstructionsError as e:
+                raise pytest.UsageError(str(e)) from None
+            self.instructions_key = instructions.key()
         if self.device.is_gpu and not self.settings.smoke:
             gpu = self.device.env["gpu"]
             path = self.settings.baseline_dir / f"{baselines.gpu_slug(gpu)}.json"
@@ -416,8 +437,8 @@ def pytest_runtest_makereport(item, call):
     result = session.results.get(item.nodeid)
     if result is None:
         return
-    if rep.passed and session.settings.update_baselines and session.baseline_file is not None:
-        session.record(item.nodeid, result.baseline_entry(session.device.env))
+    if rep.passed and session.settings.update_baselines:
+        session.record(item.nodeid, result)
     if rep.failed and result.trace and result.trace.exists() and session.settings.trace_dir:
         kept = session.settings.trace_dir / (result.trace.name + ".gz")
         try:
@@ -442,6 +463,7 @@ def pytest_sessionfinish(session):
     perf = config.stash.get(SESSION, None)
     if not perf:
         return
+    perf.counter.close()
     if perf.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers
         config.workeroutput["perf"] = {
             # through JSON: execnet sends plain types only (torch.__version__ is a str subclass, a column a numpy int)
@@ -479,9 +501,10 @@ def pytest_terminal_summary(terminalreporter, config):
             recorded[path] = recorded.get(path, 0) + n
     for path, n in recorded.items():
         terminalreporter.write_line(f"recorded {n} baseline(s) into {path}")
-    if perf.settings.update_baselines and perf.baseline_file is None:
+    if perf.settings.update_baselines and perf.baseline_file is None and not perf.instructions_recorded:
         terminalreporter.write_line("--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU "
-                                    "outside --perf-smoke", yellow=True)
+                                    "outside --perf-smoke (loader instruction counts on any machine, where valgrind "
+                                    "counted them)", yellow=True)
     if perf.settings.report:
         written = perf.written if perf.shards else perf.write_report(final=True)
         if not perf.report_error:

@@ -66,12 +66,13 @@ class Measure:
     tolerance: float = 3.0  # % below the baseline allowed for GPU-side numbers recorded on this chip
     chip_tolerance: float = 20.0  # % below the baseline allowed for GPU-side numbers recorded on another chip
     host_tolerance: float = 10.0  # % below the baseline allowed for loader and pipeline numbers (same host class)
+    count_margin: float = 1.0  # % over the record allowed for bytes copied, the steps' peak memory and loader instructions
 
 
 MEASURE_TYPES = {
     "warmup": positive_int, "rounds": positive_int, "max_rounds": positive_int, "ci_pct": percent, "steps": positive_int,
     "round_s": seconds, "profile_steps": positive_int, "tolerance": percent, "chip_tolerance": percent,
-    "host_tolerance": percent,
+    "host_tolerance": percent, "count_margin": percent,
 }
 MEASURE_HELP = {
     "warmup": "warm-up steps before the timed rounds (compilation happens here)",
@@ -84,6 +85,8 @@ MEASURE_HELP = {
     "tolerance": "percent a GPU-side number may fall below a baseline recorded on this GPU chip",
     "chip_tolerance": "percent a GPU-side number may fall below a baseline recorded on another chip of this GPU model",
     "host_tolerance": "percent a loader or pipeline number may fall below a baseline recorded on the same host class",
+    "count_margin": "percent over the recorded count allowed for bytes copied a step, the steps' peak GPU memory and the "
+                    "loader's instructions per sample (kernel launches and compile graphs are compared exactly)",
 }
 
 
@@ -123,6 +126,10 @@ def add_options(parser) -> None:
                     help="DataLoader workers for the ladder's multi-worker steps "
                          f"(default: one per core, here {default_workers()}; on a node of several GPUs, one per core of "
                          "the GPU's share: the cores / the GPUs)")
+    group.addoption("--perf-instructions", choices=("on", "off"), default=None,
+                    help="count the loader's instructions per sample with valgrind's callgrind and compare them with the "
+                         "count recorded in this environment (default: on; ini: perf_instructions)")
+    parser.addini("perf_instructions", "count the loader's instructions (on or off; see --perf-instructions)", default="on")
     group.addoption("--perf-worker-start", choices=("fork", "forkserver", "spawn"), default=None,
                     help="how the DataLoader starts its workers (default: the platform's, fork on Linux before Python 3.14)")
 
@@ -138,6 +145,7 @@ class SessionSettings:
     workers: int
     measure: Measure  # command line > ini > default; markers are applied per test
     worker_start: str | None = None  # the DataLoader workers' start method; None: the platform's
+    instructions: bool = True  # count the loader's instructions per sample (callgrind)
 
     @classmethod
     def from_config(cls, config) -> "SessionSettings":
@@ -157,7 +165,16 @@ class SessionSettings:
             workers=opt("--perf-workers") or default_workers(),
             worker_start=opt("--perf-worker-start"),
             measure=_measure_from(config),
+            instructions=_on_off(opt("--perf-instructions") or config.getini("perf_instructions"), "perf_instructions"),
         )
+
+
+def _on_off(value: str, name: str) -> bool:
+    import pytest
+
+    if value not in ("on", "off"):
+        raise pytest.UsageError(f"ini option {name} = {value!r}: expected on or off")
+    return value == "on"
 
 
 def _folder(path: Path, option: str) -> Path:

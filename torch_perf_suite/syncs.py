@@ -107,6 +107,7 @@ class Advice:
 
 user_sources: tuple[Advice, ...] = ()  # from the pytest_perf_sync_sources hook, set by the plugin for its session
 UNKNOWN_FIX = "no fix known to the suite for this source: the lines above and the trace show where it waits"
+EXPLICIT_LIBRARY = "torch/cuda/"  # torch.cuda.synchronize(), Event.synchronize() and Stream.synchronize() live there
 # First match wins: a library's own sync before the op it syncs in (GradScaler's check is an .item()).
 KNOWN_SOURCES: list[Advice] = [
     Advice(
@@ -115,6 +116,13 @@ KNOWN_SOURCES: list[Advice] = [
         "(torch.optim.AdamW(..., fused=True), SGD, Adam) takes the flag on the GPU; bf16 autocast needs no scaler",
         "https://pytorch.org/docs/stable/amp.html#gradient-scaling",
         library="torch/amp/grad_scaler.py",
+    ),
+    Advice(
+        "explicit synchronize",
+        "remove it from the step: the step's own work needs no wait. To time the step, record "
+        "torch.cuda.Event(enable_timing=True) before and after it and read elapsed_time() outside the step, every k steps",
+        "https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution",
+        library=EXPLICIT_LIBRARY,
     ),
     Advice(
         "torchmetrics input check",
@@ -168,6 +176,7 @@ class SyncCount:
     periodic_runs: Counter = field(default_factory=Counter)  # range name -> times it ran in the steps
     gpu_busy_s: float | None = None  # GPU kernel time per step (union of kernel intervals over the window / steps)
     kernels: KernelStats | None = None  # what the GPU ran in the steps
+    step_peak_bytes: int | None = None  # the steps' peak GPU memory above what was allocated when they began
 
     @property
     def total(self) -> int:
@@ -497,15 +506,47 @@ def _short(where: str) -> str:
 # --- recording --------------------------------------------------------------------------------
 
 
-def _site_of(stack: list[traceback.FrameSummary]) -> str:
+def _site_of(stack: list[traceback.FrameSummary], called: str = "") -> str:
+    """The marker for a sync seen with this stack; `called`: the library function the innermost frame called (an
+    explicit synchronize, whose own frame is not on the stack), where no library frame is."""
     frames = [f for f in stack if not f.filename.startswith(_HARNESS_DIR)]
     user = [f for f in frames if not _is_library(f.filename)]
     if not user:
         return ""
     u = user[-1]
     inner = [f for f in frames[frames.index(u) + 1 :] if "site-packages" in f.filename or "dist-packages" in f.filename]
-    lib = f"|lib={_short(inner[-1].filename)}:{inner[-1].lineno} in {inner[-1].name}" if inner else ""
+    lib = f"|lib={_short(inner[-1].filename)}:{inner[-1].lineno} in {inner[-1].name}" if inner else (
+        f"|lib={called}" if called else "")
     return f"{SITE_PREFIX}user={_short(u.filename)}:{u.lineno} in {u.name}{lib}"
+
+
+def _explicit_syncs(torch, marked: list[int]):
+    """torch.cuda.synchronize, Event.synchronize and Stream.synchronize, each wrapped to mark its exact line as the
+    debug mode's warning does (it warns for none of the first two): [(owner, name, original)] to put back."""
+    patched = []
+
+    def wrap(owner, name):
+        original = getattr(owner, name)
+        code = getattr(original, "__code__", None)
+        called = f"{_short(code.co_filename)}:{code.co_firstlineno} in {original.__qualname__}" if code else name
+
+        @functools.wraps(original)
+        def synchronize(*args, **kwargs):
+            before = marked[0]
+            result = original(*args, **kwargs)
+            if marked[0] == before:  # the debug mode did not mark it already
+                site = _site_of(traceback.extract_stack()[:-1], called)
+                if site:
+                    with torch.profiler.record_function(site):
+                        pass
+            return result
+
+        setattr(owner, name, synchronize)
+        patched.append((owner, name, original))
+
+    for owner, name in ((torch.cuda, "synchronize"), (torch.cuda.Event, "synchronize"), (torch.cuda.Stream, "synchronize")):
+        wrap(owner, name)
+    return patched
 
 
 def periodic(name: str):
@@ -518,15 +559,17 @@ def periodic(name: str):
 
 @contextlib.contextmanager
 def sync_sites():
-    """Mark each sync that `torch.cuda.set_sync_debug_mode` sees with its exact lines.
+    """Mark each sync that `torch.cuda.set_sync_debug_mode` sees with its exact lines, and each explicit one
+    (torch.cuda.synchronize(), Event.synchronize(), Stream.synchronize()), which it does not see.
 
-    Inside an active torch.profiler window, every debug-mode warning becomes a zero-length
-    `perf_sync_site|user=...|lib=...` range in the trace. The debug mode and the warning filters
-    are restored on exit; other warnings pass through untouched.
+    Inside an active torch.profiler window, every debug-mode warning and every explicit synchronize called from user
+    code becomes a zero-length `perf_sync_site|user=...|lib=...` range in the trace. The debug mode, the warning
+    filters and the three functions are restored on exit; other warnings pass through untouched.
     """
     import torch
 
     previous_mode = torch.cuda.get_sync_debug_mode()
+    marked = [0]  # debug-mode warnings marked so far
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         passthrough = warnings.showwarning
@@ -536,17 +579,21 @@ def sync_sites():
                 return None  # known: debug mode misses some syncs, which is why the profiler's count decides
             if _SYNC_WARNING not in str(message):
                 return passthrough(message, category, filename, lineno, file, line)
+            marked[0] += 1
             site = _site_of(traceback.extract_stack()[:-1])
             if site:
                 with torch.profiler.record_function(site):
                     pass
 
         warnings.showwarning = mark
+        patched = _explicit_syncs(torch, marked)
         torch.cuda.set_sync_debug_mode("warn")
         try:
             yield
         finally:
             torch.cuda.set_sync_debug_mode(previous_mode)
+            for owner, name, original in reversed(patched):
+                setattr(owner, name, original)
 
 
 def profile_steps(step, steps: int, trace_path: str | os.PathLike) -> SyncCount:

@@ -21,6 +21,9 @@ class Workload(Protocol):
     gpu_key          hashable: workloads with equal keys share a GPU-side step, measured once a session
     loader_cpu_s()   CPU seconds its loader's worker processes have run, None where none run: the
                      report's loader/CPU s, the loader's cost per sample (reported, not compared)
+    loader_source    ("package.module:function", {keyword arguments}): a function returning the loader's
+                     (dataset, collate_fn), which a callgrind process imports to count the loader's
+                     instructions per sample (instructions.py); arguments must be JSON
     close()          called when the test ends (stop the loader's workers)
     """
 

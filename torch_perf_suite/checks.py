@@ -1,0 +1,191 @@
+"""Verdicts as plain functions: each takes what was measured and what is expected, and returns a message
+saying what is wrong (None where nothing is). The `perf` fixture only turns a message into a failure.
+
+Counted checks (syncs, kernels, bytes copied, step memory, compile graphs, loader instructions) are exact
+on any machine: compared exactly, or within a margin measured on two machines. Host-bound claims (a
+pipeline's efficiency, which part is its bottleneck) hold for the host they were measured on, so they are
+checked only against a baseline recorded on this host (`host_scope`).
+"""
+
+from __future__ import annotations
+
+from .parts import Parts
+
+TOP_CHANGES = 5  # kernel families named in a failure, most changed first
+
+
+# --- syncs ----------------------------------------------------------------------------------------
+
+
+def syncs(counted, *, per_step: float | None = None, at_least: float | None = None, from_library: str | None = None,
+          versions: str = "") -> str | None:
+    """Exactly `per_step` syncs per step, or `at_least` that many (a pitfall), optionally all from `from_library`.
+
+    For a pitfall, fewer syncs than expected fails too: the pitfall is gone, and the workaround the scenario
+    documents can be retired, knowingly. `versions` names the libraries the pitfall was seen with."""
+    if (per_step is None) == (at_least is None):
+        raise TypeError("assert_syncs takes exactly one of per_step= and at_least=")
+    measured = counted.per_step
+    head = f"measured {measured:.2f} host-device syncs per step ({counted.total} in {counted.steps} profiled steps)"
+    where = f"\n{counted.describe()}"
+    if per_step is not None and abs(measured - per_step) > 1e-9:
+        more = "a new sync appeared" if measured > per_step else "fewer syncs than this scenario documents"
+        return f"{head}, expected {per_step:g} ({more}):{where}"
+    if at_least is not None and measured < at_least:
+        return (f"{head}, expected at least {at_least:g}: the pitfall this scenario documents no longer syncs "
+                f"with {versions}. If that is an upgrade's doing, retire the workaround and this expectation together.{where}")
+    if from_library is not None:
+        stray = [s for s in counted.sources if from_library not in s.library_line]
+        if stray:
+            listing = "\n".join(s.describe() for s in stray)
+            return f"{head}; expected every sync to come from {from_library!r}, these do not:\n{listing}"
+    return None
+
+
+# --- kernels, from the profiled window -------------------------------------------------------------
+
+
+def layout_conversions(kernels) -> str | None:
+    """No NCHW<->NHWC conversion kernels in the steps (seed 001: channels_last removes them)."""
+    if not kernels.conversions:
+        return None
+    listing = "\n".join("  " + c.describe() for c in kernels.conversions)
+    return (f"{kernels.conversions_per_step:g} layout conversion kernel(s) per step, expected 0 "
+            f"(is the model or its input no longer channels_last?):\n{listing}\n{kernels.describe()}")
+
+
+def tensor_cores(kernels, *, at_least: float | None = None, at_most: float | None = None) -> str | None:
+    """The share of convolution and matmul GPU time in Tensor Core kernels is within bounds."""
+    share = kernels.tensor_core_share
+    if share is None:
+        return f"no convolution or matmul kernel in the steps, so no Tensor Core share\n{kernels.describe()}"
+    if (at_least is not None and share < at_least) or (at_most is not None and share > at_most):
+        wanted = " and ".join(w for w in (at_least is not None and f"at least {at_least:.0%}",
+                                          at_most is not None and f"at most {at_most:.0%}") if w)
+        return (f"{share:.1%} of convolution and matmul GPU time ran on Tensor Cores, expected {wanted} "
+                f"(TF32 and autocast flags, cuDNN's choice of kernels):\n{kernels.describe()}")
+    return None
+
+
+def kernel_launches(now: dict[str, float], recorded: dict[str, float]) -> str | None:
+    """Kernel launches a step, by family, exactly as recorded: a swapped optimizer implementation, a lost fusion or
+    a new layout conversion launches more. The message names the families that changed, most changed first."""
+    total_now, total_then = sum(now.values()), sum(recorded.values())
+    changed = {f: now.get(f, 0.0) - recorded.get(f, 0.0) for f in {*now, *recorded}}
+    changed = {f: d for f, d in changed.items() if abs(d) > 1e-9}
+    if not changed:
+        return None
+    rows = [f"  {d:+g} {f} ({recorded.get(f, 0.0):g} -> {now.get(f, 0.0):g}"
+            + (", new" if f not in recorded else ", gone" if f not in now else "") + ")"
+            for f, d in sorted(changed.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:TOP_CHANGES]]
+    more = "" if len(changed) <= TOP_CHANGES else f"\n  ... and {len(changed) - TOP_CHANGES} more famil(ies)"
+    return (f"{total_now:g} kernel launches per step, {total_then:g} recorded ({total_now - total_then:+g}): a swapped "
+            f"optimizer implementation, a lost fusion or a changed kernel choice; launches per step by family:\n"
+            + "\n".join(rows) + more)
+
+
+def copies(now: dict[str, float], recorded: dict[str, float], margin_pct: float) -> str | None:
+    """Bytes copied a step by direction and host memory kind ("HtoD Pinned") within `margin_pct` of the record, and
+    no kind the record lacks (a copy from pageable memory shows as 'HtoD Pageable')."""
+    rows = []
+    for kind in sorted({*now, *recorded}):
+        mine, theirs = now.get(kind, 0.0), recorded.get(kind, 0.0)
+        if kind not in recorded:
+            rows.append(f"  {kind}: {mine / 1e6:,.2f} MB a step, none recorded (a new kind of copy)")
+        elif abs(mine - theirs) > margin_pct / 100 * theirs:
+            rows.append(f"  {kind}: {mine / 1e6:,.2f} MB a step, {theirs / 1e6:,.2f} MB recorded "
+                        f"({100 * (mine / theirs - 1) if theirs else float('inf'):+.1f}%; allowed +-{margin_pct:g}%)")
+    return None if not rows else "bytes copied per step changed:\n" + "\n".join(rows)
+
+
+def step_memory(now_bytes: int, recorded_bytes: int, margin_pct: float) -> str | None:
+    """The steps' peak GPU memory (above what was held when they began) no more than `margin_pct` over the record."""
+    if now_bytes <= recorded_bytes * (1 + margin_pct / 100):
+        return None
+    change = 100 * (now_bytes / recorded_bytes - 1) if recorded_bytes else float("inf")
+    return (f"the steps' peak GPU memory is {now_bytes / 1e9:,.3f} GB above what they started with, "
+            f"{recorded_bytes / 1e9:,.3f} GB recorded ({change:+.1f}%; allowed +{margin_pct:g}%): an extra allocation "
+            "or a tensor kept alive in the step")
+
+
+def compile_counts(now, recorded: dict) -> str | None:
+    """Graphs, graph breaks and recompilations of torch.compile exactly as recorded; each break and recompilation
+    named with dynamo's reason and the line."""
+    problems = []
+    breaks, recompiled = now.graph_breaks, now.recompilations
+    if len(breaks) > recorded.get("graph_breaks", 0):
+        problems.append(f"{len(breaks)} graph break(s), {recorded.get('graph_breaks', 0)} recorded:\n"
+                        + "\n".join(f"  {e.describe()}" for e in breaks))
+    if len(recompiled) > recorded.get("recompilations", 0):
+        problems.append(f"{len(recompiled)} recompilation(s), {recorded.get('recompilations', 0)} recorded (a guard failed):\n"
+                        + "\n".join(f"  {e.describe()}" for e in recompiled))
+    if now.graphs != recorded.get("graphs", 0) and not problems:
+        problems.append(f"{now.graphs} graph(s) compiled, {recorded.get('graphs', 0)} recorded")
+    if len(breaks) < recorded.get("graph_breaks", 0) or len(recompiled) < recorded.get("recompilations", 0):
+        problems.append(f"fewer graph breaks or recompilations than recorded ({len(breaks)} and {len(recompiled)}, "
+                        f"{recorded.get('graph_breaks', 0)} and {recorded.get('recompilations', 0)} recorded): re-record "
+                        "the baseline to keep the gain")
+    return "\n".join(problems) or None
+
+
+def instructions(per_sample: float, recorded: float, margin_pct: float) -> str | None:
+    """The loader's instructions per sample no more than `margin_pct` over the record."""
+    if per_sample <= recorded * (1 + margin_pct / 100):
+        return None
+    return (f"the loader runs {per_sample:,.0f} instructions per sample (dataset item, transforms, collate; callgrind), "
+            f"{recorded:,.0f} recorded ({100 * (per_sample / recorded - 1):+.1f}%; allowed +{margin_pct:g}%): more CPU work "
+            "per sample in the dataset, its transforms or the collate")
+
+
+# --- timed readings that are claims -------------------------------------------------------------------
+
+
+def utilization(util, at_least: float, part: str) -> tuple[str | None, str | None]:
+    """(failure, note): nvidia-smi's GPU-Util over `part`'s rounds is at least `at_least` percent. Where NVML cannot
+    say, the note says why and nothing fails (a GPU without NVML access measures everything else)."""
+    if util is None or util.unavailable or util.gpu_util_pct is None:
+        why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
+        return None, f"utilization not checked: {why}"
+    if util.gpu_util_pct < at_least:
+        return (f"GPU-Util {util.gpu_util_pct:.0f}% over the {part} rounds (NVML, {util.samples} samples), expected at "
+                f"least {at_least:g}%: the GPU waits for the host. {util.describe()}"), None
+    return None, None
+
+
+def efficiency(p: Parts, at_least: float, in_turns: bool = False) -> str | None:
+    """The pipeline delivers at least `at_least` of its bottleneck part's samples/s; `in_turns`: of the two parts in
+    series, 1 / (1/loader + 1/GPU-side) (no DataLoader workers: one thread loads a batch, then trains on it)."""
+    if in_turns:
+        due = 1 / (1 / p.loader.median + 1 / p.gpu.median)
+        if p.pipeline.median < at_least * due:
+            return (f"the pipeline delivers {p.pipeline.median:,.0f} samples/s, {p.pipeline.median / due:.2f} of the "
+                    f"{due:,.0f} that loading and training in turns allow, expected at least {at_least:g}. {parts_line(p)}")
+        return None
+    if p.efficiency < at_least:
+        return (f"pipeline efficiency {p.efficiency:.2f}, expected at least {at_least:g}: the pipeline delivers "
+                f"{p.pipeline.median:,.0f} samples/s while its bottleneck ({p.bottleneck}) allows "
+                f"{min(t.median for t in (p.loader, p.gpu) if t is not None):,.0f}. {parts_line(p)}")
+    return None
+
+
+def bottleneck(p: Parts, expected: str) -> str | None:
+    if p.bottleneck == expected:
+        return None
+    return f"bottleneck {p.bottleneck}, expected {expected}. {parts_line(p)}"
+
+
+def host_scope(entry: dict | None, why_not_same_host: str, updating: bool) -> str:
+    """'' where a host-bound claim is checked on this host (its baseline was recorded here); else why it is not.
+    Such a claim (an efficiency floor, a bottleneck) held where it was measured: a faster or slower host moves it."""
+    if updating:
+        return "recorded as measured on this host, not checked (host-bound: a claim of the host that records it)"
+    if entry is None:
+        return "not checked: no baseline from this host (host-bound: a faster or slower host moves it)"
+    return f"not checked: {why_not_same_host}" if why_not_same_host else ""
+
+
+def parts_line(p: Parts) -> str:
+    names = [("pipeline", p.pipeline), ("GPU-side", p.gpu), ("loader", p.loader)]
+    shown = ", ".join(f"{n} {t.median:,.0f}" for n, t in names if t is not None)
+    cpu = f"; loader {p.loader_cpu.median:,.0f} samples per worker CPU second" if p.loader_cpu is not None else ""
+    return f"parts (samples/s): {shown}; bottleneck: {p.bottleneck}{cpu}"

@@ -1,0 +1,313 @@
+"""The loader's CPU cost as instructions per sample, counted by valgrind's callgrind: exact on any machine.
+
+Wall-clock loader numbers move 7-78% between hosts and rounds, so a 15% loader regression hides in them.
+Instructions do not move: callgrind simulates the CPU, and two runs of the same code on the same inputs
+count the same to a few hundredths of a percent, whatever else the machine is doing.
+
+What is counted: `dataset[i]` for a fixed list of indices and the collate of those samples (the work a
+DataLoader worker does for a batch), in one process, one thread, no workers. Not counted: sleeps, waits for
+I/O, the workers' start, their pickling and IPC, pinning: those stay with the wall-clock loader number.
+
+How: one callgrind process per pytest session (`Counter`), started on first use with instrumentation off,
+serves every loader of the session. For each it builds the dataset and warms it up (imports, caches), then the
+parent switches instrumentation on (`callgrind_control -i on`), lets it take the samples, switches it off
+and dumps the count (`callgrind_control -d`). Starting Python and torch uninstrumented costs ~36 s once;
+torch.utils.benchmark's `Timer.collect_callgrind` instead runs the whole start instrumented (165 s
+measured here for the same count) and needs its statement as a string, so it is not used.
+
+A workload names its loader by `loader_source`: ("package.module:function", keyword arguments as JSON), a
+function returning (dataset, collate_fn), which the callgrind process imports and calls.
+
+Counts are recorded per environment (`key()`: the versions of Python, torch, torchvision, Pillow and numpy,
+the machine's architecture and valgrind's version; each changes the instructions run) in
+`baselines/instructions.json`; a count is compared only with one recorded under the same key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
+STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
+CONTROL_TIMEOUT_S = 120  # callgrind_control reaches the process through vgdb; a stuck one is said, not waited on
+INSTALL = "install valgrind (Debian, Ubuntu: apt-get install valgrind)"
+
+
+class Unavailable(RuntimeError):
+    """Instructions cannot be counted here (no valgrind, the counting process failed): the message says why."""
+
+
+@dataclass(frozen=True)
+class Counted:
+    per_sample: float
+    samples: int
+    source: str  # what was counted, as `describe_source` writes it
+
+
+def describe_source(source: tuple[str, dict]) -> str:
+    """The loader's factory and arguments as one line, a data directory by its name only (its path is the machine's)."""
+    factory, kwargs = source
+    shown = {k: (Path(v).name if k == "data_dir" and v else v) for k, v in sorted(kwargs.items())}
+    return f"{factory}({json.dumps(shown, sort_keys=True)})"
+
+
+def key() -> str:
+    """What the instruction count depends on besides the loader's own code."""
+    versions = [f"py{platform.python_version()}"]
+    for module in ("torch", "torchvision", "PIL", "numpy"):
+        try:
+            versions.append(f"{module.lower()}{importlib.import_module(module).__version__}")
+        except ImportError:
+            versions.append(f"{module.lower()}-none")
+    return "-".join([*versions, platform.machine(), valgrind_version() or "valgrind-none"])
+
+
+def valgrind_version() -> str | None:
+    exe = shutil.which("valgrind")
+    if exe is None:
+        return None
+    try:
+        return subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+class Counter:
+    """The session's callgrind process: `count(source)` -> Counted, once per source; `close()` ends it."""
+
+    def __init__(self):
+        self._proc: subprocess.Popen | None = None
+        self._dir: str | None = None
+        self._cache: dict[str, Counted] = {}
+        self._broken: str | None = None
+
+    def count(self, source: tuple[str, dict]) -> Counted:
+        described = describe_source(source)
+        if described not in self._cache:
+            self._cache[described] = Counted(self._count(source) / SAMPLES, SAMPLES, described)
+        return self._cache[described]
+
+    def _count(self, source: tuple[str, dict]) -> int:
+        if self._broken:
+            raise Unavailable(self._broken)
+        proc = self._start()
+        factory, kwargs = source
+        self._send({"factory": factory, "kwargs": kwargs})
+        self._expect("ready")
+        self._control("-i", "on")
+        self._send("go")
+        self._expect("done")
+        self._control("-i", "off")
+        before = set(os.listdir(self._dir))
+        self._control("-d")
+        dumps = sorted(set(os.listdir(self._dir)) - before, key=lambda n: os.stat(os.path.join(self._dir, n)).st_mtime)
+        if not dumps:
+            raise self._fail(f"callgrind wrote no count for pid {proc.pid} into {self._dir}")
+        return read_total(Path(self._dir) / dumps[-1])
+
+    def _start(self) -> subprocess.Popen:
+        if self._proc is not None:
+            return self._proc
+        for tool in ("valgrind", "callgrind_control"):
+            if shutil.which(tool) is None:
+                self._broken = f"{tool} not found: loader instructions not counted; {INSTALL}"
+                raise Unavailable(self._broken)
+        self._dir = tempfile.mkdtemp(prefix="perf-callgrind-")
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+               "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
+        self._proc = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--dump-instr=no",
+             f"--callgrind-out-file={self._dir}/callgrind.out", sys.executable, "-m", "torch_perf_suite.instructions"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(self._dir, "valgrind.log"), "w"),
+            text=True, env=env, cwd=os.getcwd())
+        self._expect("started")
+        return self._proc
+
+    def _send(self, message) -> None:
+        try:
+            self._proc.stdin.write(json.dumps(message) + "\n")
+            self._proc.stdin.flush()
+        except OSError as e:
+            raise self._fail(f"the callgrind process stopped ({e})") from None
+
+    def _expect(self, word: str) -> None:
+        line = self._proc.stdout.readline().strip()
+        if line == word:
+            return
+        if line.startswith("error "):
+            raise Unavailable(f"the loader could not be built for counting: {json.loads(line[6:])}")
+        raise self._fail(f"the callgrind process answered {line!r}, expected {word!r}")
+
+    def _control(self, *args: str) -> None:
+        try:
+            done = subprocess.run(["callgrind_control", *args, str(self._proc.pid)], capture_output=True, text=True,
+                                  timeout=CONTROL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise self._fail(f"callgrind_control {' '.join(args)} got no answer in {CONTROL_TIMEOUT_S} s") from None
+        if done.returncode != 0 or "OK" not in done.stdout:
+            raise self._fail(f"callgrind_control {' '.join(args)} failed: {(done.stdout + done.stderr).strip()[-300:]}")
+
+    def _fail(self, why: str) -> Unavailable:
+        log = Path(self._dir or ".") / "valgrind.log"
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.is_file() else []
+        self._broken = f"{why}; loader instructions not counted" + (f" (valgrind: {' | '.join(tail)})" if tail else "")
+        self.close()
+        return Unavailable(self._broken)
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=60)
+            except (OSError, subprocess.SubprocessError):
+                proc.kill()
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+def read_total(path: Path) -> int:
+    """The instruction count of one callgrind dump (its `totals:` line, else `summary:`)."""
+    found = {}
+    for line in path.read_text(errors="replace").splitlines():
+        head, _, value = line.partition(":")
+        if head in ("totals", "summary") and value.strip():
+            found[head] = int(value.split()[0])
+    if not found:
+        raise Unavailable(f"{path}: no totals line; not a callgrind output file")
+    return found.get("totals", found.get("summary"))
+
+
+# --- the counting process ----------------------------------------------------------------------
+
+
+def _load(factory: str):
+    module, _, name = factory.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
+    """Run under callgrind: for each request line, build the loader, take two samples (warm-up), say "ready", wait,
+    take SAMPLES samples and collate them, say "done"."""
+
+    def say(word: str) -> None:
+        stdout.write(word + "\n")
+        stdout.flush()
+
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+    say("started")
+    while line := stdin.readline():
+        request = json.loads(line)
+        try:
+            dataset, collate = _load(request["factory"])(**request["kwargs"])
+            indices = [i * STRIDE % len(dataset) for i in range(SAMPLES)]
+            collate([dataset[i] for i in indices[:2]])
+        except Exception as e:  # the parent shows it as the reason nothing was counted
+            say("error " + json.dumps(f"{request['factory']}: {type(e).__name__}: {e}"))
+            continue
+        say("ready")
+        stdin.readline()
+        collate([dataset[i] for i in indices])
+        say("done")
+
+
+# --- the recorded counts -------------------------------------------------------------------------
+
+SCHEMA = 1
+
+
+class InstructionsError(Exception):
+    """An instructions file that cannot be used; the message names the file and what to do."""
+
+
+@dataclass
+class InstructionsFile:
+    """baselines/instructions.json: {"schema": 1, "environments": {key: {test id: {"per_sample", "samples",
+    "source", "date"}}}}. Written atomically, read-merge-write, so entries of other keys and tests are kept."""
+
+    path: Path
+    environments: dict
+
+    @classmethod
+    def load(cls, path: Path) -> "InstructionsFile":
+        if not path.exists():
+            return cls(path, {})
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise InstructionsError(f"{path}: not valid JSON ({e}); restore it from git (git checkout -- {path})") from None
+        problem = _validate(data)
+        if problem:
+            raise InstructionsError(f"{path}: {problem}; restore it from git (git checkout -- {path}) or re-record the "
+                                    "counts with --perf-update-baselines")
+        return cls(path, data["environments"])
+
+    def get(self, env_key: str, test_id: str) -> dict | None:
+        return self.environments.get(env_key, {}).get(test_id)
+
+    def keys_for(self, test_id: str) -> list[str]:
+        return [k for k, tests in self.environments.items() if test_id in tests]
+
+    def save(self, env_key: str, updates: dict[str, dict]) -> None:
+        from filelock import FileLock
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(f"{self.path}.lock", timeout=60):
+            current = InstructionsFile.load(self.path).environments
+            merged = {**current.get(env_key, {}), **updates}
+            current[env_key] = dict(sorted(merged.items()))
+            _atomic_write(self.path, {"schema": SCHEMA, "environments": dict(sorted(current.items()))})
+            self.environments = current
+
+
+def entry(counted: Counted) -> dict:
+    return {"per_sample": round(counted.per_sample, 1), "samples": counted.samples, "source": counted.source,
+            "date": datetime.date.today().isoformat()}
+
+
+def _atomic_write(path: Path, data: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _validate(data) -> str | None:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("environments"), dict):
+        return f"expected {{\"schema\": {SCHEMA}, \"environments\": {{...}}}}"
+    for env_key, tests in data["environments"].items():
+        if not isinstance(tests, dict):
+            return f"environment {env_key!r} is not an object"
+        for test_id, e in tests.items():
+            value = e.get("per_sample") if isinstance(e, dict) else None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e15:
+                return f"{env_key} / {test_id!r}: 'per_sample' is {value!r}, expected a positive number"
+            if not isinstance(e.get("source"), str):
+                return f"{env_key} / {test_id!r}: 'source' is {e.get('source')!r}, expected the loader counted"
+    return None
+
+
+if __name__ == "__main__":  # the counting process, started by Counter under callgrind
+    serve()
