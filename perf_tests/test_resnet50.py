@@ -44,8 +44,9 @@ EXPECT = {
     "fused_optimizer": Expect(0, 1.02, (0.9, None), True),
     # 1.10-1.18x on four H200s; its rounds are the ladder's noisiest (spreads 0.1-10%, README), so the floor is low
     "compile": Expect(0, 1.05, (0.9, None), True),
-    # no loss scaler at all; 0.98-1.02x the compiled fp16 step on three H200s (at the power limit, 677-693 W)
-    "bf16": Expect(0, 0.95, (0.9, None), True),
+    # no loss scaler at all; 0.935x (0.936x again) the compiled fp16 step on an H200, each compiled afresh (the
+    # 0.98-1.02x of three earlier H200s came from Inductor's cache answering bf16 with the fp16 graph: recipes.uncached)
+    "bf16": Expect(0, 0.85, (0.9, None), True),
 }
 STEPS = list(resnet50_ladder())
 assert list(EXPECT) == STEPS, "every step states its expectation"
@@ -86,7 +87,7 @@ def test_resnet50_ladder(perf, measure, step):
 @pytest.mark.parametrize("layout", ["amp_fp16", "fused_optimizer"], ids=["nchw", "channels_last"])
 def test_bf16_in_eager_mode(perf, measure, layout):
     """Why bf16 comes last: in eager mode, bf16 autocast is slower than fp16 in either layout (an H200: 0.82x in
-    NCHW, 0.77x in channels_last); compiled, it is as fast. Should a torch or cuDNN upgrade close the gap, this test
+    NCHW, 0.77x in channels_last); compiled, it is still slower (0.935x, each step compiled afresh). Should a torch or cuDNN upgrade close the gap, this test
     says so, and bf16 can move up the ladder."""
     recipe = replace(resnet50_ladder()[layout], amp="bf16", grad_scaler=False)
     supported(perf, recipe)

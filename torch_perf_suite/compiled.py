@@ -58,9 +58,11 @@ class CompileCount:
 def parse(kind: str, message: str) -> Event:
     """An Event from one record of the `graph_breaks` or `recompiles` artifact."""
     lines = message.splitlines()
-    if kind == "graph break":
+    if kind == "graph break":  # the innermost reason (a break inside a call names the call first), and its explanation
         where = BREAK_AT.search(message)
-        reason = next((m.group(1).strip() for line in lines if (m := REASON.search(line))), lines[0] if lines else "")
+        reasons = [m.group(1).strip() for line in lines if (m := REASON.search(line))] or lines[:1]
+        explained = [line.strip() for line in lines if line.strip().startswith("Explanation:")]
+        reason = " ".join([*reasons[-1:], *explained[-1:]])[:300]
         return Event(kind, reason, _short(where.group(1)) if where else "")
     # "Recompiling function forward in /path/model.py:41\n    triggered by ...:\n    - 0/0: tensor 'x' size mismatch ..."
     head = re.search(r"Recompiling function (\S+) in (\S+:\d+)", message)
