@@ -87,8 +87,8 @@ def test_resnet50_ladder(perf, measure, step):
 @pytest.mark.parametrize("layout", ["amp_fp16", "fused_optimizer"], ids=["nchw", "channels_last"])
 def test_bf16_in_eager_mode(perf, measure, layout):
     """Why bf16 comes last: in eager mode, bf16 autocast is slower than fp16 in either layout (an H200: 0.82x in
-    NCHW, 0.77x in channels_last); compiled, it is still slower (0.935x, each step compiled afresh). Should a torch or cuDNN upgrade close the gap, this test
-    says so, and bf16 can move up the ladder."""
+    NCHW, 0.77x in channels_last); compiled, it is still slower (0.935x, each step compiled afresh). Should a torch
+    or cuDNN upgrade close the gap, this test says so, and bf16 can move up the ladder."""
     recipe = replace(resnet50_ladder()[layout], amp="bf16", grad_scaler=False)
     supported(perf, recipe)
     result = measure(recipe)
