@@ -244,3 +244,26 @@ def test_a_kernel_launched_through_the_driver_api_is_placed_by_its_launch_too():
                "args": {"correlation": 9}}]  # RELU: listed first, launched after the step: left out, and TC still counted
     k = syncs.count_syncs({"traceEvents": events}).kernels
     assert [(x.name, x.us_per_step) for x in k.kernels] == [(TC, 5.0)]
+
+
+def test_a_family_is_the_kernels_name_without_template_and_arguments():
+    assert kernels.family("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+                          "namespace)::TensorListMetadata<2>, float>(x)") == "at::native::multi_tensor_apply_kernel"
+    assert kernels.family("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64") == (
+        "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64")
+    assert kernels.family("triton_poi_fused_add_0") == "triton_poi_fused_add_0"
+
+
+@pytest.mark.parametrize("name, kind", [("Memcpy HtoD (Pinned -> Device)", "HtoD Pinned"),
+                                        ("Memcpy DtoH (Device -> Pageable)", "DtoH Pageable"),
+                                        ("Memcpy DtoD (Device -> Device)", "DtoD"), ("Memcpy HtoD", "HtoD"),
+                                        ("Memset (Device)", None)])
+def test_a_copy_is_told_by_its_direction_and_host_memory(name, kind):
+    assert kernels.copy_kind(name) == kind
+
+
+def test_launches_a_step_by_family_sum_the_templates_of_one_family():
+    stats = kernels.KernelStats(2, [kernels.Kernel("void f<1>(int)", 5.0, 2.0, 0.5, None),
+                                    kernels.Kernel("void f<2>(int)", 5.0, 1.5, 0.5, None),
+                                    kernels.Kernel("g", 1.0, 0.5, 0.0, None)])
+    assert stats.families == {"f": 3.5, "g": 0.5} and stats.launches_per_step == 4.0

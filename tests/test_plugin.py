@@ -5,6 +5,7 @@ trace recorded on an H200, so every message the suite prints is exercised here.
 """
 
 import contextlib
+import dataclasses
 import json
 import re
 import shutil
@@ -15,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from test_kernels import share_by_hand  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
-from torch_perf_suite import baselines, device, kernels, nvml
+from torch_perf_suite import baselines, device, instructions, kernels, nvml
 from torch_perf_suite.syncs import count_syncs, load_trace
 
 pytest_plugins = ["pytester"]
@@ -66,9 +67,9 @@ class FakeGPU(device.Device):
     is_gpu = True
 
     def __init__(self, case="clean", gpu="NVIDIA H200", host=None, slow=None, slow_steps=None, chip="GPU-1", watts=None,
-                 util=UTIL, kernels=None):
+                 util=UTIL, kernels=None, step_peak_bytes=1_000_000_000):
         super().__init__("cpu", {**ENV, "gpu": gpu, "gpu_uuid": chip, "host": host or HOST, "power_limit_w": 700.0})
-        self.watts, self.util, self.kernels = watts, util, kernels
+        self.watts, self.util, self.kernels, self.step_peak_bytes = watts, util, kernels, step_peak_bytes
         self.case, self.now, self.slow, self.slow_steps = case, 0.0, slow or {}, slow_steps
         self.steps = {"pipeline": 0, "gpu": 0, "loader": 0}
         self.cpu_s = 0.0  # the loader's workers'
@@ -113,6 +114,7 @@ class FakeGPU(device.Device):
         counted = count_syncs(load_trace(TRACES / f"{self.case}.json.gz"))
         counted.gpu_busy_s = 0.95 * 0.001
         counted.kernels = self.kernels or counted.kernels  # the trace's own, unless given
+        counted.step_peak_bytes = self.step_peak_bytes
         return counted
 
 
@@ -1273,3 +1275,99 @@ def test_confirming_a_part_the_workload_does_not_measure_names_what_it_does(suit
     pytester.makepyfile(test_copy=RESIDENT_FILE)
     result = suite.run("-p", "no:randomly", "-k", "resident")
     result.assert_outcomes(passed=1)
+
+
+# --- counted gates: kernels, step memory, loader instructions -------------------------------------------------------
+
+
+def one_more_kernel():
+    clean = count_syncs(load_trace(TRACES / "clean.json.gz")).kernels
+    extra = kernels.Kernel("void at::native::extra_kernel<float>(float*)", 1.0, 1.0, 0.0, None)
+    return dataclasses.replace(clean, kernels=[*clean.kernels, extra])
+
+
+def test_counts_are_recorded_and_a_new_kernel_fails_naming_its_family(suite):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    counts = suite.entry()["counts"]
+    events = load_trace(TRACES / "clean.json.gz")["traceEvents"]  # by hand: every kernel and copy lies in a step
+    steps = sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("perf_step_"))
+    pinned = sum(e["args"]["bytes"] for e in events if e.get("name") == "Memcpy HtoD (Pinned -> Device)")
+    assert counts["step_peak_bytes"] == 1_000_000_000 and counts["copies_per_step"] == {"HtoD Pinned": pinned / steps}
+    launches = sum(1 for e in events if e.get("cat") == "kernel") / steps
+    assert sum(counts["kernels_per_step"].values()) == launches and "compile" not in counts  # nothing compiled
+    suite.run().assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(kernels=one_more_kernel()))
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_copy: counted at this GPU model's baseline (*nvidia-h200.json):",
+                                 "18 kernel launches per step, 17 recorded (+1): *",
+                                 "  +1 at::native::extra_kernel (0 -> 1, new)"])
+
+
+@pytest.mark.parametrize("peak, failed", [(1_009_000_000, False), (1_030_000_000, True)])
+def test_the_steps_peak_memory_is_held_to_its_margin(suite, peak, failed):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(step_peak_bytes=peak))
+    result = suite.run()
+    result.assert_outcomes(passed=1 - failed, failed=int(failed))
+    if failed:
+        result.stdout.fnmatch_lines(["*the steps' peak GPU memory is 1.030 GB above what they started with, 1.000 GB "
+                                     "recorded (+3.0%; allowed +1%)*"])
+
+
+def test_an_entry_recorded_before_counting_says_what_was_not_checked_and_fails_strict(suite):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.edit(lambda entry: entry.pop("counts"))
+    result = suite.run("-W", "ignore::UserWarning")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*kernels, copies, step memory and compile graphs not checked: the baseline entry was "
+                                 "recorded before they were counted; record them with: pytest 'test_copy.py::test_copy' "
+                                 "--perf-update-baselines*"])
+    suite.run("--perf-strict").assert_outcomes(failed=1)
+
+
+LOADER_FILE = TEST_FILE.replace("    batch_size = 10\n", "    batch_size = 10\n    loader_source = ('toy:parts', {'n': 1})\n")
+
+
+@pytest.fixture
+def counted_loader(suite, pytester, monkeypatch):
+    """The test's workload names a loader; the callgrind process is replaced by a count the test sets."""
+    pytester.makepyfile(test_copy=LOADER_FILE)
+    per_sample = {"now": 6_353_205.7}
+    monkeypatch.setattr(instructions.Counter, "count",
+                        lambda self, source: instructions.Counted(per_sample["now"], 16, instructions.describe_source(source)))
+    return per_sample
+
+
+def test_loader_instructions_are_recorded_per_environment_and_a_plant_fails(suite, counted_loader):
+    result = suite.run("--perf-update-baselines")
+    result.stdout.fnmatch_lines(["recorded 1 baseline(s) into *instructions.json (py*)"])
+    recorded = json.loads((suite.path / "baselines" / "instructions.json").read_text())["environments"]
+    (key, tests), = recorded.items()
+    assert key == instructions.key() and tests["test_copy.py::test_copy"]["per_sample"] == 6_353_205.7
+    assert tests["test_copy.py::test_copy"]["source"] == 'toy:parts({"n": 1})'
+    suite.run().assert_outcomes(passed=1)
+    counted_loader["now"] = 7_348_639  # +15.7%
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_copy: the loader runs 7,348,639 instructions per sample *, 6,353,206 recorded "
+                                 "(+15.7%; allowed +1%)*"])
+
+
+def test_loader_instructions_of_another_environment_are_not_compared(suite, counted_loader):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    path = suite.path / "baselines" / "instructions.json"
+    data = json.loads(path.read_text())
+    data["environments"] = {"py3.12.3-torch2.11.0": next(iter(data["environments"].values()))}
+    path.write_text(json.dumps(data))
+    counted_loader["now"] = 9e6
+    result = suite.run("--perf-strict")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*loader instructions not comparable: recorded with py3.12.3-torch2.11.0; this is py*"])
+
+
+def test_loader_instructions_in_smoke_runs_and_off(suite, counted_loader):
+    suite.run("--perf-smoke", "--perf-update-baselines").stdout.fnmatch_lines(["recorded 1 baseline(s) into *instructions*"])
+    counted_loader["now"] = 7_348_639
+    suite.run("--perf-smoke").assert_outcomes(failed=1)
+    suite.run("--perf-smoke", "--perf-instructions=off").assert_outcomes(passed=1)

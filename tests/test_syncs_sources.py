@@ -590,3 +590,37 @@ def test_a_backward_sync_in_a_real_trace_names_the_forward_function(tmp_path):
     line = masked_loss.__code__.co_firstlineno
     assert f"test_syncs_sources.py({line}): masked_loss (line where the function starts, in the forward op " in source.user_line
     assert source.advice.kind == "boolean mask"
+
+
+def test_an_explicit_synchronize_is_marked_with_its_line_and_put_back_after(debug_mode, monkeypatch):
+    """torch.cuda.synchronize(), Event.synchronize() and Stream.synchronize(): the debug mode warns for none of them."""
+    import torch
+
+    marks = []
+
+    class Record:
+        def __init__(self, name):
+            marks.append(name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(torch.profiler, "record_function", Record)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda.Event, "synchronize", lambda self: None)
+    originals = torch.cuda.synchronize, torch.cuda.Event.synchronize, torch.cuda.Stream.synchronize
+    with syncs.sync_sites():
+        torch.cuda.synchronize()  # sync:explicit
+        torch.cuda.Event.synchronize(object())  # sync:event
+    assert (torch.cuda.synchronize, torch.cuda.Event.synchronize, torch.cuda.Stream.synchronize) == originals
+    lines = [n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith(("# sync:explicit",
+                                                                                                      "# sync:event"))]
+    function = "test_an_explicit_synchronize_is_marked_with_its_line_and_put_back_after"
+    assert [m.split("|lib=")[0] for m in marks] == [f"{SITE_PREFIX}user=tests/{Path(__file__).name}:{n} in {function}"
+                                                    for n in lines]
+    source = syncs.SyncSource("cudaDeviceSynchronize", "", "fixtures/recipes.py:238 in train_step",
+                              "torch/cuda/__init__.py:1271 in synchronize")
+    assert source.advice.kind == "explicit synchronize" and "torch.cuda.Event(enable_timing=True)" in source.advice.fix

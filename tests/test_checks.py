@@ -1,0 +1,142 @@
+"""The verdicts (checks.py) as plain functions: each returns None where all is well, and a message naming what changed."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from torch_perf_suite import checks
+from torch_perf_suite.compiled import CompileCount, Event
+from torch_perf_suite.parts import Parts
+from torch_perf_suite.syncs import SyncCount, SyncSource
+from torch_perf_suite.timing import Throughput
+
+# ladder[bf16]'s families on an H200 (abridged), and the foreach optimizer planted in its place
+FUSED = {"at::native::multi_tensor_apply_kernel": 2.0, "triton_poi_fused_add_0": 40.0, "sm90_xmma_fprop": 13.0}
+
+
+def test_kernel_launches_as_recorded_pass():
+    assert checks.kernel_launches(dict(FUSED), FUSED) is None
+
+
+def test_one_more_launch_a_step_fails_naming_its_family():
+    planted = {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0}
+    assert checks.kernel_launches(planted, FUSED) == (
+        "56 kernel launches per step, 55 recorded (+1): a swapped optimizer implementation, a lost fusion or a changed "
+        "kernel choice; launches per step by family:\n  +1 at::native::multi_tensor_apply_kernel (2 -> 3)")
+
+
+def test_new_and_gone_families_are_named_most_changed_first_and_the_rest_counted():
+    now = {"bf16_conv": 14.0, "triton_poi_fused_add_0": 40.0, **{f"k{i}": 1.0 for i in range(6)}}
+    message = checks.kernel_launches(now, FUSED)
+    lines = message.splitlines()
+    assert lines[1] == "  +14 bf16_conv (0 -> 14, new)" and lines[2] == "  -13 sm90_xmma_fprop (13 -> 0, gone)"
+    assert lines[-1] == "  ... and 4 more famil(ies)"  # 9 changed: 2 named above, 3 more shown, 4 counted
+
+
+def test_bytes_copied_within_the_margin_pass_and_beyond_it_fail():
+    recorded = {"HtoD Pinned": 154_140_672}
+    assert checks.copies({"HtoD Pinned": 154_140_672 * 1.009}, recorded, 1.0) is None
+    assert checks.copies({"HtoD Pinned": 154_140_672 * 1.02}, recorded, 1.0) == (
+        "bytes copied per step changed:\n  HtoD Pinned: 157.22 MB a step, 154.14 MB recorded (+2.0%; allowed +-1%)")
+
+
+def test_a_copy_of_a_kind_never_recorded_fails_by_its_kind():
+    message = checks.copies({"HtoD Pinned": 1e6, "HtoD Pageable": 2e6}, {"HtoD Pinned": 1e6}, 1.0)
+    assert message == "bytes copied per step changed:\n  HtoD Pageable: 2.00 MB a step, none recorded (a new kind of copy)"
+
+
+def test_step_memory_names_the_peak_before_and_after():
+    assert checks.step_memory(11_700_000_000, 11_590_000_000, 1.0) is None  # +0.95%
+    assert checks.step_memory(11_859_000_000, 11_590_000_000, 1.0) == (
+        "the steps' peak GPU memory is 11.859 GB above what they started with, 11.590 GB recorded (+2.3%; allowed +1%): "
+        "an extra allocation or a tensor kept alive in the step")
+
+
+BREAK = Event("graph break", "User-inserted graph break", "fixtures/recipes.py:197")
+GUARD = Event("recompilation", "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 9", "fixtures/model.py:3 in f")
+ONE_GRAPH = {"graphs": 1, "graph_breaks": 0, "recompilations": 0, "compile_s": 12.5}
+
+
+def test_compile_counts_as_recorded_pass():
+    assert checks.compile_counts(CompileCount(graphs=1, compile_s=30.0), ONE_GRAPH) is None  # compile time: reported only
+
+
+def test_a_new_graph_break_fails_with_its_reason_and_line():
+    assert checks.compile_counts(CompileCount(graphs=2, events=[BREAK, BREAK]), ONE_GRAPH) == (
+        "1 graph break(s), 0 recorded:\n  graph break at fixtures/recipes.py:197: User-inserted graph break")
+
+
+def test_a_recompilation_fails_naming_the_guard():
+    assert checks.compile_counts(CompileCount(graphs=2, events=[GUARD]), ONE_GRAPH) == (
+        "1 recompilation(s), 0 recorded (a guard failed):\n  recompilation at fixtures/model.py:3 in f: 0/0: tensor 'x' "
+        "size mismatch at index 0. expected 8, actual 9")
+
+
+def test_other_graph_counts_and_fewer_breaks_fail_too():
+    assert checks.compile_counts(CompileCount(graphs=0), ONE_GRAPH) == "0 graph(s) compiled, 1 recorded"
+    message = checks.compile_counts(CompileCount(graphs=1), {**ONE_GRAPH, "graph_breaks": 1})
+    assert message.startswith("fewer graph breaks or recompilations than recorded (0 and 0, 1 and 0 recorded)")
+
+
+def test_loader_instructions_within_the_margin_pass_and_a_plant_fails():
+    assert checks.instructions(6_400_000, 6_353_205.7, 1.0) is None  # +0.7%
+    assert checks.instructions(7_348_639, 6_353_205.7, 1.0) == (
+        "the loader runs 7,348,639 instructions per sample (dataset item, transforms, collate; callgrind), 6,353,206 "
+        "recorded (+15.7%; allowed +1%): more CPU work per sample in the dataset, its transforms or the collate")
+
+
+def parts(pipeline, gpu, loader):
+    return Parts(10, Throughput(10, (10 / pipeline,)), Throughput(10, (10 / gpu,)), Throughput(10, (10 / loader,)))
+
+
+def test_efficiency_of_the_slowest_part_and_in_turns():
+    p = parts(5_000, 10_000, 20_000)  # efficiency 0.5; in turns 5,000 of 6,667: 0.75
+    assert checks.efficiency(p, 0.5) is None and checks.efficiency(p, 0.7, in_turns=True) is None
+    assert checks.efficiency(p, 0.6).startswith("pipeline efficiency 0.50, expected at least 0.6: the pipeline delivers "
+                                                "5,000 samples/s while its bottleneck (GPU) allows 10,000.")
+    assert checks.efficiency(p, 0.8, in_turns=True).startswith("the pipeline delivers 5,000 samples/s, 0.75 of the 6,667")
+
+
+def test_bottleneck():
+    p = parts(5_000, 10_000, 20_000)
+    assert checks.bottleneck(p, "GPU") is None
+    assert checks.bottleneck(p, "loader") == ("bottleneck GPU, expected loader. parts (samples/s): pipeline 5,000, "
+                                              "GPU-side 10,000, loader 20,000; bottleneck: GPU")
+
+
+def test_a_host_bound_claim_is_checked_only_on_the_host_that_recorded_the_baseline():
+    entry = {"env": {}}
+    assert checks.host_scope(entry, "", updating=False) == ""
+    assert checks.host_scope(entry, "recorded on machine a, this is machine b", updating=False) == (
+        "not checked: recorded on machine a, this is machine b")
+    assert checks.host_scope(None, "", updating=False).startswith("not checked: no baseline from this host")
+    assert checks.host_scope(entry, "", updating=True).startswith("recorded as measured on this host, not checked")
+
+
+def counted(n, library=""):
+    c = SyncCount(steps=2)
+    c.sources[SyncSource("cudaStreamSynchronize", "aten::item", "train.py:9 in step", library)] = n
+    return c
+
+
+def test_syncs_exact_at_least_and_from_a_library():
+    assert checks.syncs(counted(0), per_step=0) is None
+    assert checks.syncs(counted(2), per_step=0).startswith(
+        "measured 1.00 host-device syncs per step (2 in 2 profiled steps), expected 0 (a new sync appeared):")
+    assert checks.syncs(counted(2), per_step=2).endswith("(fewer syncs than this scenario documents):\n"
+                                                         + counted(2).describe())
+    assert "the pitfall this scenario documents no longer syncs with torch 9" in checks.syncs(
+        counted(0), at_least=1, versions="torch 9")
+    assert checks.syncs(counted(2, "torchmetrics/x.py:1"), at_least=1, from_library="torchmetrics/") is None
+    assert "expected every sync to come from 'torchmetrics/'" in checks.syncs(counted(2), at_least=1,
+                                                                             from_library="torchmetrics/")
+    with pytest.raises(TypeError):
+        checks.syncs(counted(0))
+
+
+def test_utilization_fails_below_its_floor_and_notes_what_nvml_cannot_say():
+    util = SimpleNamespace(unavailable="", gpu_util_pct=80.0, samples=9, describe=lambda: "80% GPU-Util")
+    failure, note = checks.utilization(util, 90, "gpu")
+    assert failure.startswith("GPU-Util 80% over the gpu rounds (NVML, 9 samples), expected at least 90%") and note is None
+    assert checks.utilization(util, 80, "gpu") == (None, None)
+    assert checks.utilization(None, 80, "gpu") == (None, "utilization not checked: no utilization sampled in the gpu window")
