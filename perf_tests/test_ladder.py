@@ -93,7 +93,7 @@ COMPILED_NCHW = "perf_tests/test_ladder.py::test_ladder[bf16]"  # the same recip
 def test_channels_last(perf, measure, layout):
     """channels_last where it gains: in eager mode it more than doubles the bf16 step's GPU-side number
     (batch on the GPU). Under torch.compile it gains nothing against the ladder's bf16 step (NCHW,
-    compiled, the same recipe), so the ladder's compiled steps stay NCHW (the README says why);
+    compiled, the same recipe), so the ladder's compiled steps stay NCHW (docs/seed-000-ladder.md says why);
     should that change with a torch upgrade, this test says so."""
     compiled = layout.startswith("compiled")
     result = measure(channels_last_pair(compiled)[CHANNELS_LAST[layout]])

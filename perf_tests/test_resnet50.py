@@ -30,7 +30,7 @@ class Expect:
     article: str = ""  # seed 001's A100 forward time at batch 256
 
 
-# Margins below what H200s measured (README, "ResNet-50"), GPU-side samples/s: 909 (fp32), 2,199 (tf32, 2.42x),
+# Margins below what H200s measured (docs/seed-001-resnet50.md), GPU-side samples/s: 909 (fp32), 2,199 (tf32, 2.42x),
 # 2,969 (amp_fp16, 1.35x), 5,816 (channels_last, 1.96x; 1.76x on another H200), 6,123 (fused_optimizer, 1.05x),
 # 7,130 (compile, 1.16x), 7,235 (bf16, 1.01x; 0.98x on a third H200). Tensor Core share 0% under strict FP32,
 # 97-99% from TF32 on.
@@ -42,7 +42,7 @@ EXPECT = {
     "channels_last": Expect(1, 1.4, (0.9, None), True, utilization=80, article="45.6 ms"),
     # fused SGD reads found_inf on the GPU: no sync; 1.05-1.07x measured, so the floor sits below the noise
     "fused_optimizer": Expect(0, 1.02, (0.9, None), True),
-    # 1.10-1.18x on four H200s; its rounds are the ladder's noisiest (spreads 0.1-10%, README), so the floor is low
+    # 1.10-1.18x on four H200s; its rounds are the noisiest (0.1-10%, docs/seed-001-resnet50.md), so the floor is low
     "compile": Expect(0, 1.05, (0.9, None), True),
     # no loss scaler at all; 0.935x (0.936x again) the compiled fp16 step on an H200, each compiled afresh (the
     # 0.98-1.02x of three earlier H200s came from Inductor's cache answering bf16 with the fp16 graph: recipes.uncached)
@@ -97,7 +97,7 @@ def test_bf16_in_eager_mode(perf, measure, layout):
     perf.assert_baseline(result)
 
 
-# (batch 8 was measured too, 10-13% GPU-Util: left out to keep the suite within 15 minutes; README)
+# (batch 8 was measured too, 10-13% GPU-Util: left out to keep the suite within 15 minutes; docs/seed-001-resnet50.md)
 BATCHES = [32, 128, 256]
 SWEEP_GAIN = {128: 1.5, 256: 0.98}  # over the batch before: launch-bound below 128, the GPU full from there
 

@@ -4,7 +4,7 @@ One model step for all (eager ResNet-18, bf16, channels_last, fused SGD, batch 2
 normalized on the GPU, one loader worker per core, pinned non-blocking copies); only the storage of the
 images changes (fixtures/disk.py): JPEG or PNG files decoded per item as torchvision's ImageFolder does
 (warm in the page cache, or each file evicted from it before its read: "cold"; the PNG files serve planted
-regressions and the README's figures), the JPEG bytes held in RAM,
+regressions and the figures of docs/seed-003-data.md), the JPEG bytes held in RAM,
 the decoded pixels in RAM, the images preprocessed offline to the training size, and the JPEGs decoded on
 the GPU. Each reports its loader throughput, its bottleneck (advice 0), host memory of the main process,
 its workers and pinned buffers beside the article's arithmetic, and the bytes it copies to the GPU a step.
@@ -32,7 +32,7 @@ class Expect:
     syncs: int = 0  # per step; for a pitfall, at least this many
 
 
-# Measured on an H200 (16 cores, 16 workers; README, "Where the data lives"), loader samples/s: JPEG files 7,637
+# Measured on an H200 (16 cores, 16 workers; docs/seed-003-data.md), loader samples/s: JPEG files 7,637
 # (the same cold: 7,663), PNG files 4,066, JPEG bytes in RAM 8,434, pixels in RAM 14,918, preprocessed 17,443
 # (15,613 measured again), float32 preprocessed 3,895, GPU decode 3,458 (244 syncs a step); GPU-side 12,773-13,044.
 SCENARIOS = {

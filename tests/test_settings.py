@@ -75,7 +75,7 @@ def test_report_path_must_name_a_file(text):
 
 
 def test_the_ini_ignores_the_two_warnings_a_gpu_run_explains_and_no_other(pytestconfig):
-    """The messages as an H200 run printed them (README, "Limits"); a DeprecationWarning of one's own still shows."""
+    """The messages as an H200 run printed them (docs/limits.md); a DeprecationWarning of one's own still shows."""
     import warnings
 
     from _pytest.config import parse_warning_filter

@@ -6,7 +6,7 @@
   launches bind it (then it follows the host like the others). Chips of one model are not equal
   under their power limit: on H200 machines of this project's cloud, all at the 700 W limit, the
   compiled bf16 step's GPU-side number was 14-15% lower on two machines than on four others, for a
-  reason not established (README, "GPU-side numbers across chips").
+  reason not established (docs/seed-000-ladder.md, "GPU-side numbers across chips").
 - Loader and pipeline numbers follow the host's CPUs: they are compared only with a baseline
   recorded on the same host (host.py says why not merely the same CPU model), at `host_tolerance`
   (10% by default).

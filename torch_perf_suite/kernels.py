@@ -12,7 +12,7 @@ Systems users read them:
   cuBLAS GEMMs (`gemm`, Hopper's `nvjet`), Winograd and FFT transforms;
 - of those, Tensor Core kernels: named for their Tensor Core instruction or input type (`tf32`,
   `f16`, `bf16`, `hmma`, `s16816`, `tensorop`, `nvjet`, `gmma`); plain FP32 ones are named `ffma`,
-  `sgemm` or templated on `<float`. Names as seen on H200s with torch 2.11 (README, "ResNet-50").
+  `sgemm` or templated on `<float`. Names as seen on H200s with torch 2.11 (docs/seed-001-resnet50.md).
 """
 
 from __future__ import annotations
