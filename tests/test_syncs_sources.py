@@ -247,14 +247,16 @@ def debug_mode(monkeypatch):
     return modes
 
 
-def test_sync_sites_marks_each_warned_sync_and_passes_other_warnings_through(debug_mode, monkeypatch):
+@pytest.fixture
+def marks(monkeypatch):
+    """The names of the profiler ranges opened, in order (torch.profiler.record_function recorded, not run)."""
     import torch
 
-    marks, shown = [], []
+    opened = []
 
     class Record:
         def __init__(self, name):
-            marks.append(name)
+            opened.append(name)
 
         def __enter__(self):
             return self
@@ -263,6 +265,11 @@ def test_sync_sites_marks_each_warned_sync_and_passes_other_warnings_through(deb
             return False
 
     monkeypatch.setattr(torch.profiler, "record_function", Record)
+    return opened
+
+
+def test_sync_sites_marks_each_warned_sync_and_passes_other_warnings_through(debug_mode, marks, monkeypatch):
+    shown = []
     monkeypatch.setattr(warnings, "showwarning", lambda message, *args, **kwargs: shown.append(str(message)))
     with syncs.sync_sites():
         assert debug_mode == ["warn"]
@@ -592,23 +599,10 @@ def test_a_backward_sync_in_a_real_trace_names_the_forward_function(tmp_path):
     assert source.advice.kind == "boolean mask"
 
 
-def test_an_explicit_synchronize_is_marked_with_its_line_and_put_back_after(debug_mode, monkeypatch):
+def test_an_explicit_synchronize_is_marked_with_its_line_and_put_back_after(debug_mode, marks, monkeypatch):
     """torch.cuda.synchronize(), Event.synchronize() and Stream.synchronize(): the debug mode warns for none of them."""
     import torch
 
-    marks = []
-
-    class Record:
-        def __init__(self, name):
-            marks.append(name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    monkeypatch.setattr(torch.profiler, "record_function", Record)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda.Event, "synchronize", lambda self: None)
     originals = torch.cuda.synchronize, torch.cuda.Event.synchronize, torch.cuda.Stream.synchronize
