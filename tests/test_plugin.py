@@ -1371,3 +1371,21 @@ def test_loader_instructions_in_smoke_runs_and_off(suite, counted_loader):
     counted_loader["now"] = 7_348_639
     suite.run("--perf-smoke").assert_outcomes(failed=1)
     suite.run("--perf-smoke", "--perf-instructions=off").assert_outcomes(passed=1)
+
+
+def test_the_installed_plugin_registers_its_markers_in_a_project_of_its_own(pytester, monkeypatch):
+    """No conftest naming the plugin: pytest finds it through the package's entry point; --strict-markers passes."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.makepyfile(test_mine="""
+        import pytest
+
+        @pytest.mark.perf(rounds=3)
+        @pytest.mark.gate
+        def test_step():
+            pass
+    """)
+    result = pytester.runpytest("--strict-markers", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    shown = pytester.runpytest("--markers").stdout.str()
+    assert "@pytest.mark.perf(**settings): per-test measurement settings by name (warmup, rounds," in shown
+    assert "count_margin" in shown

@@ -189,6 +189,8 @@ def pytest_addhooks(pluginmanager):
 
 @pytest.hookimpl(tryfirst=True)  # before any plugin (pytest-benchmark reads the GPU here) starts CUDA
 def pytest_configure(config):
+    for line in settings.markers():  # registered by the plugin: a user's project runs under --strict-markers too
+        config.addinivalue_line("markers", line)
     _pin_worker(config)
     _confine_to_its_gpu(config)
     found = [a for sources in config.hook.pytest_perf_sync_sources() for a in sources or ()]

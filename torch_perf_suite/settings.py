@@ -90,6 +90,17 @@ MEASURE_HELP = {
 }
 
 
+def markers() -> tuple[str, ...]:
+    """The plugin's markers and their help, the perf marker's settings named from MEASURE_TYPES."""
+    return (
+        f"perf(**settings): per-test measurement settings by name ({', '.join(MEASURE_TYPES)}); function over class "
+        "over module, over the command line and the ini file",
+        "multi_gpu: needs every GPU of the node (skipped in a sharded run, where each worker holds one)",
+        "gate: the merge gate's subset (pytest perf_tests -m gate): sync checks and the GPU's optimizations, whose "
+        "claims are on GPU-side numbers",
+    )
+
+
 def default_workers() -> int:
     """DataLoader workers of the multi-worker recipes: one per core this process may use. The worker
     sweep (perf_tests/test_worker_sweep.py) measures the loader alone at several counts and checks it. On a node
