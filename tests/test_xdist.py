@@ -364,12 +364,12 @@ def test_a_sharded_smoke_run_pins_a_gpu_a_worker_and_merges_their_reports(two_gp
         ("test_copy.py::test_copy", ran_on["test_copy"]), ("test_other.py::test_copy", ran_on["test_other"])]
     cores = [host.share_of_cores(i, 2, sorted(os.sched_getaffinity(0))) for i in (0, 1)]
     assert merged["workers"] == {
-        f"gw{i}": {"gpu": "cpu", "gpu_uuid": None, "cuda_visible_devices": gpu, "cores": host.cpu_list(cores[i]),
-                   "tests": 1} for i, gpu in enumerate(("GPU-a", "GPU-b"))}
+        f"gw{i}": {"gpu": "cpu", "gpu_uuid": None, "cuda_visible_devices": gpu, "cores": host.cpu_list(cores[i]) or None,
+                   "tests": 1} for i, gpu in enumerate(("GPU-a", "GPU-b"))}  # None: no share (fewer cores than workers)
     assert merged["smoke"] is True and merged["env"]["gpu"] == "cpu"
     md = (pytester.path / "out" / "perf.md").read_text()
-    assert (f"Sharded (pytest-xdist): gw0 on the CPU, cores {merged['workers']['gw0']['cores']}, 1 test(s); "
-            f"gw1 on the CPU, cores {merged['workers']['gw1']['cores']}, 1 test(s)\n") in md
+    on = {w: "the CPU" + (f", cores {host.cpu_list(cores[i])}" if cores[i] else "") for i, w in enumerate(("gw0", "gw1"))}
+    assert f"Sharded (pytest-xdist): gw0 on {on['gw0']}, 1 test(s); gw1 on {on['gw1']}, 1 test(s)\n" in md
     assert "| test_other.py::test_copy | " in md and md.count("; ran on gw") == 2
     result.stdout.fnmatch_lines(["*= perf report =*", "SMOKE RUN*",
                                  f"*| test_copy.py::test_copy |*; ran on {ran_on['test_copy']} |",
