@@ -1326,6 +1326,18 @@ def test_an_entry_recorded_before_counting_says_what_was_not_checked_and_fails_s
     suite.run("--perf-strict").assert_outcomes(failed=1)
 
 
+def test_a_loader_alone_has_nothing_to_count_and_says_nothing_of_it(suite, pytester):
+    pytester.makepyfile(test_copy=TEST_FILE.replace("perf.measure(Work(perf_session.device))",
+                                                    "perf.measure(Work(perf_session.device), parts=('loader',))")
+                        .replace("    perf.assert_syncs(result, per_step=0)\n", ""))
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    assert suite.entry()["counts"] == {}  # no profiled window, nothing compiled
+    suite.edit(lambda entry: entry.pop("counts"))  # as entries recorded before counting keep it
+    result = suite.run("--perf-strict")
+    result.assert_outcomes(passed=1)
+    assert "not checked" not in result.stdout.str()
+
+
 LOADER_FILE = TEST_FILE.replace("    batch_size = 10\n", "    batch_size = 10\n    loader_source = ('toy:parts', {'n': 1})\n")
 
 
