@@ -84,6 +84,15 @@ def test_available_parts_follow_the_workload():
     assert windows(Workload(resident=True)).available() == ("pipeline",)
 
 
+def test_the_workloads_members_are_read_once_when_its_windows_are_made():
+    w = Workload()
+    win = windows(w, warmup=2, rounds=3, steps=5)
+    w.warmup_steps, w.gpu_step = 0, None  # changed afterwards: the windows keep what they read
+    assert win.available() == ("pipeline", "gpu", "loader")
+    win.time("loader")
+    assert w.calls["loader_step"] == 7 + 3 * 8
+
+
 @pytest.mark.parametrize("part, per_step_s, warmup, steps", [
     ("pipeline", 0.01, 7, 8),  # 5 steps rounded up to 2 whole bursts of 4
     ("gpu", 0.005, 3, 6),  # ... to 2 periods of 3; GPU_WARMUP steps

@@ -7,6 +7,7 @@ import torch
 
 import torch_perf_suite
 from torch_perf_suite import TrainingStep, Workload
+from torch_perf_suite.workload import Members, members
 
 
 def test_the_public_api_is_what_all_names():
@@ -113,3 +114,42 @@ def test_a_periodic_phase_is_counted_apart(tmp_path):
                         torch.ones(2).sum()
     prof.export_chrome_trace(str(tmp_path / "t.json"))
     assert count_syncs(load_trace(tmp_path / "t.json")).periodic_runs == {"perf_periodic:metrics": 1}
+
+
+def test_a_bare_workloads_members_are_the_defaults():
+    class Bare:
+        batch_size = 4
+
+        def step(self):
+            pass
+
+    assert isinstance(Bare(), Workload)
+    got = members(Bare())
+    assert got == Members()
+    assert (got.gpu_step, got.loader_step, got.warmup_steps, got.cycle_steps, got.gpu_cycle_steps, got.loader_key,
+            got.gpu_key, got.loader_cpu_s, got.loader_source, got.close) == (None, None, 0, 1, 1, None, None, None, None, None)
+
+
+def test_every_member_a_workload_has_is_read():
+    def gpu_step(): ...
+    def loader_step(): ...
+    def loader_cpu_s(): ...
+    def close(): ...
+
+    given = {"gpu_step": gpu_step, "loader_step": loader_step, "warmup_steps": 8, "cycle_steps": 2, "gpu_cycle_steps": 3,
+             "loader_key": ("loader", 1), "gpu_key": ("gpu", 2), "loader_cpu_s": loader_cpu_s,
+             "loader_source": ("pkg.mod:fn", {"n": 1}), "close": close}
+    full = type("Full", (), {"batch_size": 4, "step": lambda self: None})()
+    vars(full).update(given)
+    assert members(full) == Members(**given)
+    with pytest.raises(AttributeError):  # read once: frozen
+        members(full).warmup_steps = 0
+
+
+def test_a_training_steps_members_are_its_own():
+    step = make(workers=2)
+    got = members(step)
+    assert (got.warmup_steps, got.cycle_steps, got.gpu_cycle_steps) == (8, 2, 1)
+    assert got.gpu_step == step.gpu_step and got.loader_step == step.loader_step and got.close == step.close
+    assert got.loader_key is None and got.loader_source is None
+    step.close()

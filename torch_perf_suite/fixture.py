@@ -173,8 +173,8 @@ class Perf:
         dev.reset_peak_memory()
         measured, measured_in = {}, {}
         # the same loader, or the same GPU-side step, measured the same way is measured once a session
-        keys = {part: (part, key, self.measure_settings) for part in ("loader", "gpu")
-                if (key := getattr(workload, f"{part}_key", None)) is not None}
+        keys = {part: (part, key, self.measure_settings)
+                for part, key in (("loader", windows.members.loader_key), ("gpu", windows.members.gpu_key)) if key is not None}
         with compiled.watch() as compile_count:
             for part in wanted:
                 if keys.get(part) in session.shared:
@@ -200,7 +200,7 @@ class Perf:
             if syncs is not None:
                 result_parts.gpu_busy_s = syncs.gpu_busy_s
         result = Result(self.test_id, result_parts, syncs, peak, trace, compile=compile_count)
-        self._count_instructions(result, workload)
+        self._count_instructions(result, windows.members.loader_source)
         for part, test in measured_in.items():
             result.notes.append(f"{part} measured in {test.rsplit('::', 1)[-1]}")
         power = _power_note(result_parts.gpu, dev.env.get("power_limit_w"))
@@ -526,8 +526,7 @@ class Perf:
         result.notes.append(why)
         warnings.warn(PerfWarning(f"{self.test_id}: {why}"), stacklevel=3)
 
-    def _count_instructions(self, result: Result, workload) -> None:
-        source = getattr(workload, "loader_source", None)
+    def _count_instructions(self, result: Result, source: tuple[str, dict] | None) -> None:
         if source is None or not self._session.settings.instructions:
             return
         try:

@@ -15,15 +15,8 @@ LAUNCH_BOUND of the GPU-side step (kernel time per step from the profiled window
 the host to launch work: the bottleneck is then "host launch overhead", and the GPU-side number
 follows the host's CPU, not the GPU.
 
-A workload is any object with `step()` and `batch_size`, and optionally:
-  warmup_steps  steps before the pipeline reaches its steady state (drain the loader's prefetch)
-  cycle_steps   batches arrive in bursts of this many (one per worker): loader-fed rounds hold whole bursts
-  gpu_cycle_steps  the GPU-side step's own period (a phase every k steps), 1 by default
-  gpu_step()    the step on a batch already on the device; absent when `step` is that already
-  loader_step() the next batch delivered to the device, no model; absent for a resident batch
-  loader_key    hashable: workloads with equal keys have the same loader, measured once a session
-  gpu_key       hashable: workloads with equal keys have the same GPU-side step, measured once a session
-  loader_cpu_s() CPU seconds its loader's worker processes have run (None where it has none running)
+A workload is any object with `step()` and `batch_size`; its optional members, and their defaults, are
+workload.Members.
 """
 
 from __future__ import annotations
@@ -32,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from .settings import Measure
 from .timing import Throughput, measure_throughput
+from .workload import members
 
 PARTS = ("pipeline", "gpu", "loader", "loader_cpu")
 TIMED = ("pipeline", "gpu", "loader")  # the parts with a window of their own; loader_cpu is the loader's
@@ -107,6 +101,7 @@ class Windows:
     def __init__(self, workload, measure: Measure, device, smoke: bool):
         """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it."""
         self.workload, self.device, self.smoke = workload, device, smoke
+        self.members = members(workload)  # its optional members, read once
         self.measure = for_smoke(measure) if smoke else measure
         # the GPU-side and loader numbers, where measured: set by the caller before the pipeline's window
         self.gpu: Throughput | None = None
@@ -131,28 +126,28 @@ class Windows:
         )
 
     def available(self) -> tuple[str, ...]:
-        w = self.workload
-        return ("pipeline",) + tuple(p for p in ("gpu", "loader") if getattr(w, f"{p}_step", None) is not None)
+        o = self.members
+        return ("pipeline",) + tuple(p for p, step in (("gpu", o.gpu_step), ("loader", o.loader_step)) if step is not None)
 
     def time(self, part: str, runner=None) -> Throughput:
         """Warm up and time one part; `runner` (pytest-benchmark's pedantic) drives its first rounds."""
-        w, m = self.workload, self.measure
-        cycle = getattr(w, "cycle_steps", 1)
+        w, o, m = self.workload, self.members, self.measure
+        cycle = o.cycle_steps
         monitor = getattr(self.device, "monitor", None)  # what nvidia-smi shows while the GPU trains (not for the loader)
         if part == "pipeline":
             resident = "gpu" not in self.available()  # the pipeline is the GPU-side step
             if self.loader_ahead:  # whole metric cycles still, not whole bursts of batches
-                return self._time(w.step, m.warmup, runner, cycle=getattr(w, "gpu_cycle_steps", 1), monitor=monitor)
-            warmup = m.warmup if self.smoke else max(m.warmup, getattr(w, "warmup_steps", 0))
+                return self._time(w.step, m.warmup, runner, cycle=o.gpu_cycle_steps, monitor=monitor)
+            warmup = m.warmup if self.smoke else max(m.warmup, o.warmup_steps)
             least = w.batch_size / self.loader.median if self.loader is not None else 0.0  # no faster than the loader
             return self._time(w.step, warmup, runner, cycle=cycle, extend=resident, least_step_s=least,
                               energy=getattr(self.device, "energy_j", None) if resident else None, monitor=monitor)
         if part == "gpu":
-            return self._time(w.gpu_step, m.warmup if self.smoke else GPU_WARMUP, runner,
-                              cycle=getattr(w, "gpu_cycle_steps", 1), energy=getattr(self.device, "energy_j", None),
+            return self._time(o.gpu_step, m.warmup if self.smoke else GPU_WARMUP, runner,
+                              cycle=o.gpu_cycle_steps, energy=getattr(self.device, "energy_j", None),
                               extend=True, monitor=monitor)
         if part == "loader":
             # the workers refilled their prefetch queue while the loader was not read: drain it first
-            warmup = m.warmup if self.smoke else getattr(w, "warmup_steps", 0)
-            return self._time(w.loader_step, warmup, runner, cycle=cycle, cpu=getattr(w, "loader_cpu_s", None))
+            warmup = m.warmup if self.smoke else o.warmup_steps
+            return self._time(o.loader_step, warmup, runner, cycle=cycle, cpu=o.loader_cpu_s)
         raise ValueError(f"unknown part {part!r}; expected one of {TIMED}")

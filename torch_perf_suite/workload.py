@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Hashable, Iterator, Protocol, runtime_checkable
 
 from .host import workers_cpu_s
 
@@ -10,12 +11,24 @@ from .host import workers_cpu_s
 @runtime_checkable
 class Workload(Protocol):
     """Anything with a `step()` (one training step, the batch pulled as the user's loop pulls it) and its
-    `batch_size`. The more of these optional members it has, the more the harness can tell apart:
+    `batch_size`. The more of the optional members in `Members` it has, the more the harness can tell apart;
+    the harness reads them once, with `members(workload)`."""
 
-    gpu_step()       the same step on a batch already on the device: the GPU-side number
+    batch_size: int
+
+    def step(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Members:
+    """A workload's optional members, each defaulting to what the harness takes where the workload has none
+    (a step, key, source or close given as None is one it has not):
+
+    gpu_step()       the same step on a batch already on the device: the GPU-side number; none where `step`
+                     is that already (a resident batch)
     loader_step()    the next batch delivered to the device, no model: the loader-alone number
     warmup_steps     steps before the pipeline reaches its steady state (the loader's prefetch drained)
-    cycle_steps      batches arrive in bursts of this many (one per worker): rounds hold whole bursts
+    cycle_steps      batches arrive in bursts of this many (one per worker): loader-fed rounds hold whole bursts
     gpu_cycle_steps  the GPU-side step's own period (a phase that runs every k steps)
     loader_key       hashable: workloads with equal keys share a loader, measured once a session
     gpu_key          hashable: workloads with equal keys share a GPU-side step, measured once a session
@@ -27,9 +40,21 @@ class Workload(Protocol):
     close()          called when the test ends (stop the loader's workers)
     """
 
-    batch_size: int
+    gpu_step: Callable[[], Any] | None = None
+    loader_step: Callable[[], Any] | None = None
+    warmup_steps: int = 0
+    cycle_steps: int = 1
+    gpu_cycle_steps: int = 1
+    loader_key: Hashable | None = None
+    gpu_key: Hashable | None = None
+    loader_cpu_s: Callable[[], float | None] | None = None
+    loader_source: tuple[str, dict] | None = None
+    close: Callable[[], None] | None = None
 
-    def step(self) -> Any: ...
+
+def members(workload) -> Members:
+    """The workload's optional members, read once: the default of each it does not have."""
+    return Members(**{f.name: getattr(workload, f.name, f.default) for f in fields(Members)})
 
 
 class TrainingStep:
