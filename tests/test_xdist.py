@@ -17,8 +17,9 @@ import pytest
 import torch
 from test_plugin import TEST_FILE, FakeGPU, suite  # noqa: F401  (suite: the pytester fixture)
 
-from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report
+from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report, sharding
 from torch_perf_suite.host import cpu_count
+from torch_perf_suite.session import PerfSession
 
 pytest_plugins = ["pytester"]
 # mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg
@@ -66,7 +67,7 @@ def node(wid):
 def test_the_controller_gives_each_live_worker_a_gpu_and_cores_of_its_own_and_a_replacement_the_crashed_ones(monkeypatch):
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
     session = SimpleNamespace(worker_outputs={})
-    controller = plugin._Controller(session, 3, "GPU-a,GPU-b,GPU-c", 3, list(range(8)), 3)
+    controller = sharding.Controller(session, 3, "GPU-a,GPU-b,GPU-c", 3, list(range(8)), 3)
     gw0, gw1, gw2 = node("gw0"), node("gw1"), node("gw2")
     controller.pytest_configure_node(gw0)
     controller.pytest_configure_node(gw1)
@@ -82,7 +83,7 @@ def test_the_controller_gives_each_live_worker_a_gpu_and_cores_of_its_own_and_a_
 
 def test_a_controller_without_gpus_to_give_gives_cores_only(monkeypatch):
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
-    controller = plugin._Controller(SimpleNamespace(worker_outputs={}), 2, None, 0, [0, 1, 2, 3, 4], 2)
+    controller = sharding.Controller(SimpleNamespace(worker_outputs={}), 2, None, 0, [0, 1, 2, 3, 4], 2)
     gw0, gw1 = node("gw0"), node("gw1")
     controller.pytest_configure_node(gw0)
     controller.pytest_configure_node(gw1)
@@ -93,7 +94,7 @@ def test_a_controller_without_gpus_to_give_gives_cores_only(monkeypatch):
 def test_fewer_workers_than_the_nodes_gpus_get_their_gpus_shares_of_the_cores(monkeypatch):
     """-n 2 on a node of four GPUs: a quarter of the cores a worker, the quarter of its GPU where named by index."""
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
-    controller = plugin._Controller(SimpleNamespace(worker_outputs={}), 2, "3,1", 2, list(range(8)), 4)
+    controller = sharding.Controller(SimpleNamespace(worker_outputs={}), 2, "3,1", 2, list(range(8)), 4)
     gw0, gw1 = node("gw0"), node("gw1")
     controller.pytest_configure_node(gw0)
     controller.pytest_configure_node(gw1)
@@ -128,7 +129,7 @@ def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkey
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     confined = []  # faked: confining this process would confine the rest of the tests
     monkeypatch.setattr(host, "confine", confined.append)
-    plugin._confine_to_its_gpu(Options(smoke=smoke))
+    sharding.confine_to_its_gpu(Options(smoke=smoke))
     assert confined == ([cores] if cores else [])
 
 
@@ -186,14 +187,14 @@ def test_a_confined_process_runs_its_threads_and_children_on_its_cores_only():
 def test_a_worker_given_a_gpu_makes_it_the_only_one_cuda_sees(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b")
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    plugin._pin_worker(SimpleNamespace(workerinput={"workerid": "gw1", "perf_gpu": "GPU-b"}))
+    sharding.pin_worker(SimpleNamespace(workerinput={"workerid": "gw1", "perf_gpu": "GPU-b"}))
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-b"
 
 
 @pytest.mark.parametrize("config", [SimpleNamespace(), SimpleNamespace(workerinput={"workerid": "gw0", "workercount": 2})])
 def test_a_process_given_no_gpu_leaves_cuda_visible_devices_alone(monkeypatch, config):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b")
-    plugin._pin_worker(config)
+    sharding.pin_worker(config)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-a,GPU-b"
 
 
@@ -202,7 +203,7 @@ def test_a_worker_whose_cuda_was_already_started_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     with pytest.raises(pytest.UsageError, match="xdist worker gw1: CUDA was started before the worker could be given GPU "
                                                 "GPU-b, so it would measure on a GPU another worker uses"):
-        plugin._pin_worker(SimpleNamespace(workerinput={"workerid": "gw1", "perf_gpu": "GPU-b"}))
+        sharding.pin_worker(SimpleNamespace(workerinput={"workerid": "gw1", "perf_gpu": "GPU-b"}))
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-a,GPU-b"
 
 
@@ -436,7 +437,7 @@ def test_a_crashed_workers_partial_report_is_merged_from_its_file_and_removed(tm
     (tmp_path / "perf.gw1.json").write_text(json.dumps(doc(["b.py::t"], visible="1")))
     (tmp_path / "perf.gw1.md").write_text("its table")
     (tmp_path / "perf.gw0.json").write_text(json.dumps(doc(["stale.py::t"])))  # gw0's end is the newer
-    written = plugin.PerfSession.merge_reports(session)
+    written = PerfSession.merge_reports(session)
     assert [p.name for p in written] == ["perf.md", "perf.json"] and session.report_error is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["perf.json", "perf.md"]
     assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0"), ("b.py::t", "gw1")]
@@ -446,7 +447,7 @@ def test_a_partial_report_that_cannot_be_read_is_kept_and_said_so_and_the_others
     session = merging(tmp_path, {"gw0": {"report": doc(["a.py::t"])}, "gw1": {}})  # gw1 was killed while writing
     (tmp_path / "perf.gw1.json").write_text("{half written")
     (tmp_path / "perf.gw1.md").write_text("its table")
-    written = plugin.PerfSession.merge_reports(session)
+    written = PerfSession.merge_reports(session)
     assert [p.name for p in written] == ["perf.md", "perf.json"]
     assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0")]
     assert session.report_error.startswith(f"perf report merged into {tmp_path / 'perf'} without these workers' reports, "
@@ -458,7 +459,7 @@ def test_a_merge_that_cannot_be_written_keeps_every_partial_report_and_says_so(t
     session = merging(tmp_path, {})
     (tmp_path / "perf.gw0.json").write_text(json.dumps(doc(["a.py::t"])))
     (tmp_path / "perf.md").mkdir()  # PATH.md cannot be written
-    assert plugin.PerfSession.merge_reports(session) == []
+    assert PerfSession.merge_reports(session) == []
     assert session.report_error.startswith(f"perf report NOT merged into {tmp_path / 'perf'}: ")
     assert session.report_error.endswith(f"the workers' reports: {tmp_path / 'perf.gw0.json'}")
     assert (tmp_path / "perf.gw0.json").exists()
@@ -468,10 +469,10 @@ def test_only_this_reports_partial_files_are_found(tmp_path):
     for name in ["perf.gw0.md", "perf.gw0.json", "perf.gw12.json", "perf.json", "perf.gwx.json", "other.gw0.json",
                  "perf.gw0.json.tmp", "perfX.gw1.json"]:
         (tmp_path / name).write_text("")
-    found = plugin._partial_reports(tmp_path / "perf")
+    found = sharding.partial_reports(tmp_path / "perf")
     assert {wid: sorted(f.name for f in files) for wid, files in found.items()} == {
         "gw0": ["perf.gw0.json", "perf.gw0.md"], "gw12": ["perf.gw12.json"]}
-    assert plugin._partial_reports(tmp_path / "missing" / "perf") == {}
+    assert sharding.partial_reports(tmp_path / "missing" / "perf") == {}
 
 
 # --- baselines under -n --------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def _topology(cpu: int) -> tuple[int, int]:
 
 def share_of_cores(index: int, shares: int, cores: list[int], topology=None) -> list[int]:
     """The `index`-th of `shares` equal parts of `cores` (a remainder left to no one): the cores of one GPU of the
-    node (plugin._gpu_share) or one worker of a sharded run, so that its loader's processes and its intra-op
+    node (sharding.gpu_share) or one worker of a sharded run, so that its loader's processes and its intra-op
     threads do not take another's. The
     cores are ordered by socket, then physical core, so that a part keeps to one socket where it can and holds
     both hyperthreads of a core (Linux numbers a two-socket machine's twins far apart: 0-55 and 112-167 on

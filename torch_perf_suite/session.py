@@ -1,0 +1,332 @@
+"""One pytest session of the suite: its settings, device and baseline files, the results the `perf` fixture hands
+back, and what is recorded, kept and reported at the end. plugin.py's hooks delegate here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+from . import baselines, device, host, instructions, report, settings, sharding, syncs
+from .fixture import PerfWarning, Result
+
+BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
+    "--benchmark-skip": "pytest-benchmark then skips every perf scenario, so throughput goes unchecked",
+    "--benchmark-disable": "pytest-benchmark then keeps no benchmark record (no table, nothing to --benchmark-json, "
+                           "--benchmark-save or --benchmark-compare); the perf checks still run",
+}
+
+
+class PerfSession:
+    def __init__(self, config):
+        self.settings = settings.SessionSettings.from_config(config)
+        workerinput = getattr(config, "workerinput", {})
+        self.worker: str | None = workerinput.get("workerid")  # the pytest-xdist worker this process is, if one
+        self.gpu: str | None = workerinput.get("perf_gpu")  # the CUDA_VISIBLE_DEVICES its controller gave it, if any
+        self.cores: list[int] = workerinput.get("perf_cores") or []  # the cores its controller gave it, if any
+        self.shards = sharding.xdist_workers(config)  # the workers this process starts, as the controller of a sharded run
+        self.worker_outputs: dict[str, dict] = {}  # the controller's: what each worker sent at its end
+        self.merged: dict | None = None  # the controller's: the workers' reports as one
+        self.written: list[Path] = []  # the controller's: the merged report's files
+        self.device = device.detect_device()
+        if self.gpu is not None and self.device.is_gpu and device.gpu_count() != 1:
+            # CUDA's driver read CUDA_VISIBLE_DEVICES before _pin_worker set it: torch.cuda.is_available() at import
+            # time starts the driver without torch.cuda.is_initialized() saying so
+            raise pytest.UsageError(
+                f"xdist worker {self.worker}: CUDA sees {device.gpu_count()} GPUs, not only GPU {self.gpu} that it was "
+                "given: CUDA was started before the worker set CUDA_VISIBLE_DEVICES (torch.cuda.is_available() or other "
+                "CUDA work at import time, in a conftest.py or plugin). Move that into a fixture, or run without -n.")
+        config.hook.pytest_perf_update_environment(env=self.device.env)
+        self.results: dict[str, Result] = {}
+        # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement of each a session
+        self.shared: dict = {}
+        self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
+        self.updates: dict[str, dict] = {}
+        self.sections: dict[str, list[dict]] = {}
+        self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
+        self.baseline_file: baselines.BaselineFile | None = None
+        self.baseline_note: str | None = None  # a corrupt file moved aside, an old schema
+        self.save_error: str | None = None
+        self.report_error: str | None = None
+        self.counter = instructions.Counter()  # the loader's instructions, counted in a callgrind process started on first use
+        self.instructions_file: instructions.InstructionsFile | None = None
+        self.instructions_key = ""
+        self.instructions_recorded = 0
+        if self.settings.instructions and (self.device.is_gpu or self.settings.smoke):
+            try:
+                self.instructions_file = instructions.InstructionsFile.load(self.settings.baseline_dir / "instructions.json")
+            except instructions.InstructionsError as e:
+                raise pytest.UsageError(str(e)) from None
+            self.instructions_key = instructions.key()
+        if self.device.is_gpu and not self.settings.smoke:
+            gpu = self.device.env["gpu"]
+            path = self.settings.baseline_dir / f"{baselines.gpu_slug(gpu)}.json"
+            try:
+                if self.settings.update_baselines:
+                    self.baseline_file, self.baseline_note = baselines.BaselineFile.load_for_update(path, gpu)
+                else:
+                    self.baseline_file = baselines.BaselineFile.load(path, gpu)
+            except (baselines.BaselineError, OSError) as e:
+                raise pytest.UsageError(str(e)) from None
+            if self.baseline_file.old_schema and not self.settings.update_baselines:
+                self.baseline_note = (
+                    f"{path} is an old baseline file (schema 1): it holds one pipeline number per test and no host, so "
+                    "GPU-side and loader numbers are not checked and pipeline numbers are not comparable. "
+                    + baselines.RERECORD[0].upper() + baselines.RERECORD[1:]
+                )
+
+    @property
+    def sharded(self) -> bool:
+        """True inside a pytest-xdist worker that was given a GPU of its own: a test that needs every GPU of the
+        node (marker multi_gpu) skips itself there."""
+        return self.gpu is not None
+
+    def record(self, test_id: str, result: Result) -> None:
+        """Save one passed test's baseline entry and loader instruction count at once (atomic): an interrupted run
+        keeps what it recorded."""
+        if self.baseline_file is not None:
+            entry = self.updates[test_id] = result.baseline_entry(self.device.env)
+            try:
+                self.baseline_file.save({test_id: entry})
+            except (OSError, baselines.BaselineError) as e:
+                self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
+        if result.instructions is not None and self.instructions_file is not None:
+            try:
+                self.instructions_file.save(self.instructions_key, {test_id: instructions.entry(result.instructions)})
+                self.instructions_recorded += 1
+            except (OSError, instructions.InstructionsError) as e:
+                self.save_error = f"loader instruction counts NOT recorded into {self.instructions_file.path}: {e}"
+
+    @property
+    def clock(self) -> str | None:
+        """The table of seconds (durations.py) this run's tests are timed into and a sharded run is ordered by: the
+        GPU model's, or the smoke runs' (None); a run that measures nothing (no GPU, no --perf-smoke) has none."""
+        return self.device.env["gpu"] if self.device.is_gpu and not self.settings.smoke else None
+
+    def recorded(self) -> dict[str, int]:
+        """The baseline files this process recorded into -> how many entries; empty where it recorded none."""
+        found = {str(self.baseline_file.path): len(self.updates)} if self.updates and not self.save_error else {}
+        if self.instructions_recorded and not self.save_error:
+            found[f"{self.instructions_file.path} ({self.instructions_key})"] = self.instructions_recorded
+        return found
+
+    def document(self) -> dict:
+        """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
+        cores = host.cpu_list(self.cores) if self.cores else None
+        worker = {"id": self.worker, "cuda_visible_devices": self.gpu, "cores": cores} if self.worker else None
+        return report.document(self.results.values(), self.device.env, self.sections, self.settings.smoke, self.charts, worker)
+
+    def write_report(self, final: bool = False) -> list:
+        """After each test (the tables), and at the end (`final`: the charts' images too, drawn once). An xdist worker
+        writes PATH.<worker id>.md and .json, which its controller merges at the end (and draws the charts of)."""
+        if not self.settings.report or self.report_error:
+            return []
+        path = self.settings.report
+        if self.worker:
+            path = path.with_name(f"{path.name}.{self.worker}")
+        try:
+            return report.write(path, self.document(), images=final and not self.worker)
+        except OSError as e:
+            self.report_error = f"perf report NOT written to {path}: {e}"
+            return []
+
+    def merge_reports(self) -> list[Path]:
+        """The controller of a sharded run, at the end: the workers' reports as one (report.merge), kept for the
+        terminal and, under --perf-report, written to PATH.md and PATH.json with the charts. A worker's report comes
+        with its end (workeroutput), or, from a worker that crashed, from its partial file. The partial files
+        (PATH.<worker id>.md and .json) are removed once merged; kept, and said so, where one cannot be read (the
+        others are merged) or the merge failed."""
+        docs = {wid: out["report"] for wid, out in self.worker_outputs.items() if out.get("report")}
+        partial = sharding.partial_reports(self.settings.report) if self.settings.report else {}
+        unread: dict[str, str] = {}  # worker id -> why its partial report could not be read
+        for wid, files in partial.items():
+            js = next((f for f in files if f.suffix == ".json"), None)
+            if wid not in docs and js:
+                try:
+                    docs[wid] = json.loads(js.read_text())
+                except (OSError, ValueError) as e:  # a worker killed while writing it: the others' still merge
+                    unread[wid] = f"{js}: {e}"
+        try:
+            self.merged = report.merge(docs)
+            written = report.write(self.settings.report, self.merged) if self.settings.report else []
+        except (OSError, ValueError) as e:
+            kept = ", ".join(str(f) for files in partial.values() for f in files) or "none"
+            self.report_error = f"perf report NOT merged into {self.settings.report}: {e}; the workers' reports: {kept}"
+            return []
+        if unread:
+            self.report_error = f"perf report merged into {self.settings.report} without these workers' reports, kept: " + \
+                "; ".join(unread.values())
+        for f in (f for wid, files in partial.items() if wid not in unread for f in files):
+            f.unlink(missing_ok=True)
+        return written
+
+    # --- what the hooks delegate -------------------------------------------------------------------
+
+    def require_device(self) -> None:
+        """A perf scenario measures GPU training: without a GPU (and without --perf-smoke) it skips, or fails under
+        --perf-strict, saying how to check the recipes on this machine."""
+        if self.settings.smoke or self.device.is_gpu:
+            return
+        reason = ("no CUDA GPU on this machine; the perf scenarios measure GPU training. "
+                  "Run with --perf-smoke to check that every recipe builds and trains on this device.")
+        if self.settings.strict:
+            pytest.fail(f"--perf-strict: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def torch_settings_kept(test_id: str):
+        """torch's global settings (torch_state.SETTINGS) as the test found them, restored after it with a warning
+        naming any it left changed: the next scenario starts from the same settings."""
+        from . import torch_state  # imports torch: only where a perf test runs
+
+        saved = torch_state.snapshot()
+        yield
+        left = torch_state.restore(saved)
+        if left:
+            changed = ", ".join(f"{name} {now!r} (was {then!r})" for name, (now, then) in left.items())
+            warnings.warn(PerfWarning(f"{test_id} left torch settings changed: {changed}; restored them. "
+                                      "Set them around the step (torch_perf_suite.torch_state.applied) instead"), stacklevel=1)
+
+    def test_done(self, test_id: str, passed: bool, failed: bool) -> None:
+        """A measured test's call ended: a passed one is recorded under --perf-update-baselines, a failed one's trace
+        kept under --perf-trace-dir (a passed one's removed: traces run to tens of MB), and the report rewritten (an
+        interrupted run keeps what it measured)."""
+        result = self.results.get(test_id)
+        if result is None:
+            return
+        if passed and self.settings.update_baselines:
+            self.record(test_id, result)
+        if failed and result.trace and result.trace.exists() and self.settings.trace_dir:
+            result.notes.append(self._keep_trace(result.trace))
+        if passed and result.trace and result.trace.exists():
+            result.trace.unlink()  # a failed test's stays in its tmp_path
+        result.notes.insert(0, "FAILED" if failed else "passed")
+        self.write_report()
+
+    def _keep_trace(self, trace: Path) -> str:
+        kept = self.settings.trace_dir / (trace.name + ".gz")
+        try:
+            self.settings.trace_dir.mkdir(parents=True, exist_ok=True)
+            with open(trace, "rb") as src, gzip.open(kept, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            return f"trace kept: {kept}"
+        except OSError as e:
+            return f"trace not kept ({e}); it is still at {trace}"
+
+    def finish(self, config) -> bool:
+        """At the session's end: the callgrind process stopped; an xdist worker hands its report, lines and records
+        to its controller; a sharded run's controller merges the workers' reports. True where something asked to be
+        written (a baseline, the report) was not."""
+        self.counter.close()
+        if self.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers
+            config.workeroutput["perf"] = {
+                # through JSON: execnet sends plain types only (torch.__version__ is a str subclass, a column a numpy int)
+                "report": json.loads(json.dumps(self.document(), default=str)) if self.results or self.sections else None,
+                "lines": [line for line in (self.baseline_note, self.save_error, self.report_error) if line],
+                "recorded": self.recorded(),
+                "failed": bool(self.save_error or self.report_error),
+            }
+        if self.shards:
+            self.written = self.merge_reports()
+        return bool(self.save_error or self.report_error or any(out.get("failed") for out in self.worker_outputs.values()))
+
+    def summary(self) -> tuple[str | None, list[tuple[str, dict]]]:
+        """The end of the terminal output: the report (None where nothing was measured) and lines as (line, markup):
+        what went wrong writing, what was recorded, where the report was written. An xdist worker's controller reports
+        for it: a worker says nothing."""
+        if self.worker:
+            return None, []
+        doc = self.merged if self.shards else self.document()
+        measured = bool(doc and (doc["tests"] or doc["sections"]))
+        out: list[tuple[str, dict]] = []
+        outputs = self.worker_outputs.values()
+        lines = [self.baseline_note, self.save_error, self.report_error, *(line for o in outputs for line in o.get("lines", []))]
+        out += [(line, {"red": True, "bold": True}) for line in dict.fromkeys(filter(None, lines))]  # workers say the same
+        recorded = self.recorded()
+        for o in outputs:  # a sharded run's workers, each into the file of its GPU model
+            for path, n in o.get("recorded", {}).items():
+                recorded[path] = recorded.get(path, 0) + n
+        out += [(f"recorded {n} baseline(s) into {path}", {}) for path, n in recorded.items()]
+        if self.settings.update_baselines and self.baseline_file is None and not self.instructions_recorded:
+            out.append(("--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU outside "
+                        "--perf-smoke (loader instruction counts on any machine, where valgrind counted them)",
+                        {"yellow": True}))
+        if self.settings.report:
+            written = self.written if self.shards else self.write_report(final=True)
+            if not self.report_error:
+                empty = "" if measured else " (no test was measured: no CUDA GPU and no --perf-smoke, or nothing selected)"
+                out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
+        return (report.render(doc) if measured else None), out
+
+
+def sync_sources(config) -> tuple[syncs.Advice, ...]:
+    """What the project's pytest_perf_sync_sources hooks name (hooks.py), each checked to be an Advice."""
+    found = [a for sources in config.hook.pytest_perf_sync_sources() for a in sources or ()]
+    wrong = [a for a in found if not isinstance(a, syncs.Advice)]
+    if wrong:
+        raise pytest.UsageError(f"pytest_perf_sync_sources returned {wrong[0]!r}; return a list of torch_perf_suite.Advice")
+    return tuple(found)
+
+
+def check_benchmark_options(config, strict: bool) -> None:
+    """--benchmark-skip or --benchmark-disable: a warning in pytest's summary saying what they take away; refused under
+    --perf-strict, and under -W error."""
+    off = [f"{o}: {why}" for o, why in BENCHMARK_OFF.items() if config.getoption(o[2:].replace("-", "_"), default=False)]
+    if not off:
+        return
+    why = "; ".join(off)
+    if strict:
+        raise pytest.UsageError(f"--perf-strict refuses {why}. Drop the option, or drop --perf-strict.")
+    try:
+        config.issue_config_time_warning(PerfWarning(why), stacklevel=3)  # into pytest's warnings summary
+    except PerfWarning:  # -W error (or filterwarnings) made it an error
+        raise pytest.UsageError(f"{why}. Drop the option.") from None
+
+
+def cross_gpu(config, benchmarksession, machine_info: dict, compared_benchmark: dict) -> str | None:
+    """--benchmark-compare against a run saved on another GPU model: the warning to print (a usage error under
+    --perf-strict); None for the same model, and for a smoke run, whose timings are not measurements."""
+    if config.getoption("--perf-smoke"):
+        return None
+    ours = machine_info.get("gpu", {}).get("gpu")
+    theirs = compared_benchmark.get("machine_info", {}).get("gpu", {}).get("gpu")
+    if ours == theirs:
+        return None
+    msg = (
+        f"COMPARING ACROSS GPU MODELS: this run is on {ours!r}, the saved run on {theirs!r} "
+        f"({benchmarksession.storage.location}). The differences below are not regressions. "
+        "Compare against a run saved on the same GPU model (--benchmark-compare=NNNN)."
+    )
+    strict = config.getoption("--perf-strict")
+    if strict if strict is not None else config.getini("perf_strict"):
+        raise pytest.UsageError("--perf-strict: " + msg)
+    return msg
+
+
+def smoke_timings_off(config) -> None:
+    """A smoke run times nothing that means anything: pytest-benchmark neither prints, saves nor compares its rounds
+    (SmokeTimings), and --benchmark-compare is dropped, with a warning saying so."""
+    if config.getoption("benchmark_compare", None):
+        config.option.benchmark_compare = None  # read when pytest-benchmark configures, after this plugin
+        config.issue_config_time_warning(PerfWarning("--benchmark-compare does nothing in a smoke run: nothing is timed "
+                                                     "that a saved run could be compared with"), stacklevel=3)
+    config.pluginmanager.register(SmokeTimings(), "perf_smoke_timings")
+
+
+class SmokeTimings:
+    """Registered in a smoke run: its pipeline rounds, timed by pytest-benchmark, are dropped before pytest-benchmark
+    prints, saves or compares them (its own session-finish wrapper does that): a smoke run measures nothing."""
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session):
+        bs = getattr(session.config, "_benchmarksession", None)
+        if bs is not None:
+            bs.benchmarks.clear()
+        yield
