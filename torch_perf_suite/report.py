@@ -179,9 +179,10 @@ def markdown(table_rows: list[dict], env: dict, sections: dict | None = None, sm
              workers: dict | None = None) -> str:
     """The report from its JSON rows (rows()), so that one process's report and a sharded run's merged one are drawn
     alike; `workers` (merge()'s) names the GPU of each pytest-xdist worker, and each row the worker it ran on."""
-    head = "SMOKE RUN (--perf-smoke): 2 steps at 32x32, nothing here is a measurement.\n\n" if smoke else ""
+    if smoke:
+        return _smoke(table_rows, env, workers)
     host = env.get("host") or {}
-    head += (
+    head = (
         f"GPU: {env.get('gpu')} | driver {env.get('driver')} | CUDA {env.get('cuda')} | torch {env.get('torch')} | "
         f"torchvision {env.get('torchvision')} | torchmetrics {env.get('torchmetrics')} | "
         f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}"
@@ -191,21 +192,14 @@ def markdown(table_rows: list[dict], env: dict, sections: dict | None = None, sm
         "spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
         "rounds (NVML), with the memory used, power and SM clock of the last\n\n"
     )
-    if workers:
-        head += ("Sharded (pytest-xdist): " + "; ".join(f"{wid} on {_worker_device(w)}, {w['tests']} test(s)"
-                                                       for wid, w in workers.items()) + "\n\n")
+    head += _sharded(workers)
     lines = [
         "| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread | syncs/step "
         "| GPU-Util | memory, power, clock | peak mem | notes |",
         "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|---|",
     ]
     for row in table_rows:
-        extra = ", ".join(f"{k} {v:.2f}x" if isinstance(v, float) else f"{k} {v}" for k, v in row["extra"].items())
-        ran_on = ""
-        if row.get("worker"):
-            uuid = ((workers or {}).get(row["worker"]) or {}).get("gpu_uuid")
-            ran_on = f"ran on {row['worker']}" + (f" ({uuid})" if uuid else "")
-        notes = "; ".join(filter(None, [extra, *row["notes"], ran_on]))
+        notes = _notes(row, workers, row["extra"])
         parts = row["parts"]
         lines.append(
             f"| {row['test']} | " + " | ".join(_sps(parts[name]) for name in PARTS) + " | "
@@ -216,6 +210,37 @@ def markdown(table_rows: list[dict], env: dict, sections: dict | None = None, sm
     text = head + "\n".join(lines).replace("| - GB |", "| - |") + "\n"
     drawn = [section(t, table, (charts or {}).get(t)) for t, table in (sections or {}).items()]
     return "\n".join([text, *_sync_sources(table_rows), *drawn])
+
+
+def _notes(row: dict, workers: dict | None, extra: dict) -> str:
+    """A row's notes cell: the test's own columns (`extra`), its notes, and the xdist worker it ran on."""
+    shown = ", ".join(f"{k} {v:.2f}x" if isinstance(v, float) else f"{k} {v}" for k, v in extra.items())
+    ran_on = ""
+    if row.get("worker"):
+        uuid = ((workers or {}).get(row["worker"]) or {}).get("gpu_uuid")
+        ran_on = f"ran on {row['worker']}" + (f" ({uuid})" if uuid else "")
+    return "; ".join(filter(None, [shown, *row["notes"], ran_on]))
+
+
+def _sharded(workers: dict | None) -> str:
+    if not workers:
+        return ""
+    return "Sharded (pytest-xdist): " + "; ".join(f"{wid} on {_worker_device(w)}, {w['tests']} test(s)"
+                                                  for wid, w in workers.items()) + "\n\n"
+
+
+def _smoke(table_rows: list[dict], env: dict, workers: dict | None) -> str:
+    """A smoke run's report: which scenarios were built and trained, and what was counted (the loader's instructions);
+    no throughput, bottleneck or efficiency, since nothing was timed that means anything."""
+    host = env.get("host") or {}
+    head = (f"SMOKE RUN (--perf-smoke): {len(table_rows)} scenario(s) built and trained for 2 steps at 32x32 on "
+            f"{env.get('gpu')}; nothing was timed. torch {env.get('torch')} | torchvision {env.get('torchvision')} | "
+            f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}\n\n") + _sharded(workers)
+    lines = ["| test | notes |", "|---|---|"]
+    for row in table_rows:
+        counted = {k: v for k, v in row["extra"].items() if k == "loader instructions/sample"}
+        lines.append(f"| {row['test']} | {_notes(row, workers, counted)} |")
+    return head + "\n".join(lines) + "\n"
 
 
 def _sync_sources(table_rows: list[dict]) -> list[str]:
