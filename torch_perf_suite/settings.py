@@ -1,12 +1,17 @@
 """Options (`--perf-...`), their validation, and the resolved settings of one test.
 
+Each setting is declared once, here: a measurement setting (marker, option and ini key) as a field of `Measure`,
+with its check, README placeholder and help; a session option (and its ini key, where it has one) as a row of
+`SESSION_OPTIONS`. From them come the options and ini keys (`add_options`), the marker's checks (`for_marker`) and
+help (`markers`), and README.md's options table (`options_table`; `python -m torch_perf_suite.settings` prints it).
+
 Precedence for the per-test numbers: `@pytest.mark.perf(...)` > command line > ini file > default.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .host import cpu_count
@@ -52,46 +57,93 @@ def seconds(text: str) -> float:
     return value
 
 
+def setting(default, check, value: str, help: str):
+    """A field of Measure: its default, the check of a value given by option, ini or marker, the README's placeholder
+    of the value, and what it does (--help and the README say the same)."""
+    return field(default=default, metadata={"check": check, "value": value, "help": help})
+
+
 @dataclass(frozen=True)
 class Measure:
-    """How one test is measured; every field can be set by marker, option, ini or default."""
+    """How one test is measured; every field can be set by marker, option (--perf-<name>), ini (perf_<name>) or default."""
 
-    warmup: int = 5  # steps before the first round; the workload may ask for more (loader prefetch)
-    rounds: int = 5  # timed rounds per part; the pipeline's are pytest-benchmark rounds
-    max_rounds: int = 7  # more rounds, up to this many, while the median's interval is wider than ci_pct
-    ci_pct: float = 1.0  # half-width of the median's 95% interval wanted, in percent
-    steps: int = 2  # least training steps per timed round
-    round_s: float = 0.5  # least seconds per timed round: steps per round grow to fill it
-    profile_steps: int = 3  # steps in the separate profiled window that counts syncs
-    tolerance: float = 3.0  # % below the baseline allowed for GPU-side numbers recorded on this chip
-    chip_tolerance: float = 20.0  # % below the baseline allowed for GPU-side numbers recorded on another chip
-    host_tolerance: float = 10.0  # % below the baseline allowed for loader and pipeline numbers (same host class)
-    count_margin: float = 1.0  # % over the record allowed for bytes copied, the steps' peak memory and loader instructions
+    warmup: int = setting(5, positive_int, "N", "warm-up steps before a window's timed rounds (compilation happens "
+                          "here); a loader-fed window drains its prefetch queue too")
+    rounds: int = setting(5, positive_int, "N", "timed rounds per part (pipeline, GPU-side, loader); the pipeline's are "
+                          "pytest-benchmark rounds")
+    max_rounds: int = setting(7, positive_int, "N", "GPU-side rounds are added, one at a time, up to this many, while "
+                              "the median's interval is too wide")
+    ci_pct: float = setting(1.0, percent, "PCT", "the median's 95% confidence interval wanted, half-width in percent of "
+                            "the median")
+    steps: int = setting(2, positive_int, "N", "least training steps per timed round")
+    round_s: float = setting(0.5, seconds, "S", "least seconds per timed round; steps per round grow to fill it")
+    profile_steps: int = setting(3, positive_int, "N", "steps in the profiled window that counts host-device syncs")
+    tolerance: float = setting(3.0, percent, "PCT", "how far, in percent, below a baseline recorded on this chip a "
+                               "GPU-side number may fall")
+    chip_tolerance: float = setting(20.0, percent, "PCT", "the same, against a baseline recorded on another chip of this "
+                                    "GPU model")
+    host_tolerance: float = setting(10.0, percent, "PCT", "the same for loader and pipeline numbers, against a baseline "
+                                    "from this machine")
+    count_margin: float = setting(1.0, percent, "PCT", "how far, in percent, over the record bytes copied a step, the "
+                                  "steps' peak GPU memory and the loader's instructions per sample may go; kernel "
+                                  "launches and compile graphs are compared exactly")
 
 
-MEASURE_TYPES = {
-    "warmup": positive_int, "rounds": positive_int, "max_rounds": positive_int, "ci_pct": percent, "steps": positive_int,
-    "round_s": seconds, "profile_steps": positive_int, "tolerance": percent, "chip_tolerance": percent,
-    "host_tolerance": percent, "count_margin": percent,
-}
-MEASURE_HELP = {
-    "warmup": "warm-up steps before the timed rounds (compilation happens here)",
-    "rounds": "timed rounds per part (pipeline, GPU, loader); the pipeline's are pytest-benchmark rounds",
-    "max_rounds": "at most this many rounds per part, added one at a time while the median's interval is too wide",
-    "ci_pct": "wanted half-width of the median's 95 percent confidence interval, percent of the median",
-    "steps": "least training steps per timed round",
-    "round_s": "least seconds per timed round; steps per round grow to fill it",
-    "profile_steps": "steps in the profiled window that counts host-device syncs",
-    "tolerance": "percent a GPU-side number may fall below a baseline recorded on this GPU chip",
-    "chip_tolerance": "percent a GPU-side number may fall below a baseline recorded on another chip of this GPU model",
-    "host_tolerance": "percent a loader or pipeline number may fall below a baseline recorded on the same host class",
-    "count_margin": "percent over the recorded count allowed for bytes copied a step, the steps' peak GPU memory and the "
-                    "loader's instructions per sample (kernel launches and compile graphs are compared exactly)",
-}
+MEASURE_TYPES = {f.name: f.metadata["check"] for f in fields(Measure)}
+MEASURE_HELP = {f.name: f.metadata["help"].replace("`", "") for f in fields(Measure)}  # as --help says it
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option, --perf-<name>: its README row, argparse's arguments (`args`; default None unless given there)
+    and, with `ini` = (help, type, default), the ini key perf_<name>."""
+
+    name: str
+    value: str  # the README's placeholder of the value; "" for a flag
+    default: str  # as --help and the README say it; --help fills "{here}" with the value on this machine
+    help: str  # what it does, in the README's words; --help drops the backticks
+    args: dict
+    ini: tuple | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--perf-" + self.name.replace("_", "-")
+
+
+SESSION_OPTIONS = (
+    Option("strict", "", "off", "nightly mode: no GPU, no (comparable) baseline, no predecessor in the run, "
+           "`--benchmark-skip`/`--benchmark-disable`, or a `--benchmark-compare` against another GPU model fails instead of "
+           "skipping or warning", {"action": "store_true"}, ini=("strict mode (see --perf-strict)", "bool", False)),
+    Option("update_baselines", "", "off", "records each test that passed into `baselines/<gpu>.json` as soon as it passed, "
+           "keeping every other entry (atomic write, file mode kept); a corrupt file is moved aside to "
+           "`<name>.corrupt-<time>` and said so", {"action": "store_true", "default": False}),
+    Option("baseline_dir", "DIR", "`baselines/` in the rootdir", "where the per-GPU baseline files live", {"type": Path},
+           ini=("folder of the per-GPU baseline files (default: baselines)", "string", "baselines")),
+    Option("report", "PATH", "terminal only", "also writes the session report to `PATH.md` and `PATH.json`, after every "
+           "test; the ladder and the worker sweep are drawn in the Markdown (Mermaid, which GitHub renders) and, with "
+           "matplotlib (`pip install -e '.[charts]'`), as `PATH.<section>.png`", {"type": report_path, "metavar": "PATH"}),
+    Option("trace_dir", "DIR", "not kept", "keeps the profiler trace (gzipped Chrome trace) of every failed test in DIR",
+           {"type": Path, "metavar": "DIR"}),
+    Option("smoke", "", "off", "runs every scenario for 2 steps at 32x32 on whatever device exists, without throughput or "
+           "sync assertions: proves each recipe builds and trains", {"action": "store_true", "default": False}),
+    Option("workers", "N", "one per core{here}; on a node of several GPUs, one per core of the GPU's share: the cores / "
+           "the GPUs", "DataLoader workers of the multi-worker recipes", {"type": positive_int}),
+    Option("instructions", "on|off", "on", "counts the loader's instructions per sample with valgrind's callgrind and "
+           "compares them with the count recorded in this environment (skipped with how to install it where valgrind is "
+           "missing; `--perf-strict` fails then)", {"choices": ("on", "off")},
+           ini=("count the loader's instructions (on or off; see --perf-instructions)", "string", "on")),
+    Option("worker_start", "METHOD", "the platform's, `fork` on Linux before Python 3.14", "how the DataLoader starts its "
+           "workers: `fork`, `forkserver` or `spawn`; the suite's own tests train a loader-fed recipe under `forkserver` "
+           "and `spawn`", {"choices": ("fork", "forkserver", "spawn")}),
+)
+# every option, the measurement settings first: the order of --help and of the README's table
+OPTIONS = tuple(Option(f.name, f.metadata["value"], str(f.default), f.metadata["help"], {"type": f.metadata["check"]},
+                       ini=(f"{MEASURE_HELP[f.name]} (default: {f.default})", "string", None))
+                for f in fields(Measure)) + SESSION_OPTIONS
 
 
 def markers() -> tuple[str, ...]:
-    """The plugin's markers and their help, the perf marker's settings named from MEASURE_TYPES."""
+    """The plugin's markers and their help, the perf marker's settings named from Measure's fields."""
     return (
         f"perf(**settings): per-test measurement settings by name ({', '.join(MEASURE_TYPES)}); function over class "
         "over module, over the command line and the ini file",
@@ -105,44 +157,29 @@ def default_workers() -> int:
     """DataLoader workers of the multi-worker recipes: one per core this process may use. The worker
     sweep (perf_tests/test_worker_sweep.py) measures the loader alone at several counts and checks it. On a node
     of several GPUs, a test on one of them may use that GPU's share of the node's cores only, with -n or without
-    (plugin._gpu_share)."""
+    (sharding.gpu_share)."""
     return cpu_count()
 
 
 def add_options(parser) -> None:
     group = parser.getgroup("perf", "performance regression suite")
-    for name, default in ((f.name, f.default) for f in fields(Measure)):
-        help_text = f"{MEASURE_HELP[name]} (default: {default}"
-        group.addoption("--perf-" + name.replace("_", "-"), type=MEASURE_TYPES[name], default=None,
-                        help=f"{help_text}; ini: perf_{name})")
-        parser.addini(f"perf_{name}", help_text + ")", default=None)
-    group.addoption("--perf-strict", action="store_true", default=None,
-                    help="nightly mode: a missing GPU, baseline or predecessor fails instead of skipping, and so does "
-                         "comparing with another GPU's saved run (default: off; ini: perf_strict)")
-    parser.addini("perf_strict", "strict mode (see --perf-strict)", type="bool", default=False)
-    group.addoption("--perf-update-baselines", action="store_true", default=False,
-                    help="record the tests that ran and passed into baselines/<gpu>.json, keeping every other entry "
-                         "(default: off)")
-    group.addoption("--perf-baseline-dir", type=Path, default=None,
-                    help="folder of the per-GPU baseline files (default: baselines/ in the rootdir; ini: perf_baseline_dir)")
-    parser.addini("perf_baseline_dir", "folder of the per-GPU baseline files (default: baselines)", default="baselines")
-    group.addoption("--perf-report", type=report_path, default=None, metavar="PATH",
-                    help="also write the session report to PATH.md and PATH.json (default: terminal only)")
-    group.addoption("--perf-trace-dir", type=Path, default=None, metavar="DIR",
-                    help="keep the profiler trace (gzipped Chrome trace) of every failed test in DIR (default: not kept)")
-    group.addoption("--perf-smoke", action="store_true", default=False,
-                    help="run every scenario for a couple of steps at a tiny image size on whatever device exists, "
-                         "without throughput or sync assertions (default: off)")
-    group.addoption("--perf-workers", type=positive_int, default=None,
-                    help="DataLoader workers for the ladder's multi-worker steps "
-                         f"(default: one per core, here {default_workers()}; on a node of several GPUs, one per core of "
-                         "the GPU's share: the cores / the GPUs)")
-    group.addoption("--perf-instructions", choices=("on", "off"), default=None,
-                    help="count the loader's instructions per sample with valgrind's callgrind and compare them with the "
-                         "count recorded in this environment (default: on; ini: perf_instructions)")
-    parser.addini("perf_instructions", "count the loader's instructions (on or off; see --perf-instructions)", default="on")
-    group.addoption("--perf-worker-start", choices=("fork", "forkserver", "spawn"), default=None,
-                    help="how the DataLoader starts its workers (default: the platform's, fork on Linux before Python 3.14)")
+    for o in OPTIONS:
+        default = o.default.format(here=f", here {default_workers()}")
+        ini = f"; ini: perf_{o.name}" if o.ini else ""
+        help_text = f"{o.help} (default: {default}{ini})".replace("`", "").replace("%", "%%")  # argparse formats with %
+        group.addoption(o.flag, **{"default": None, **o.args}, help=help_text)
+        if o.ini:
+            ini_help, ini_type, ini_default = o.ini
+            parser.addini(f"perf_{o.name}", ini_help, type=ini_type, default=ini_default)
+
+
+def options_table() -> str:
+    """README.md's options table, a row an option as OPTIONS declares it."""
+    rows = ["| option | default | what it does |", "|---|---|---|"]
+    for o in OPTIONS:
+        cells = (f"`{o.flag} {o.value}`" if o.value else f"`{o.flag}`", o.default.format(here=""), o.help)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
 
 
 @dataclass(frozen=True)
@@ -237,3 +274,7 @@ def for_marker(measure: Measure, markers, test_id: str) -> Measure:
         except argparse.ArgumentTypeError as e:
             raise ValueError(f"{test_id}: @pytest.mark.perf({name}={value!r}): {e}") from None
     return replace(measure, **checked)
+
+
+if __name__ == "__main__":  # the table to paste into README.md's "## Options"
+    print(options_table())
