@@ -438,10 +438,11 @@ def test_an_old_baseline_file_loads_and_says_what_was_not_checked(suite):
     assert "gpu, loader: no baseline number for this part" in out
     assert "pipeline: not comparable: the baseline was recorded without host information" in out
     assert "is an old baseline file (schema 1)" in out
-    assert "Re-record it on this GPU with: pytest perf_tests --perf-update-baselines" in out
+    assert "Re-record it on this GPU: run your perf tests again with --perf-update-baselines" in out
     result.stdout.fnmatch_lines([f"{suite.baseline} is an old baseline file (schema 1): it holds one "
                                  "pipeline number per test and no host, so GPU-side and loader numbers are not checked and "
-                                 "pipeline numbers are not comparable. Re-record it on this GPU with: *"])
+                                 "pipeline numbers are not comparable. Re-record it on this GPU: run your perf tests again "
+                                 "with --perf-update-baselines"])
     colored = suite.run("--color=yes")  # said in red, bold
     colored.stdout.fnmatch_lines([f"\x1b[31m\x1b[1m{suite.baseline} is an old baseline file (schema 1)*"])
     recording = suite.run("--perf-update-baselines")  # re-recording: nothing to warn about

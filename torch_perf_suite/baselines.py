@@ -42,7 +42,7 @@ from .host import host_class
 from .parts import PARTS
 
 SCHEMA = 2
-RERECORD = "re-record it on this GPU with: pytest perf_tests --perf-update-baselines"
+RERECORD = "re-record it on this GPU: run your perf tests again with --perf-update-baselines"
 LOCK_TIMEOUT_S = 60  # a write takes milliseconds; a lock held this long is a process stuck, said rather than waited on
 
 
