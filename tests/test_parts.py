@@ -182,6 +182,18 @@ def test_a_gpu_side_number_recorded_on_another_chip_gets_the_chip_tolerance():
     assert not v.failed and v.describe() == "gpu -15.0% (recorded on chip GPU-1, not this one: allowed -20%)"
 
 
+def test_one_decision_picks_the_tolerance_the_scope_and_whether_to_compare():
+    m = Measure(tolerance=3, chip_tolerance=20, host_tolerance=10)
+    p = parts(pipeline=850.0, gpu=850.0, loader=850.0, busy_s=0.095)  # 15% below every part of the entry
+    on = {"gpu_uuid": "GPU-1", "host": HOST}
+    assert gates.decide("gpu", p, entry(), m, on).failed  # this chip: 3%
+    other_chip = gates.decide("gpu", p, entry(), m, {**on, "gpu_uuid": "GPU-2"})
+    assert not other_chip.failed and other_chip.scope == "recorded on chip GPU-1, not this one"
+    assert gates.decide("loader", p, entry(), m, on).failed  # this host: 10%
+    elsewhere = gates.decide("loader", p, entry(), m, {**on, "host": {**HOST, "machine": "m2"}})
+    assert not elsewhere.compared and elsewhere.why_not.startswith("not comparable: recorded on machine m1")
+
+
 def test_a_launch_bound_gpu_number_is_host_bound():
     m = Measure(tolerance=3, host_tolerance=10)
     assert gates.tolerance_for("gpu", parts(busy_s=0.05), entry(), m, "GPU-1") == (10, True)  # launch-bound now

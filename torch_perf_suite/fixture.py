@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from . import checks, compiled, gates, instructions, settings
+from . import checks, compiled, gates, host, instructions, settings
 from .checks import parts_line as _parts_line
 from .parts import PARTS, Parts, Windows
 from .report import Chart
@@ -393,7 +393,7 @@ class Perf:
     def _host_claim(self, result: Result, claim: str, failure: str | None) -> None:
         session = self._session
         entry = session.baseline_file.get(self.test_id) if session.baseline_file else None
-        same_host = gates.hosts.why_not_comparable(entry["env"].get("host"), session.device.env.get("host")) if entry else ""
+        same_host = host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host")) if entry else ""
         scope = checks.host_scope(entry, same_host, session.settings.update_baselines)
         if scope:
             result.notes.append(f"{claim}: {scope}" + ("; it does not hold here" if failure else ""))
@@ -426,15 +426,10 @@ class Perf:
             self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
             return
         self._assert_counts(result, entry)
-        host, chip = session.device.env.get("host"), session.device.env.get("gpu_uuid")
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The gates")
-            now = result.parts.get(part)
-            if now is None or part in result.parts.measured_in:
+            if result.parts.get(part) is None or part in result.parts.measured_in:
                 continue  # a shared measurement is checked by the test that measured it
-            tolerance, host_bound = gates.tolerance_for(part, result.parts, entry, self.measure_settings, chip)
-            scope = "" if host_bound or gates.same_chip(entry, chip) else gates.chip_scope(entry)
-            v = result.verdicts[part] = gates.verdict(
-                part, list(now.rounds), entry, tolerance, gates.why_not_comparable(part, entry, host, host_bound), scope)
+            v = result.verdicts[part] = gates.decide(part, result.parts, entry, self.measure_settings, session.device.env)
             if v.failed:
                 base = entry["parts"][part]
                 v.confirmation = compare(self._confirm(result, part).rounds, base.get("rounds") or [base["samples_per_s"]],
@@ -452,7 +447,7 @@ class Perf:
             pytest.fail(
                 f"{self.test_id}: throughput regression in {', '.join(v.part for v in failed)}:\n" + "\n".join(lines)
                 + f"\n  baseline: {bf.path}, recorded {entry['env'].get('date')} with torch {entry['env'].get('torch')} "
-                f"on {gates.hosts.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}",
+                f"on {host.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}",
                 pytrace=False,
             )
         result.notes.extend(v.describe() for v in result.verdicts.values() if v.compared and v.scope)

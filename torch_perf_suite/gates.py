@@ -100,3 +100,12 @@ def verdict(part: str, now: list[float], entry: dict, tolerance_pct: float, why_
         return Verdict(part, None, why_not=why_not)
     ref = base.get("rounds") or [base["samples_per_s"]]
     return Verdict(part, base["samples_per_s"], compare(now, ref, 1 - tolerance_pct / 100), scope=scope)
+
+
+def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict) -> Verdict:
+    """One part of this run (`parts`, on the GPU and host of `env`) against the baseline entry: at the tolerance its
+    kind and the entry's chip and host allow, or not compared, saying why."""
+    tolerance, host_bound = tolerance_for(part, parts, entry, measure, env.get("gpu_uuid"))
+    scope = "" if host_bound or same_chip(entry, env.get("gpu_uuid")) else chip_scope(entry)
+    why_not = why_not_comparable(part, entry, env.get("host"), host_bound)
+    return verdict(part, list(parts.get(part).rounds), entry, tolerance, why_not, scope)
