@@ -125,7 +125,9 @@ SESSION_OPTIONS = (
     Option("trace_dir", "DIR", "not kept", "keeps the profiler trace (gzipped Chrome trace) of every failed test in DIR",
            {"type": Path, "metavar": "DIR"}),
     Option("smoke", "", "off", "runs every scenario for 2 steps at 32x32 on whatever device exists, without throughput or "
-           "sync assertions: proves each recipe builds and trains", {"action": "store_true", "default": False}),
+           "sync assertions: proves each recipe builds and trains. It reports no throughput, and pytest-benchmark neither "
+           "prints, saves nor compares its timings; the loader's instruction counts are still checked",
+           {"action": "store_true", "default": False}),
     Option("workers", "N", "one per core{here}; on a node of several GPUs, one per core of the GPU's share: the cores / "
            "the GPUs", "DataLoader workers of the multi-worker recipes", {"type": positive_int}),
     Option("instructions", "on|off", "on", "counts the loader's instructions per sample with valgrind's callgrind and "
