@@ -414,14 +414,20 @@ class Perf:
         """Each part against this GPU's baseline entry: the GPU-side number at `tolerance`, loader and
         pipeline numbers at `host_tolerance` where the entry was recorded on this host class."""
         self._assert_instructions(result)  # counted on any machine, in smoke runs too
+        session = self._session
+        if session.ref and session.ref.status.get(self.test_id) != "passed":  # new in this change, or failed at REF
+            result.notes.append(session.ref.why_missing(self.test_id))
+            return
         if self.smoke:
             return
-        session = self._session
         bf = session.baseline_file
         entry = bf.get(self.test_id) if bf else None
         if session.settings.update_baselines:
             result.notes.append("baseline recorded" if entry is None else "baseline re-recorded")
             return  # recorded at the end of the test if it passed
+        if entry is None and session.ref:  # passed at REF, yet recorded nothing there
+            result.notes.append(f"not compared: {session.ref.label} recorded nothing for it")
+            return
         if entry is None:
             self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
             return
@@ -429,7 +435,8 @@ class Perf:
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The gates")
             if result.parts.get(part) is None or part in result.parts.measured_in:
                 continue  # a shared measurement is checked by the test that measured it
-            v = result.verdicts[part] = gates.decide(part, result.parts, entry, self.measure_settings, session.device.env)
+            v = result.verdicts[part] = gates.decide(part, result.parts, entry, self.measure_settings, session.device.env,
+                                                     host_gated=session.ref is None)
             if v.failed:
                 base = entry["parts"][part]
                 v.confirmation = compare(self._confirm(result, part).rounds, base.get("rounds") or [base["samples_per_s"]],
@@ -446,14 +453,15 @@ class Perf:
             ]
             pytest.fail(
                 f"{self.test_id}: throughput regression in {', '.join(v.part for v in failed)}:\n" + "\n".join(lines)
-                + f"\n  baseline: {bf.path}, recorded {entry['env'].get('date')} with torch {entry['env'].get('torch')} "
-                f"on {host.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}",
+                + f"\n  baseline: {session.reference}, recorded {entry['env'].get('date')} with torch "
+                f"{entry['env'].get('torch')} on {host.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}",
                 pytrace=False,
             )
         result.notes.extend(v.describe() for v in result.verdicts.values() if v.compared and v.scope)
+        result.notes.extend(f"{v.part} {v.reported}" for v in result.verdicts.values() if v.reported)
         why_not: dict[str, list[str]] = {}  # one note for the parts not compared for one reason
         for v in result.verdicts.values():
-            if not v.compared:
+            if not v.compared and not v.reported:
                 why_not.setdefault(v.why_not, []).append(v.part)
         if why_not:
             notes = [f"{', '.join(parts)}: {why}" for why, parts in why_not.items()]
@@ -481,7 +489,7 @@ class Perf:
                                                                               recorded.get("compile", {})),
         ) if f]
         if failures:
-            self._fail("counted at this GPU model's baseline (" + str(self._session.baseline_file.path) + "):\n"
+            self._fail(f"counted at this GPU model's baseline ({self._session.reference}):\n"
                        + "\n".join(failures), result)
 
     def _assert_instructions(self, result: Result) -> None:

@@ -266,13 +266,14 @@ def _worker_device(w: dict) -> str:
 
 
 def document(results, env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None,
-             worker: dict | None = None) -> dict:
+             worker: dict | None = None, against: str | None = None) -> dict:
     """The report as PATH.json holds it: what render() draws and merge() joins. It carries how each section is
     charted, so that a sharded run's controller can draw the workers' sections; `worker` (an xdist worker's:
-    its id and the CUDA_VISIBLE_DEVICES it was given) says where a partial report was measured."""
+    its id and the CUDA_VISIBLE_DEVICES it was given) says where a partial report was measured; `against`, what
+    --perf-against compared with."""
     doc = {"env": env, "smoke": smoke, "tests": rows(results), "sections": sections or {},
            "charts": {title: asdict(chart) for title, chart in (charts or {}).items()}}
-    return {**doc, "worker": worker} if worker else doc
+    return {**doc, **({"worker": worker} if worker else {}), **({"against": against} if against else {})}
 
 
 def _charts(doc: dict) -> dict[str, Chart]:
@@ -282,7 +283,8 @@ def _charts(doc: dict) -> dict[str, Chart]:
 
 def render(doc: dict) -> str:
     """The Markdown of a document (document()'s or merge()'s)."""
-    return markdown(doc["tests"], doc["env"], doc["sections"], doc["smoke"], _charts(doc), doc.get("workers"))
+    text = markdown(doc["tests"], doc["env"], doc["sections"], doc["smoke"], _charts(doc), doc.get("workers"))
+    return f"Compared {doc['against']}\n\n{text}" if doc.get("against") else text
 
 
 def merge(docs: dict[str, dict]) -> dict:

@@ -8,12 +8,13 @@ import contextlib
 import gzip
 import json
 import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
 import pytest
 
-from . import baselines, device, host, instructions, report, settings, sharding, syncs
+from . import against, baselines, device, host, instructions, report, settings, sharding, syncs
 from .fixture import PerfWarning, Result
 
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
@@ -58,15 +59,31 @@ class PerfSession:
         self.instructions_file: instructions.InstructionsFile | None = None
         self.instructions_key = ""
         self.instructions_recorded = 0
+        self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
+        if self.settings.against:
+            self._check_against()
+            return  # the baselines are REF's, loaded once it was measured (compare_against)
+        self._load_baselines(self.settings.baseline_dir)
+
+    def _check_against(self) -> None:
+        if self.settings.update_baselines:
+            raise pytest.UsageError("--perf-against compares with REF and records nothing: drop --perf-update-baselines, "
+                                    "or drop --perf-against to record this GPU's baselines")
+        if self.shards or self.worker:
+            raise pytest.UsageError("--perf-against runs without -n: REF and the working tree are measured one after the "
+                                    "other on one GPU; drop -n")
+
+    def _load_baselines(self, folder: Path) -> None:
+        """This GPU model's baseline file and the loader instruction counts in `folder`."""
         if self.settings.instructions and (self.device.is_gpu or self.settings.smoke):
             try:
-                self.instructions_file = instructions.InstructionsFile.load(self.settings.baseline_dir / "instructions.json")
+                self.instructions_file = instructions.InstructionsFile.load(folder / "instructions.json")
             except instructions.InstructionsError as e:
                 raise pytest.UsageError(str(e)) from None
             self.instructions_key = instructions.key()
         if self.device.is_gpu and not self.settings.smoke:
             gpu = self.device.env["gpu"]
-            path = self.settings.baseline_dir / f"{baselines.gpu_slug(gpu)}.json"
+            path = folder / f"{baselines.gpu_slug(gpu)}.json"
             try:
                 if self.settings.update_baselines:
                     self.baseline_file, self.baseline_note = baselines.BaselineFile.load_for_update(path, gpu)
@@ -80,6 +97,24 @@ class PerfSession:
                     "GPU-side and loader numbers are not checked and pipeline numbers are not comparable. "
                     + baselines.RERECORD[0].upper() + baselines.RERECORD[1:]
                 )
+
+    def compare_against(self, config, items) -> None:
+        """--perf-against REF, once the tests are selected: REF's results for the selected perf tests (from the cache,
+        or measured now), loaded as this session's baselines."""
+        if not self.settings.against or config.option.collectonly:
+            return
+        test_ids = [item.nodeid for item in items if "perf" in getattr(item, "fixturenames", ())]
+        if not test_ids:
+            return
+        cache = self.settings.against_cache or (config.cache.mkdir("perf-against") if getattr(config, "cache", None)
+                                                else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
+        self.ref = against.measure(self.settings.against, config, test_ids, self.device.env, cache)
+        self._load_baselines(self.ref.folder)
+
+    @property
+    def reference(self) -> str:
+        """What this run's numbers are compared with, as a failure names it."""
+        return f"REF {self.ref.label}, measured on this GPU" if self.ref else str(self.baseline_file.path)
 
     @property
     def sharded(self) -> bool:
@@ -120,7 +155,8 @@ class PerfSession:
         """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
         cores = host.cpu_list(self.cores) if self.cores else None
         worker = {"id": self.worker, "cuda_visible_devices": self.gpu, "cores": cores} if self.worker else None
-        return report.document(self.results.values(), self.device.env, self.sections, self.settings.smoke, self.charts, worker)
+        return report.document(self.results.values(), self.device.env, self.sections, self.settings.smoke, self.charts, worker,
+                               against=self.ref.describe() if self.ref else None)
 
     def write_report(self, final: bool = False) -> list:
         """After each test (the tables), and at the end (`final`: the charts' images too, drawn once). An xdist worker

@@ -134,6 +134,11 @@ SESSION_OPTIONS = (
            "compares them with the count recorded in this environment (skipped with how to install it where valgrind is "
            "missing; `--perf-strict` fails then)", {"choices": ("on", "off")},
            ini=("count the loader's instructions (on or off; see --perf-instructions)", "string", "on")),
+    Option("against", "REF", "off", "measures the selected tests at REF (a commit, branch or tag) in a git worktree, "
+           "then at the working tree, on this GPU, and compares the two as with a baseline recorded on this chip; "
+           "records nothing into the baselines (README, \"Base against head\")", {"metavar": "REF"}),
+    Option("against_cache", "DIR", "pytest's cache folder", "where REF's results are kept per commit, chip, versions and "
+           "settings, so that REF is measured once per machine", {"type": Path, "metavar": "DIR"}),
     Option("worker_start", "METHOD", "the platform's, `fork` on Linux before Python 3.14", "how the DataLoader starts its "
            "workers: `fork`, `forkserver` or `spawn`; the suite's own tests train a loader-fed recipe under `forkserver` "
            "and `spawn`", {"choices": ("fork", "forkserver", "spawn")}),
@@ -196,6 +201,8 @@ class SessionSettings:
     measure: Measure  # command line > ini > default; markers are applied per test
     worker_start: str | None = None  # the DataLoader workers' start method; None: the platform's
     instructions: bool = True  # count the loader's instructions per sample (callgrind)
+    against: str | None = None  # --perf-against REF: compare with REF measured in this job
+    against_cache: Path | None = None
 
     @classmethod
     def from_config(cls, config) -> "SessionSettings":
@@ -215,6 +222,8 @@ class SessionSettings:
             workers=opt("--perf-workers") or default_workers(),
             worker_start=opt("--perf-worker-start"),
             measure=_measure_from(config),
+            against=opt("--perf-against"),
+            against_cache=opt("--perf-against-cache"),
             instructions=_on_off(opt("--perf-instructions") or config.getini("perf_instructions"), "perf_instructions"),
         )
 

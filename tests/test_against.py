@@ -1,0 +1,113 @@
+"""--perf-against REF end to end, in smoke mode on a temporary git repository: REF measured in a worktree that is
+removed afterwards, its results cached, and each bad input named with what to do."""
+
+import json
+import subprocess
+
+import pytest
+
+from torch_perf_suite import against
+
+pytest_plugins = ["pytester"]
+
+TOY = """
+import time
+import pytest
+
+class Work:
+    batch_size = 10
+    def step(self):
+        time.sleep(0.001)
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_toy(perf):
+    {body}
+    result = perf.measure(Work())
+    perf.assert_syncs(result, per_step=0)
+    perf.assert_baseline(result)
+"""
+
+
+def git(path, *args):
+    return subprocess.run(["git", "-C", str(path), "-c", "user.email=perf@example.com", "-c", "user.name=perf", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(pytester, monkeypatch):
+    """A git repository with one commit: the toy scenario."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this process may be an xdist worker; the session is not
+    pytester.makepyfile(test_toy=TOY.format(body="pass"))
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", ".")
+    git(pytester.path, "commit", "-qm", "base")
+    return pytester
+
+
+def run(repo, *args):
+    return repo.runpytest("-p", "no:randomly", "--perf-smoke", "--perf-report=out/perf", *args)
+
+
+def worktrees(path) -> list[str]:
+    return [line for line in git(path, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
+
+
+def test_ref_is_measured_in_a_worktree_that_is_removed_and_then_taken_from_the_cache(repo):
+    base = git(repo.path, "rev-parse", "HEAD")
+    first = run(repo, "--perf-against", "HEAD")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines([f"Compared against HEAD ({base[:12]}) on this device: 1 test(s) measured at REF in this job"])
+    assert worktrees(repo.path) == [f"worktree {repo.path}"]  # REF's worktree is gone
+    assert json.loads((repo.path / "out" / "perf.json").read_text())["against"].startswith(f"against HEAD ({base[:12]})")
+    again = run(repo, "--perf-against", "HEAD")
+    again.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 0 test(s) measured at REF in this job, "
+                                "1 from the cache (*perf-against*)"])
+    other = run(repo, "--perf-against", "HEAD", "--perf-rounds=2")  # other settings: another cache entry
+    other.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 1 test(s) measured at REF in this job"])
+
+
+def test_a_test_new_in_this_change_or_failing_at_ref_is_not_compared_and_says_why(repo):
+    repo.makepyfile(test_toy=TOY.format(body="raise RuntimeError('broken at the base')"))
+    git(repo.path, "commit", "-qam", "broken")
+    repo.makepyfile(test_toy=TOY.format(body="pass"), test_new=TOY.format(body="pass"))
+    result = run(repo, "--perf-against", "HEAD")
+    result.assert_outcomes(passed=2)
+    notes = {r["test"]: r["notes"] for r in json.loads((repo.path / "out" / "perf.json").read_text())["tests"]}
+    assert notes["test_new.py::test_toy"] == ["passed", "new in this change: not in HEAD (*)'s suite, not compared"
+                                              .replace("(*)", f"({git(repo.path, 'rev-parse', 'HEAD')[:12]})")]
+    assert notes["test_toy.py::test_toy"][1].startswith("not compared: at HEAD (")
+    assert "failed, so it recorded nothing: RuntimeError: broken at the base" in notes["test_toy.py::test_toy"][1]
+
+
+def test_refs_tests_that_cannot_run_stop_the_run_showing_their_error(repo):
+    (repo.path / "test_toy.py").write_text("def broken(:\n")
+    git(repo.path, "commit", "-qam", "a syntax error")
+    repo.makepyfile(test_toy=TOY.format(body="pass"))
+    result = run(repo, "--perf-against", "HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --perf-against: REF's tests could not be collected (pytest exit 2):", "*SyntaxError*"])
+    assert worktrees(repo.path) == [f"worktree {repo.path}"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--perf-against", "nosuch"], "ERROR: --perf-against nosuch: no such commit, branch or tag in *; fetch it "
+                                   "(git fetch origin nosuch), or name a commit, branch or tag that exists"),
+    (["--perf-against", "HEAD", "--perf-update-baselines"], "ERROR: --perf-against compares with REF and records nothing: "
+                                                            "drop --perf-update-baselines*"),
+])
+def test_a_bad_ref_or_option_is_one_line_saying_what_to_do(repo, args, message):
+    result = run(repo, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_outside_a_repository_or_in_a_shallow_clone_it_says_how_to_get_ref(repo, tmp_path):
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    with pytest.raises(pytest.UsageError, match=r"--perf-against HEAD: .*plain is not in a git repository"):
+        against.resolve("HEAD", outside)
+    git(repo.path, "commit", "-q", "--allow-empty", "-m", "second")
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo.path}", str(shallow)], check=True)
+    with pytest.raises(pytest.UsageError, match=r"this clone is shallow: fetch it \(git fetch --unshallow"):
+        against.resolve("HEAD~1", shallow)

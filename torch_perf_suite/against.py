@@ -1,0 +1,178 @@
+"""--perf-against REF: the selected tests measured at REF and at the working tree, on the same GPU in one job.
+
+REF's code is checked out into a git worktree (removed afterwards) and its tests run there first, in a pytest process
+of their own that records their results as a baseline of this chip (`--perf-update-baselines` into a folder of the
+cache, never into the committed baselines). The working tree's tests then compare with it as with a baseline recorded
+on this chip: GPU-side numbers at `tolerance`, counts exactly. Loader and pipeline numbers move 7-21% between rounds
+on one host, so they are reported against REF, not gated (gates.decide).
+
+All of REF first, then all of the head: GPU-side numbers on one chip move 0.0-0.5% between rounds and hold within
+0.5% of a baseline recorded on the same chip hours before, so nothing is gained by alternating them.
+
+REF's results are kept per (commit, chip, versions, settings) under pytest's cache folder (or
+`--perf-against-cache DIR`): a merge queue testing many changes against one base measures the base once per runner,
+and only the tests not measured there before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+STATUS = "ref-status.json"  # test id -> "passed", or why REF did not record it
+
+
+@dataclass
+class Ref:
+    """REF as this session compares with it: its results in `folder` (a baseline folder), and each test's status."""
+
+    name: str
+    sha: str
+    folder: Path
+    status: dict[str, str] = field(default_factory=dict)
+    measured: list[str] = field(default_factory=list)  # measured at REF in this job (the others came from the cache)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.sha[:12]})"
+
+    def describe(self) -> str:
+        """The report's line: what was compared with what, and where REF's numbers came from."""
+        cached = len(self.status) - len(self.measured)
+        how = f"{len(self.measured)} test(s) measured at REF in this job" + (
+            f", {cached} from the cache ({self.folder})" if cached else "")
+        return f"against {self.label} on this device: {how}"
+
+    def why_missing(self, test_id: str) -> str:
+        status = self.status.get(test_id)
+        if status is None:
+            return f"new in this change: not in {self.label}'s suite, not compared"
+        return f"not compared: at {self.label} it {status}"
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise pytest.UsageError("--perf-against needs git, and git is not on PATH: install it (apt-get install git)") from None
+
+
+def resolve(ref: str, rootdir: Path) -> tuple[Path, str]:
+    """The repository's top folder and REF's commit; a usage error naming what is wrong and what to do."""
+    top = _git(rootdir, "rev-parse", "--show-toplevel")
+    if top.returncode:
+        raise pytest.UsageError(f"--perf-against {ref}: {rootdir} is not in a git repository; run from a clone of the "
+                                "repository under test")
+    found = _git(rootdir, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if found.returncode:
+        shallow = _git(rootdir, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+        how = ("this clone is shallow: fetch it (git fetch --unshallow, or git fetch origin " + ref + ")" if shallow
+               else "fetch it (git fetch origin " + ref + "), or name a commit, branch or tag that exists")
+        raise pytest.UsageError(f"--perf-against {ref}: no such commit, branch or tag in {top.stdout.strip()}; {how}")
+    return Path(top.stdout.strip()), found.stdout.strip()
+
+
+def cache_folder(base: Path, sha: str, env: dict, args: list[str]) -> Path:
+    """REF's results for this commit on this chip with these versions and settings: another chip, another torch or
+    other settings is another folder (and the old one is not used)."""
+    what = {k: env.get(k) for k in ("gpu", "gpu_uuid", "driver", "cuda", "torch", "torchvision", "python")}
+    digest = hashlib.sha256(json.dumps([what, args], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return base / f"{sha[:12]}-{digest}"
+
+
+def forwarded(config) -> list[str]:
+    """The options of this run that REF's run takes too: the perf settings given on the command line (not where
+    results go, nor --perf-against itself)."""
+    own = {"--perf-against", "--perf-against-cache", "--perf-update-baselines", "--perf-baseline-dir", "--perf-report",
+           "--perf-trace-dir", "--perf-strict"}
+    out, args = [], list(config.invocation_params.args)
+    for i, a in enumerate(args):
+        name = a.split("=", 1)[0]
+        if name.startswith("--perf-") and name not in own:
+            takes_value = "=" not in a and i + 1 < len(args) and not args[i + 1].startswith("-")
+            out += [a, args[i + 1]] if takes_value and name != "--perf-smoke" else [a]
+    return out
+
+
+def measure(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) -> Ref:
+    """REF's results for `test_ids`: from the cache where it has them, the others measured now in a worktree."""
+    rootdir = Path(config.rootpath)
+    top, sha = resolve(ref, rootdir)
+    args = forwarded(config)
+    folder = cache_folder(cache_base, sha, env, args)
+    folder.mkdir(parents=True, exist_ok=True)
+    status_file = folder / STATUS
+    status = json.loads(status_file.read_text()) if status_file.exists() else {}
+    wanted = [t for t in test_ids if t not in status]
+    result = Ref(ref, sha, folder, status)
+    if wanted:
+        result.status.update(_run_at(sha, top, rootdir.relative_to(top), wanted, folder, args))
+        result.measured = wanted
+        tmp = status_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result.status, indent=1, sort_keys=True))
+        tmp.replace(status_file)  # whole, or not at all
+    return result
+
+
+def _run_at(sha: str, top: Path, rel: Path, test_ids: list[str], folder: Path, args: list[str]) -> dict[str, str]:
+    """Run `test_ids` at `sha` in a worktree, recording into `folder`; each test's status there."""
+    tmp = Path(tempfile.mkdtemp(prefix="perf-against-"))
+    tree = tmp / "ref"
+    made = _git(top, "worktree", "add", "--detach", str(tree), sha)
+    if made.returncode:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise pytest.UsageError(f"--perf-against: could not check out {sha[:12]} into a worktree: {made.stderr.strip()}")
+    try:
+        cwd = tree / rel
+        present = _collect(cwd, sorted({t.split("::")[0] for t in test_ids if (cwd / t.split("::")[0]).exists()}))
+        run = [t for t in test_ids if t in present]
+        if not run:
+            return {}
+        report = folder / "ref-report"
+        proc = subprocess.run([sys.executable, "-m", "pytest", *run, "-p", "no:cacheprovider", "-q", "-rfE",
+                               "--perf-update-baselines", "--perf-baseline-dir", str(folder), "--perf-report", str(report),
+                               *args], cwd=cwd, capture_output=True, text=True,
+                              env={**os.environ, "COLUMNS": "1000"})  # pytest's summary lines whole, not cut at 80
+        if proc.returncode not in (0, 1):
+            raise pytest.UsageError(f"--perf-against: REF's tests did not run at {sha[:12]} (pytest exit {proc.returncode}):\n"
+                                    + _tail(proc))
+        rows = {r["test"]: r for r in json.loads(report.with_suffix(".json").read_text())["tests"]}
+        return {t: _status(t, rows, proc) for t in run}
+    finally:
+        _git(top, "worktree", "remove", "--force", str(tree))
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _collect(cwd: Path, files: list[str]) -> set[str]:
+    if not files:
+        return set()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+                          cwd=cwd, capture_output=True, text=True)
+    if proc.returncode not in (0, 5):
+        raise pytest.UsageError(f"--perf-against: REF's tests could not be collected (pytest exit {proc.returncode}):\n"
+                                + _tail(proc))
+    return {line.strip() for line in proc.stdout.splitlines() if "::" in line}
+
+
+def _status(test_id: str, rows: dict, proc: subprocess.CompletedProcess) -> str:
+    """What REF's run did with one test: "passed" where it recorded it, else what happened, in pytest's own words."""
+    for line in proc.stdout.splitlines():
+        head, _, why = line.partition(" - ")
+        if head in (f"FAILED {test_id}", f"ERROR {test_id}"):
+            return "failed, so it recorded nothing" + (f": {why}" if why else "")
+    if test_id not in rows:
+        return "was not measured (skipped, or it measured nothing)"
+    return "passed"
+
+
+def _tail(proc: subprocess.CompletedProcess, lines: int = 15) -> str:
+    return "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-lines:])
