@@ -431,7 +431,7 @@ class Perf:
         if entry is None:
             self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
             return
-        self._assert_counts(result, entry)
+        counted = self._count_failures(result, entry)  # said with the timed parts' verdicts, both at once
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The gates")
             if result.parts.get(part) is None or part in result.parts.measured_in:
                 continue  # a shared measurement is checked by the test that measured it
@@ -442,7 +442,7 @@ class Perf:
                 v.confirmation = compare(self._confirm(result, part).rounds, base.get("rounds") or [base["samples_per_s"]],
                                          v.comparison.factor)
         failed = [v for v in result.verdicts.values() if v.failed]
-        if failed:
+        if failed or counted:
             lines = [
                 f"  {v.part}: {result.parts.get(v.part).median:,.1f} samples/s against a baseline of {v.baseline_sps:,.1f} "
                 f"({v.change_pct:+.1f}%; allowed {100 * (v.comparison.factor - 1):+.0f}%"
@@ -451,12 +451,11 @@ class Perf:
                 f"    this run's rounds: {_rounds(result.parts.get(v.part))}; baseline's: {_rounds_of(entry['parts'][v.part])}"
                 for v in failed
             ]
-            pytest.fail(
-                f"{self.test_id}: throughput regression in {', '.join(v.part for v in failed)}:\n" + "\n".join(lines)
+            timed = failed and (
+                f"throughput regression in {', '.join(v.part for v in failed)}:\n" + "\n".join(lines)
                 + f"\n  baseline: {session.reference}, recorded {entry['env'].get('date')} with torch "
-                f"{entry['env'].get('torch')} on {host.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}",
-                pytrace=False,
-            )
+                f"{entry['env'].get('torch')} on {host.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}")
+            self._fail("\n".join(filter(None, (counted, timed))), result)
         result.notes.extend(v.describe() for v in result.verdicts.values() if v.compared and v.scope)
         result.notes.extend(f"{v.part} {v.reported}" for v in result.verdicts.values() if v.reported)
         why_not: dict[str, list[str]] = {}  # one note for the parts not compared for one reason
@@ -469,15 +468,16 @@ class Perf:
                 pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(notes), pytrace=False)
             result.notes.extend(notes)
 
-    def _assert_counts(self, result: Result, entry: dict) -> None:
-        """What the profiled window and torch.compile counted, against the entry: exact on any machine of this model."""
+    def _count_failures(self, result: Result, entry: dict) -> str | None:
+        """What the profiled window and torch.compile counted, against the entry (exact on any machine of this model):
+        what differs, or None."""
         recorded, now = entry.get("counts"), result.counts()
         if not now:
-            return  # nothing profiled or compiled (a loader alone): nothing to count
+            return None  # nothing profiled or compiled (a loader alone): nothing to count
         if not recorded:
             self._not_checked(result, "kernels, copies, step memory and compile graphs not checked: the baseline entry was "
                                       "recorded before they were counted; " + self._rerecord())
-            return
+            return None
         margin = self.measure_settings.count_margin
         compiled_now = result.compile is not None and result.compile.compiled
         failures = [f for f in (
@@ -488,9 +488,9 @@ class Perf:
             (compiled_now or "compile" in recorded) and checks.compile_counts(result.compile or compiled.CompileCount(),
                                                                               recorded.get("compile", {})),
         ) if f]
-        if failures:
-            self._fail(f"counted at this GPU model's baseline ({self._session.reference}):\n"
-                       + "\n".join(failures), result)
+        if not failures:
+            return None
+        return f"counted at this GPU model's baseline ({self._session.reference}):\n" + "\n".join(failures)
 
     def _assert_instructions(self, result: Result) -> None:
         """The loader's instructions per sample against the count recorded in this environment (instructions.key)."""
