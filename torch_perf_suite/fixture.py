@@ -394,7 +394,7 @@ class Perf:
         session = self._session
         entry = session.baseline_file.get(self.test_id) if session.baseline_file else None
         same_host = host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host")) if entry else ""
-        scope = checks.host_scope(entry, same_host, session.settings.update_baselines)
+        scope = checks.host_scope(entry, same_host, session.settings.update_baselines, against=session.ref is not None)
         if scope:
             result.notes.append(f"{claim}: {scope}" + ("; it does not hold here" if failure else ""))
             return
