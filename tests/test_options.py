@@ -156,3 +156,24 @@ def test_marker_values_are_converted_like_options():
 
 def test_default_workers_is_one_per_usable_core():
     assert settings.default_workers() == host.cpu_count()
+
+
+@pytest.mark.parametrize("args, ini, message", [
+    (["--perf-rounds=5", "--perf-max-rounds=2"], "",
+     "max_rounds 2 is below rounds 5 (rounds are only ever added): give --perf-max-rounds at least --perf-rounds"),
+    (["-o", "perf_strict=maybe"], "", "ini option perf_strict: invalid truth value 'maybe'; expected true or false"),
+    ([], "perf_baseline_dir =  \n", "ini option perf_baseline_dir is empty: name the folder of the baseline files"),
+])
+def test_conflicting_or_unreadable_settings_are_one_line_naming_them(parsed, pytester, args, ini, message):
+    if ini:
+        pytester.makeini("[pytest]\n" + ini)
+    with pytest.raises(pytest.UsageError) as e:
+        parsed(*args)
+    assert str(e.value) == message
+
+
+def test_an_empty_baseline_dir_on_the_command_line_is_refused(pytester):
+    pytester.makeconftest('pytest_plugins = ["torch_perf_suite.plugin"]\n')
+    result = pytester.runpytest("--perf-baseline-dir=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*argument --perf-baseline-dir: expected a folder, got an empty value"])

@@ -1,7 +1,9 @@
 import argparse
+from pathlib import Path
 
 import pytest
 
+from torch_perf_suite import settings
 from torch_perf_suite.settings import Measure, for_marker, percent, positive_int, report_path, seconds
 
 
@@ -72,6 +74,35 @@ def test_report_path_drops_a_json_suffix_too():
 def test_report_path_must_name_a_file(text):
     with pytest.raises(argparse.ArgumentTypeError, match="expected a file path such as reports/perf, got"):
         report_path(text)
+
+
+def test_report_path_naming_a_folder_is_refused(tmp_path):
+    (tmp_path / "reports").mkdir()
+    for text in (str(tmp_path / "reports"), "reports/", str(tmp_path / "new") + "/"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected a file path such as reports/perf, got .*, a folder"):
+            report_path(text)
+    assert report_path(str(tmp_path / "reports" / "perf.md")) == tmp_path / "reports" / "perf"
+
+
+def test_an_empty_folder_option_is_refused():
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a folder, got an empty value"):
+        settings.folder("")
+    assert settings.folder("baselines") == Path("baselines")
+
+
+def test_rounds_above_max_rounds_conflict():
+    assert settings.conflicting(Measure(rounds=5, max_rounds=2)) == (
+        "max_rounds 2 is below rounds 5 (rounds are only ever added)")
+    assert settings.conflicting(Measure(rounds=5, max_rounds=5)) is None
+    with pytest.raises(ValueError, match=r"t.py::t: @pytest.mark.perf: max_rounds 2 is below rounds 5"):
+        settings.for_marker(Measure(), [pytest.mark.perf(rounds=5, max_rounds=2).mark], "t.py::t")
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_at_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(settings.os, "access", lambda path, mode: False)  # as a read-only folder answers a user
+    with pytest.raises(pytest.UsageError, match=r"--perf-report .*/out: .* cannot be written by this user"):
+        settings._folder(tmp_path / "out", "--perf-report", writable=True)
+    assert settings._folder(tmp_path / "out", "--perf-baseline-dir") == tmp_path / "out"  # read only: no need
 
 
 def test_the_ini_ignores_the_two_warnings_a_gpu_run_explains_and_no_other(pytestconfig):

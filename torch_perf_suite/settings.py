@@ -11,6 +11,7 @@ Precedence for the per-test numbers: `@pytest.mark.perf(...)` > command line > i
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -42,9 +43,17 @@ def report_path(text: str) -> Path:
     path = Path(text)
     if path.suffix in (".md", ".json"):
         path = path.with_suffix("")
-    if path.name in ("", ".", ".."):
-        raise argparse.ArgumentTypeError(f"expected a file path such as reports/perf, got {text!r}")
+    if path.name in ("", ".", "..") or text.endswith(("/", "\\")) or path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a file path such as reports/perf, got {text!r}, a folder "
+                                         "(PATH.md and PATH.json are written)")
     return path
+
+
+def folder(text: str) -> Path:
+    """A folder option's value: an empty one (which would mean the current folder) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder, got an empty value")
+    return Path(text)
 
 
 def seconds(text: str) -> float:
@@ -117,13 +126,13 @@ SESSION_OPTIONS = (
     Option("update_baselines", "", "off", "records each test that passed into `baselines/<gpu>.json` as soon as it passed, "
            "keeping every other entry (atomic write, file mode kept); a corrupt file is moved aside to "
            "`<name>.corrupt-<time>` and said so", {"action": "store_true", "default": False}),
-    Option("baseline_dir", "DIR", "`baselines/` in the rootdir", "where the per-GPU baseline files live", {"type": Path},
+    Option("baseline_dir", "DIR", "`baselines/` in the rootdir", "where the per-GPU baseline files live", {"type": folder},
            ini=("folder of the per-GPU baseline files (default: baselines)", "string", "baselines")),
     Option("report", "PATH", "terminal only", "also writes the session report to `PATH.md` and `PATH.json`, after every "
            "test; the ladder and the worker sweep are drawn in the Markdown (Mermaid, which GitHub renders) and, with "
            "matplotlib (`pip install -e '.[charts]'`), as `PATH.<section>.png`", {"type": report_path, "metavar": "PATH"}),
     Option("trace_dir", "DIR", "not kept", "keeps the profiler trace (gzipped Chrome trace) of every failed test in DIR",
-           {"type": Path, "metavar": "DIR"}),
+           {"type": folder, "metavar": "DIR"}),
     Option("smoke", "", "off", "runs every scenario for 2 steps at 32x32 on whatever device exists, without throughput or "
            "sync assertions: proves each recipe builds and trains. It reports no throughput, and pytest-benchmark neither "
            "prints, saves nor compares its timings; the loader's instruction counts are still checked",
@@ -206,18 +215,31 @@ class SessionSettings:
 
     @classmethod
     def from_config(cls, config) -> "SessionSettings":
+        import pytest
+
         opt = config.getoption
         strict = opt("--perf-strict")
-        baseline_dir = opt("--perf-baseline-dir") or Path(config.getini("perf_baseline_dir"))
+        if strict is None:
+            try:
+                strict = config.getini("perf_strict")
+            except (ValueError, pytest.UsageError) as e:  # pytest's bool ini: "invalid truth value ..."
+                raise pytest.UsageError(f"ini option perf_strict: {e}; expected true or false") from None
+        ini_dir = config.getini("perf_baseline_dir")
+        if not opt("--perf-baseline-dir") and not str(ini_dir).strip():
+            raise pytest.UsageError("ini option perf_baseline_dir is empty: name the folder of the baseline files")
+        baseline_dir = opt("--perf-baseline-dir") or Path(ini_dir)
         if not baseline_dir.is_absolute():
             baseline_dir = Path(config.rootpath) / baseline_dir
         given = "--perf-baseline-dir" if opt("--perf-baseline-dir") else "ini option perf_baseline_dir:"
+        report = opt("--perf-report")
+        if report is not None:
+            _folder(report.parent, "--perf-report", writable=True)
         return cls(
-            strict=config.getini("perf_strict") if strict is None else strict,
+            strict=strict,
             update_baselines=opt("--perf-update-baselines"),
-            baseline_dir=_folder(baseline_dir, given),
-            report=opt("--perf-report"),
-            trace_dir=opt("--perf-trace-dir") and _folder(opt("--perf-trace-dir"), "--perf-trace-dir"),
+            baseline_dir=_folder(baseline_dir, given, writable=opt("--perf-update-baselines")),
+            report=report,
+            trace_dir=opt("--perf-trace-dir") and _folder(opt("--perf-trace-dir"), "--perf-trace-dir", writable=True),
             smoke=opt("--perf-smoke"),
             workers=opt("--perf-workers") or default_workers(),
             worker_start=opt("--perf-worker-start"),
@@ -236,14 +258,17 @@ def _on_off(value: str, name: str) -> bool:
     return value == "on"
 
 
-def _folder(path: Path, option: str) -> Path:
-    """A folder option, refused at start (not after the tests) where it, or a folder it would be made in, is a file."""
+def _folder(path: Path, option: str, writable: bool = False) -> Path:
+    """A folder option, refused at start (not after the tests, with GPU time spent) where it, or a folder it would be
+    made in, is a file, or, where something is to be written there, cannot be written."""
     import pytest
 
     existing = next(p for p in (path, *path.parents) if p.exists())  # "." or "/" at the latest
+    where = "" if existing == path else f": {existing}"
     if not existing.is_dir():
-        where = "" if existing == path else f": {existing}"
         raise pytest.UsageError(f"{option} {path}{where} is a file; give a folder")
+    if writable and not os.access(existing, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"{option} {path}{where} cannot be written by this user; give a folder it can write")
     return path
 
 
@@ -261,7 +286,18 @@ def _measure_from(config) -> Measure:
                 raise pytest.UsageError(f"ini option perf_{name} = {raw!r}: {e}") from None
         if value is not None:
             values[name] = value
-    return Measure(**values)
+    measure = Measure(**values)
+    conflict = conflicting(measure)
+    if conflict:
+        raise pytest.UsageError(f"{conflict}: give --perf-max-rounds at least --perf-rounds")
+    return measure
+
+
+def conflicting(measure: Measure) -> str | None:
+    """Settings that contradict each other, said; None where they agree."""
+    if measure.max_rounds < measure.rounds:
+        return f"max_rounds {measure.max_rounds} is below rounds {measure.rounds} (rounds are only ever added)"
+    return None
 
 
 def for_marker(measure: Measure, markers, test_id: str) -> Measure:
@@ -284,7 +320,11 @@ def for_marker(measure: Measure, markers, test_id: str) -> Measure:
             checked[name] = MEASURE_TYPES[name](str(value))
         except argparse.ArgumentTypeError as e:
             raise ValueError(f"{test_id}: @pytest.mark.perf({name}={value!r}): {e}") from None
-    return replace(measure, **checked)
+    merged_measure = replace(measure, **checked)
+    conflict = conflicting(merged_measure)
+    if conflict:
+        raise ValueError(f"{test_id}: @pytest.mark.perf: {conflict}; give max_rounds at least rounds")
+    return merged_measure
 
 
 if __name__ == "__main__":  # the table to paste into README.md's "## Options"
