@@ -233,7 +233,7 @@ class SessionSettings:
         given = "--perf-baseline-dir" if opt("--perf-baseline-dir") else "ini option perf_baseline_dir:"
         report = opt("--perf-report")
         if report is not None:
-            _folder(report.parent, "--perf-report", writable=True)
+            _folder(report.parent, f"--perf-report {report}: folder", writable=True)
         return cls(
             strict=strict,
             update_baselines=opt("--perf-update-baselines"),
