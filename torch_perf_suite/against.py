@@ -28,6 +28,9 @@ from pathlib import Path
 
 import pytest
 
+from . import settings
+
+FLAGS = {o.flag for o in settings.OPTIONS if o.args.get("action") == "store_true"}  # options that take no value
 STATUS = "ref-status.json"  # test id -> "passed", or why REF did not record it
 
 
@@ -99,7 +102,7 @@ def forwarded(config) -> list[str]:
         name = a.split("=", 1)[0]
         if name.startswith("--perf-") and name not in own:
             takes_value = "=" not in a and i + 1 < len(args) and not args[i + 1].startswith("-")
-            out += [a, args[i + 1]] if takes_value and name != "--perf-smoke" else [a]
+            out += [a, args[i + 1]] if takes_value and name not in FLAGS else [a]
     return out
 
 
