@@ -3,11 +3,21 @@ failed guard; on the CPU, with torch's own compiler."""
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from torch_perf_suite import compiled
 
 HERE = f"tests/{Path(__file__).name}"
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Each test compiles afresh: dynamo's caches would otherwise carry over between tests (and between runs of the
+    same tests in one process, as a mutation run does)."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
 
 
 def line_of(marker: str) -> int:
@@ -69,3 +79,45 @@ def test_dynamos_messages_parsed():
     recompiled = compiled.parse("recompilation", "Recompiling function forward in /m/model.py:41\n    triggered by the "
                                                  "following guard failure(s):\n    - 0/0: ___check_global_state()")
     assert recompiled == compiled.Event("recompilation", "0/0: ___check_global_state()", "/m/model.py:41 in forward")
+
+
+def test_a_break_inside_a_call_is_given_its_innermost_reason_and_last_explanation():
+    message = ("Graph break in user code at /work/main/fixtures/recipes.py:197\n"
+               "Graph Break Reason: Encountered graph break when attempting to trace CALL: a function call\n"
+               "  Explanation: Dynamo does not know how to trace the call.\n"
+               "Reason: Data-dependent branching\n  Explanation: Dynamo cannot trace a branch on a tensor's value.")
+    assert compiled.parse("graph break", message).reason == (
+        "Data-dependent branching Explanation: Dynamo cannot trace a branch on a tensor's value.")
+
+
+def test_a_break_without_a_reason_or_a_line_keeps_its_first_line():
+    event = compiled.parse("graph break", "Graph break: torch.* op returned non-Tensor\ncall stack follows")
+    assert event == compiled.Event("graph break", "Graph break: torch.* op returned non-Tensor", "")
+    assert event.describe() == "graph break at (line not given): Graph break: torch.* op returned non-Tensor"
+
+
+def test_a_long_reason_is_cut_at_300_characters():
+    event = compiled.parse("graph break", "Reason: " + "x" * 400)
+    assert event.reason == "x" * 300
+
+
+def test_recompilations_parsed_when_dynamo_says_less():
+    guard_first = compiled.parse("recompilation", "Recompiling function f in /m/model.py:3\n    - 0/0: x.size()[0] == 8")
+    assert guard_first == compiled.Event("recompilation", "0/0: x.size()[0] == 8", "/m/model.py:3 in f")
+    no_guard = compiled.parse("recompilation", "Recompiling function f in /m/model.py:3")
+    assert no_guard == compiled.Event("recompilation", "Recompiling function f in /m/model.py:3", "/m/model.py:3 in f")
+    no_head = compiled.parse("recompilation", "Recompiling: cache size limit hit\n    - 0/7: ___check_type_id(x)")
+    assert no_head == compiled.Event("recompilation", "0/7: ___check_type_id(x)", "")
+    assert compiled.parse("recompilation", "") == compiled.Event("recompilation", "", "")
+
+
+def test_the_recompiles_artifact_counts_only_its_recompiling_records():
+    import logging
+
+    count = compiled.CompileCount()
+    handler = compiled._Catch(count, "recompilation")
+    handler.emit(logging.makeLogRecord({"msg": "Not recompiling: the cache was reset"}))
+    handler.emit(logging.makeLogRecord({"msg": "Recompiling function f in /m/model.py:3\n    - 0/0: guard"}))
+    assert count.recompilations == [compiled.Event("recompilation", "0/0: guard", "/m/model.py:3 in f")]
+    compiled._Catch(count, "graph break").emit(logging.makeLogRecord({"msg": "Graph break in user code at /m/a.py:1"}))
+    assert count.graph_breaks == [compiled.Event("graph break", "Graph break in user code at /m/a.py:1", "/m/a.py:1")]
