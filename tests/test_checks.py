@@ -6,6 +6,7 @@ import pytest
 
 from torch_perf_suite import checks
 from torch_perf_suite.compiled import CompileCount, Event
+from torch_perf_suite.kernels import Kernel, KernelStats
 from torch_perf_suite.parts import Parts
 from torch_perf_suite.syncs import SyncCount, SyncSource
 from torch_perf_suite.timing import Throughput
@@ -141,3 +142,146 @@ def test_utilization_fails_below_its_floor_and_notes_what_nvml_cannot_say():
     assert failure.startswith("GPU-Util 80% over the gpu rounds (NVML, 9 samples), expected at least 90%") and note is None
     assert checks.utilization(util, 80, "gpu") == (None, None)
     assert checks.utilization(None, 80, "gpu") == (None, "utilization not checked: no utilization sampled in the gpu window")
+
+
+def test_syncs_as_many_as_documented_pass_and_a_wrong_call_names_both_options():
+    assert checks.syncs(counted(2), per_step=1) is None  # 2 syncs in 2 steps
+    with pytest.raises(TypeError, match=r"^assert_syncs takes exactly one of per_step= and at_least=$"):
+        checks.syncs(counted(0), per_step=0, at_least=1)
+
+
+def test_syncs_from_another_library_are_listed_one_a_line():
+    c = counted(2, "torchmetrics/x.py:1")
+    c.sources[SyncSource("cudaMemcpyAsync", "aten::copy_", "train.py:12 in step", "")] = 2
+    c.sources[SyncSource("cudaStreamSynchronize", "aten::nonzero", "train.py:14 in step", "")] = 2
+    stray = [s for s in c.sources if not s.library_line]
+    assert checks.syncs(c, at_least=1, from_library="torchmetrics/") == (
+        "measured 3.00 host-device syncs per step (6 in 2 profiled steps); expected every sync to come from "
+        f"'torchmetrics/', these do not:\n{stray[0].describe()}\n{stray[1].describe()}")
+
+
+def stats(*kernels_):
+    return KernelStats(2, list(kernels_))
+
+
+CONVERSION = Kernel("void cudnn::nchwToNhwcKernel<float>", 40.0, 2.0, 0.1, None)
+BF16_CONV = Kernel("sm90_xmma_fprop_implicit_gemm_bf16", 300.0, 13.0, 0.6, True)
+FP32_CONV = Kernel("implicit_convolve_sgemm<float>", 100.0, 13.0, 0.2, False)
+
+
+def test_layout_conversions_none_pass_and_each_is_listed():
+    assert checks.layout_conversions(stats(BF16_CONV)) is None
+    k = stats(BF16_CONV, CONVERSION, CONVERSION)
+    assert checks.layout_conversions(k) == (
+        "4 layout conversion kernel(s) per step, expected 0 (is the model or its input no longer channels_last?):\n"
+        f"  {CONVERSION.describe()}\n  {CONVERSION.describe()}\n{k.describe()}")
+
+
+def test_tensor_core_share_within_its_bounds_passes_and_outside_them_fails():
+    k = stats(BF16_CONV, FP32_CONV)  # 300 of 400 us: 75%
+    assert checks.tensor_cores(k, at_least=0.75) is None and checks.tensor_cores(k, at_most=0.75) is None
+    assert checks.tensor_cores(k, at_least=0.5, at_most=0.9) is None
+    assert checks.tensor_cores(k, at_least=0.8) == (
+        "75.0% of convolution and matmul GPU time ran on Tensor Cores, expected at least 80% (TF32 and autocast flags, "
+        f"cuDNN's choice of kernels):\n{k.describe()}")
+    assert checks.tensor_cores(k, at_least=0.1, at_most=0.5).startswith(
+        "75.0% of convolution and matmul GPU time ran on Tensor Cores, expected at least 10% and at most 50% (")
+    assert checks.tensor_cores(k, at_most=0.7).startswith("75.0% of convolution and matmul GPU time ran on Tensor Cores, "
+                                                          "expected at most 70% (")
+
+
+def test_without_a_convolution_or_matmul_there_is_no_tensor_core_share():
+    k = stats(CONVERSION)
+    assert checks.tensor_cores(k, at_least=0.5) == (
+        f"no convolution or matmul kernel in the steps, so no Tensor Core share\n{k.describe()}")
+
+
+def test_families_changed_by_as_many_launches_are_listed_by_name():
+    swapped = {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0, "sm90_xmma_fprop": 12.0}
+    assert checks.kernel_launches(swapped, FUSED).splitlines()[1:] == [
+        "  +1 at::native::multi_tensor_apply_kernel (2 -> 3)", "  -1 sm90_xmma_fprop (13 -> 12)"]
+
+
+def test_five_changed_families_are_all_named_with_nothing_more_counted():
+    now = {f"k{i}": 1.0 for i in range(5)}
+    assert checks.kernel_launches(now, {}).splitlines()[-1] == "  +1 k4 (0 -> 1, new)"
+
+
+def test_bytes_copied_exactly_at_the_margin_pass():
+    assert checks.copies({"HtoD Pinned": 1_010_000.0}, {"HtoD Pinned": 1_000_000.0}, 1.0) is None
+
+
+def test_each_changed_kind_of_copy_has_its_line():
+    recorded = {"HtoD Pinned": 100e6, "DtoH Pinned": 4.0, "DtoD": 0.0}
+    assert checks.copies({"HtoD Pinned": 200e6, "DtoD": 1e6}, recorded, 1.0) == (
+        "bytes copied per step changed:\n"
+        "  DtoD: 1.00 MB a step, 0.00 MB recorded (+inf%; allowed +-1%)\n"
+        "  DtoH Pinned: 0.00 MB a step, 0.00 MB recorded (-100.0%; allowed +-1%)\n"  # a scalar no longer read back
+        "  HtoD Pinned: 200.00 MB a step, 100.00 MB recorded (+100.0%; allowed +-1%)")
+
+
+def test_step_memory_exactly_at_the_margin_passes_and_against_nothing_recorded_fails():
+    assert checks.step_memory(3_000_000_000, 2_000_000_000, 50.0) is None
+    assert "(+60.0%; allowed +50%)" in checks.step_memory(3_200_000_000, 2_000_000_000, 50.0)
+    assert checks.step_memory(1_000_000, 0, 1.0).startswith(
+        "the steps' peak GPU memory is 0.001 GB above what they started with, 0.000 GB recorded (+inf%; allowed +1%)")
+
+
+def test_loader_instructions_exactly_at_the_margin_pass():
+    assert checks.instructions(1_500_000, 1_000_000, 50.0) is None
+    assert checks.instructions(1_500_001, 1_000_000, 50.0) is not None
+
+
+BREAK_2 = Event("graph break", "Dynamic control flow is not supported", "fixtures/recipes.py:203")
+GUARD_2 = Event("recompilation", "0/1: tensor 'x' size mismatch at index 0. expected 9, actual 10", "fixtures/model.py:3 in f")
+
+
+def test_compile_counts_with_breaks_and_recompilations_as_recorded_pass():
+    now = CompileCount(graphs=3, events=[BREAK, GUARD])
+    assert checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1}) is None
+
+
+def test_more_breaks_and_recompilations_than_recorded_are_each_listed():
+    now = CompileCount(graphs=5, events=[BREAK, BREAK_2, GUARD, GUARD_2])
+    assert checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1}) == (
+        f"2 graph break(s), 1 recorded:\n  {BREAK.describe()}\n  {BREAK_2.describe()}\n"
+        f"2 recompilation(s), 1 recorded (a guard failed):\n  {GUARD.describe()}\n  {GUARD_2.describe()}")
+
+
+def test_a_workload_that_starts_compiling_against_a_baseline_without_compile_counts():
+    """The fixture passes {} where the baseline entry has no compile counts: all of them count as zero."""
+    assert checks.compile_counts(CompileCount(), {}) is None
+    assert checks.compile_counts(CompileCount(graphs=1), {}) == "1 graph(s) compiled, 0 recorded"
+    assert checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), {}) == (
+        f"1 graph break(s), 0 recorded:\n  {BREAK.describe()}\n1 recompilation(s), 0 recorded (a guard failed):\n"
+        f"  {GUARD.describe()}")
+
+
+def test_fewer_recompilations_than_recorded_fail_naming_both_counts():
+    recorded = {"graphs": 2, "graph_breaks": 1, "recompilations": 2}
+    assert checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), recorded) == (
+        "fewer graph breaks or recompilations than recorded (1 and 1, 1 and 2 recorded): re-record the baseline to "
+        "keep the gain")
+    assert checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "recompilations": 1}).startswith(
+        "fewer graph breaks or recompilations than recorded (0 and 0, 0 and 1 recorded)")
+    assert checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "graph_breaks": 1}).startswith(
+        "fewer graph breaks or recompilations than recorded (0 and 0, 1 and 0 recorded)")
+
+
+def test_in_turns_exactly_at_the_floor_passes():
+    p = parts(2048, 4096, 4096)  # in turns: 1 / (1/4096 + 1/4096) = 2048 samples/s, all of it delivered
+    assert checks.efficiency(p, 1.0, in_turns=True) is None
+
+
+def test_the_parts_line_gives_the_loaders_samples_per_cpu_second_where_measured():
+    loader = Throughput(10, (10 / 20_000,), cpu_s=(10 / 4_000,))
+    p = Parts(10, Throughput(10, (10 / 5_000,)), Throughput(10, (10 / 10_000,)), loader)
+    assert checks.parts_line(p) == ("parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU; "
+                                    "loader 4,000 samples per worker CPU second")
+
+
+def test_utilization_not_sampled_or_not_readable_is_noted():
+    unread = SimpleNamespace(unavailable="NVML: Insufficient Permissions", gpu_util_pct=None)
+    assert checks.utilization(unread, 80, "gpu") == (None, "utilization not checked: NVML: Insufficient Permissions")
+    empty = SimpleNamespace(unavailable="", gpu_util_pct=None)
+    assert checks.utilization(empty, 80, "gpu") == (None, "utilization not checked: no utilization sampled in the gpu window")
