@@ -1,5 +1,8 @@
 """A scenario's parts: the bottleneck, the efficiency, the windows that time them; and the baseline gates."""
 
+import contextlib
+from types import SimpleNamespace
+
 import pytest
 
 from torch_perf_suite import gates
@@ -144,6 +147,42 @@ def test_smoke_runs_one_round_of_two_steps():
     w = Workload()
     got = windows(w, smoke=True, warmup=5, rounds=5, steps=10).time("pipeline")
     assert w.calls["step"] == 1 + 2 and len(got.rounds) == 1
+
+
+class Metered(Device):
+    """A GPU drawing 300 W of the workload's clock, with a utilization monitor."""
+
+    def __init__(self, workload):
+        super().__init__(workload)
+        self.energy_j = lambda: 300.0 * workload.now
+        self.monitor = lambda: contextlib.nullcontext(SimpleNamespace(summary=lambda: "sampled"))
+
+
+@pytest.mark.parametrize("resident, part, metered, util", [
+    (True, "pipeline", True, "sampled"),  # the pipeline is the GPU-side step: energy and utilization
+    (False, "pipeline", False, "sampled"),  # loader-fed: what nvidia-smi shows, but no energy a sample
+    (False, "gpu", True, "sampled"),
+    (False, "loader", False, None),  # the GPU does not train
+])
+def test_the_windows_where_the_gpu_trains_read_its_energy_and_utilization(resident, part, metered, util):
+    w = Workload(resident)
+    got = Windows(w, Measure(warmup=1, rounds=2, steps=1, round_s=0.0), Metered(w), smoke=False).time(part)
+    assert got.util == util and (got.energy_j == pytest.approx(300.0 * sum(got.durations_s)) if metered
+                                 else got.energy_j is None)
+
+
+def test_a_pipeline_whose_loader_is_ahead_is_monitored_and_goes_through_the_runner():
+    w, seen = Workload(), []
+
+    def runner(fn, setup, rounds):
+        seen.append(rounds)
+        for _ in range(rounds):
+            setup()
+            fn()
+
+    win = Windows(w, Measure(warmup=1, rounds=3, steps=1, round_s=0.0), Metered(w), smoke=False)
+    win.gpu, win.loader = t(100.0), t(100.0 * LOADER_HEADROOM)
+    assert win.time("pipeline", runner=runner).util == "sampled" and seen == [3]
 
 
 def test_an_unknown_part_is_an_error():

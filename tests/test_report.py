@@ -2,6 +2,7 @@
 
 import json
 import math
+import struct
 from collections import Counter
 from types import SimpleNamespace
 
@@ -265,6 +266,37 @@ def test_write_draws_a_png_per_charted_section(tmp_path):
                                                               charts={"Ladder (seed 000)": CHART}))
     assert [p.name for p in written] == ["perf.md", "perf.json", "perf.ladder_seed_000.png"]
     assert written[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_png_draws_the_bars_the_points_and_a_dashed_ceiling(tmp_path, monkeypatch):
+    plt = pytest.importorskip("matplotlib.pyplot", reason="pip install -e '.[charts]'")
+    from matplotlib.colors import to_hex
+
+    close, drawn = plt.close, []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    assert report.png(tmp_path / "ladder.png", "Ladder (seed 000)", CHARTED, CHART)
+    (fig,) = drawn
+    ax = fig.axes[0]
+    assert ax.get_title() == "Ladder (seed 000)" and ax.get_ylabel() == "samples/s"
+    ticks = ax.get_xticklabels()
+    assert [t.get_text() for t in ticks] == ["baseline\n(loader)", "compile"]  # the note under the label
+    assert {(t.get_rotation(), t.get_ha(), t.get_fontsize()) for t in ticks} == {(30, "right", 8)}
+    assert [(b.get_height(), to_hex(b.get_facecolor())) for b in ax.patches] == [(400.4, "#9ecae1"), (7000.0, "#9ecae1")]
+    gpu, ceiling = ax.get_lines()
+    assert (list(gpu.get_ydata()), gpu.get_marker(), gpu.get_linestyle()) == ([5000.0, 0.0], "o", "-")
+    assert (list(ceiling.get_ydata()), ceiling.get_marker(), ceiling.get_linestyle()) == ([5000.0, 5000.0], "", "--")
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == [
+        "ceiling (best gpu_side, 5,000)", "gpu_side", "pipeline"]
+    header = (tmp_path / "ladder.png").read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", header[16:24]) == (600, 450)  # 6 x 4.5 in, 100 dpi
+    close(fig)
+
+
+def test_a_png_of_many_rows_is_wider(tmp_path):
+    pytest.importorskip("matplotlib", reason="pip install -e '.[charts]'")
+    table = [{"step": f"s{i}", "pipeline": 100.0} for i in range(10)]
+    report.png(tmp_path / "many.png", "Many", table, report.Chart(x="step", bars=("pipeline",)))
+    assert struct.unpack(">II", (tmp_path / "many.png").read_bytes()[16:24]) == (900, 450)  # 0.9 in a label, 100 dpi
 
 
 def test_write_without_images_draws_none(tmp_path):
