@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import threading
 import time
 from types import SimpleNamespace
 
@@ -151,3 +152,38 @@ def test_workers_cpu_time_sums_the_workers_user_and_system_seconds():
 @pytest.mark.parametrize("batches", [None, SimpleNamespace(_workers=[]), iter([1, 2])])
 def test_no_workers_no_cpu_time(batches):
     assert host.workers_cpu_s(batches) is None
+
+
+def test_a_cpus_socket_and_core_come_from_sys_or_default_to_socket_0(tmp_path, monkeypatch):
+    for cpu, package, core in ((3, "1\n", "7\n"), (4, "0\n", "not a number\n")):
+        topology = tmp_path / f"sys/devices/system/cpu/cpu{cpu}/topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text(package)
+        (topology / "core_id").write_text(core)
+    monkeypatch.setattr(host, "Path", lambda p: tmp_path / p.lstrip("/"))
+    assert host._topology(3) == (1, 7)
+    assert host._topology(4) == (0, 4)  # unreadable
+    assert host._topology(5) == (0, 5)  # not in /sys
+
+
+def test_confine_pins_every_thread_and_sizes_torchs_intra_op_pool(monkeypatch):
+    import torch
+
+    pinned, pools = {}, []
+
+    def setaffinity(tid, cores):
+        if tid == os.getpid():
+            raise ProcessLookupError  # as for a thread that ended meanwhile: the others are pinned still
+        pinned[tid] = cores
+
+    monkeypatch.setattr(host.os, "sched_setaffinity", setaffinity)
+    monkeypatch.setattr(torch, "set_num_threads", pools.append)
+    stop = threading.Event()
+    started = threading.Thread(target=stop.wait)
+    started.start()
+    try:
+        host.confine([2, 3, 6])
+    finally:
+        stop.set()
+        started.join()
+    assert pinned[started.native_id] == [2, 3, 6] and os.getpid() not in pinned and pools == [3]
