@@ -136,7 +136,7 @@ def bad_entry(**changes):
         (json.dumps({"schema": SCHEMA, "gpu": "NVIDIA H200", "tests": {"t": {**entry(), "env": {}}}}),
          "'env' is {}, expected the environment it was recorded in"),
         (json.dumps({"schema": SCHEMA, "gpu": "NVIDIA H200", "tests": {"t": {**entry(), "parts": {"disk": part()}}}}),
-         "'parts' is"),
+         "entry 't': unknown part(s) 'disk' in 'parts', expected some of ('pipeline', 'gpu', 'loader', 'loader_cpu')"),
     ],
 )
 def test_corrupt_file_names_the_file_and_the_fix(tmp_path, content, problem):
@@ -159,6 +159,46 @@ def test_update_moves_a_corrupt_file_aside_and_starts_afresh(tmp_path):
     assert "not valid JSON" in note and str(aside) in note
     bf.save({"a": entry()})
     assert set(BaselineFile.load(path, "NVIDIA H200").tests) == {"a"}
+
+
+def test_a_file_moved_aside_says_so_not_restore_it_from_git(tmp_path):
+    """It said "Restore it from git" of a file it had just moved aside and was recording afresh."""
+    path = tmp_path / "nvidia-h200.json"
+    write(path, {"t": bad_entry(samples_per_s="fast")})
+    _, note = BaselineFile.load_for_update(path, "NVIDIA H200")
+    [aside] = tmp_path.iterdir()
+    assert note == (f"{path}: entry 't': part 'pipeline': 'samples_per_s' is 'fast', expected a number. "
+                    f"It was moved to {aside}; this run records a new nvidia-h200.json.")
+
+
+def test_an_unknown_part_is_named_not_the_whole_parts_object(tmp_path):
+    """It printed the whole parts object (about 600 characters for a real entry)."""
+    parts = {name: part() for name in ("pipeline", "gpu", "loader")} | {"gpu_side": part()}
+    message = full_problem(tmp_path, doc({"t": {**entry(), "parts": parts}}))
+    assert message == ("entry 't': unknown part(s) 'gpu_side' in 'parts', expected some of "
+                       "('pipeline', 'gpu', 'loader', 'loader_cpu')")
+
+
+@pytest.mark.parametrize("change, problem", [
+    # a number far outside its own rounds: accepted before, and every run compared with it passed
+    (lambda e: e["parts"]["gpu"].update(samples_per_s=1e308),
+     "entry 't': part 'gpu': 'samples_per_s' is 1e+308, more than any GPU does (at most 1e+09)"),
+    (lambda e: e["parts"]["gpu"].update(samples_per_s=20000.0),
+     "entry 't': part 'gpu': 'samples_per_s' 20000 is far outside its own rounds (1980 to 2020), whose median it is"),
+    (lambda e: e["parts"]["pipeline"].update(rounds=[990.0, 1000.0, 5e9]),
+     "entry 't': part 'pipeline': 'rounds[2]' is 5e+09, more than any GPU does (at most 1e+09)"),
+    (lambda e: e.update(peak_mem_gb=1e6), "entry 't': 'peak_mem_gb' is 1e+06, more than any GPU does (at most 10000)"),
+    (lambda e: e.update(counts="many"), "entry 't': 'counts' is 'many', expected an object"),
+    (lambda e: e.update(counts={"kernels_per_step": {"gemm": "3"}}),
+     "entry 't': 'counts' 'kernels_per_step' 'gemm' is '3', expected a number"),
+    (lambda e: e.update(counts={"step_peak_bytes": -1}),
+     "entry 't': 'counts' 'step_peak_bytes' is -1, expected a non-negative number"),
+    (lambda e: e["env"].update(host="Xeon"), "entry 't': 'env' 'host' is 'Xeon', expected an object or null"),
+])
+def test_absurd_numbers_and_wrong_types_name_the_entry(tmp_path, change, problem):
+    e = json.loads(json.dumps(entry()))
+    change(e)
+    assert full_problem(tmp_path, doc({"t": e})) == problem
 
 
 def test_update_keeps_a_good_file(tmp_path):

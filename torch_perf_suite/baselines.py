@@ -43,6 +43,9 @@ from .parts import PARTS
 
 SCHEMA = 2
 RERECORD = "re-record it on this GPU: run your perf tests again with --perf-update-baselines"
+MAX_SAMPLES_PER_S = 1e9  # no training step on any GPU reaches a billion samples a second
+MAX_MEMORY_GB = 10_000  # nor holds 10 TB
+FAR = 1.5  # a part's samples/s is the median of its rounds: beyond this factor of their range it is not theirs
 LOCK_TIMEOUT_S = 60  # a write takes milliseconds; a lock held this long is a process stuck, said rather than waited on
 
 
@@ -119,12 +122,7 @@ class BaselineFile:
             return cls(path, gpu, {})
         if path.is_dir():
             raise BaselineError(f"{path}: is a folder, expected a baseline file; move it or give another --perf-baseline-dir")
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            problem = f"not valid JSON ({e})"
-        else:
-            problem = _validate(data, gpu)
+        data, problem = _read(path, gpu)
         if problem:
             raise BaselineError(f"{path}: {problem}. Restore it from git (git checkout -- {path}) or {RERECORD}")
         old = data["schema"] == 1
@@ -135,14 +133,12 @@ class BaselineFile:
     def load_for_update(cls, path: Path, gpu: str) -> tuple["BaselineFile", str | None]:
         """Load for --perf-update-baselines: a file that cannot be used is moved aside, not lost,
         and recording starts afresh. Returns the file and a line saying what was moved, if anything."""
-        try:
+        _, problem = _read(path, gpu) if path.is_file() else (None, None)
+        if not problem:
             return cls.load(path, gpu), None
-        except BaselineError as e:
-            if not path.is_file():
-                raise
-            aside = path.with_name(f"{path.name}.corrupt-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-            os.replace(path, aside)
-            return cls(path, gpu, {}), f"{e}\nIt was moved to {aside}; this run records a new {path.name}."
+        aside = path.with_name(f"{path.name}.corrupt-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+        os.replace(path, aside)
+        return cls(path, gpu, {}), f"{path}: {problem}. It was moved to {aside}; this run records a new {path.name}."
 
     def get(self, test_id: str) -> dict | None:
         return self.tests.get(test_id)
@@ -178,6 +174,17 @@ class BaselineFile:
         self.tests = data["tests"]
 
 
+def _read(path: Path, gpu: str) -> tuple[object, str | None]:
+    """The file's data and what makes it unusable (None where nothing does)."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as e:
+        return None, f"cannot be read ({e})"
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # ValueError: bad JSON
+        return None, f"not valid JSON ({e})"
+    return data, _validate(data, gpu)
+
+
 def _from_schema_1(entry: dict) -> dict:
     """A schema-1 entry as a schema-2 one: its number is the pipeline's; no rounds, no host."""
     part = {"samples_per_s": entry["samples_per_s"], "spread_pct": entry["spread_pct"], "rounds": None}
@@ -185,32 +192,73 @@ def _from_schema_1(entry: dict) -> dict:
     return {"parts": {"pipeline": part}, **rest, "env": {**entry["env"], "host": None}}
 
 
-def _number(value, *, positive: bool = False, optional: bool = False) -> str | None:
+def _number(value, *, positive: bool = False, optional: bool = False, at_most: float = math.inf) -> str | None:
     """None if `value` is a usable number; else what is wrong with it."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"is {value!r}, expected a number"
+        return f"is {_short(value)}, expected a number"
     if not math.isfinite(value):
         return f"is {value!r}, expected a finite number"
     if value < 0 or (positive and value == 0):
         return f"is {value!r}, expected a {'positive' if positive else 'non-negative'} number"
+    if value > at_most:
+        return f"is {value:g}, more than any GPU does (at most {at_most:g})"
     return None
+
+
+def _short(value) -> str:
+    """A value as a message names it: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _validate_part(test_id: str, name: str, part) -> str | None:
     if not isinstance(part, dict):
         return f"entry {test_id!r}: part {name!r} is not an object"
-    checks = [("samples_per_s", part.get("samples_per_s"), True, False), ("spread_pct", part.get("spread_pct"), False, True)]
+    sps = part.get("samples_per_s")
+    checks = [("samples_per_s", sps, True, False), ("spread_pct", part.get("spread_pct"), False, True)]
     rounds = part.get("rounds")
     if rounds is not None:
         if not isinstance(rounds, list) or not rounds:
-            return f"entry {test_id!r}: part {name!r}: 'rounds' is {rounds!r}, expected a list of samples/s"
+            return f"entry {test_id!r}: part {name!r}: 'rounds' is {_short(rounds)}, expected a list of samples/s"
         checks += [(f"rounds[{i}]", r, True, False) for i, r in enumerate(rounds)]
     for field, value, positive, optional in checks:
-        problem = _number(value, positive=positive, optional=optional)
+        problem = _number(value, positive=positive, optional=optional,
+                          at_most=MAX_SAMPLES_PER_S if field != "spread_pct" else math.inf)
         if problem:
             return f"entry {test_id!r}: part {name!r}: {field!r} {problem}"
+    if rounds and not min(rounds) / FAR <= sps <= max(rounds) * FAR:
+        return (f"entry {test_id!r}: part {name!r}: 'samples_per_s' {sps:g} is far outside its own rounds "
+                f"({min(rounds):g} to {max(rounds):g}), whose median it is")
+    return None
+
+
+def _validate_counts(counts) -> str | None:
+    """What the profiled window counted (fixture.Result.counts): families and kinds to counts, the steps' peak bytes,
+    torch.compile's graphs."""
+    if counts is None:
+        return None
+    if not isinstance(counts, dict):
+        return f"'counts' is {_short(counts)}, expected an object"
+    for key in ("kernels_per_step", "copies_per_step", "compile"):
+        table = counts.get(key, {})
+        if not isinstance(table, dict):
+            return f"'counts' {key!r} is {_short(table)}, expected an object"
+        problem = next(((k, p) for k, v in table.items() if (p := _number(v))), None)
+        if problem:
+            return f"'counts' {key!r} {problem[0]!r} {problem[1]}"
+    problem = _number(counts.get("step_peak_bytes"), optional=True, at_most=MAX_MEMORY_GB * 1e9)
+    return f"'counts' 'step_peak_bytes' {problem}" if problem else None
+
+
+def _validate_env(env) -> str | None:
+    if not isinstance(env, dict) or not isinstance(env.get("gpu"), str) or not env["gpu"]:
+        return f"'env' is {_short(env)}, expected the environment it was recorded in"
+    if env.get("host") is not None and not isinstance(env["host"], dict):
+        return f"'env' 'host' is {_short(env['host'])}, expected an object or null"
+    if env.get("gpu_uuid") is not None and not isinstance(env["gpu_uuid"], str):
+        return f"'env' 'gpu_uuid' is {_short(env['gpu_uuid'])}, expected a string or null"
     return None
 
 
@@ -218,20 +266,20 @@ def _validate(data, gpu: str) -> str | None:
     if not isinstance(data, dict):
         return "the top level is not an object"
     if data.get("schema") not in (1, SCHEMA):
-        return f"schema {data.get('schema')!r}, expected {SCHEMA} (or 1, read as an old file)"
+        return f"schema {_short(data.get('schema'))}, expected {SCHEMA} (or 1, read as an old file)"
     if data.get("gpu") != gpu:
-        return f"holds baselines for GPU {data.get('gpu')!r}, but this GPU is {gpu!r}"
+        return f"holds baselines for GPU {_short(data.get('gpu'))}, but this GPU is {gpu!r}"
     tests = data.get("tests")
     if not isinstance(tests, dict):
         return "'tests' is not an object"
     for test_id, entry in tests.items():
         if not isinstance(entry, dict):
             return f"entry {test_id!r} is not an object"
-        env = entry.get("env")
-        if not isinstance(env, dict) or not env.get("gpu"):
-            return f"entry {test_id!r}: 'env' is {env!r}, expected the environment it was recorded in"
-        for field in ("syncs_per_step", "peak_mem_gb"):
-            problem = _number(entry.get(field), optional=True)
+        problem = _validate_env(entry.get("env")) or _validate_counts(entry.get("counts"))
+        if problem:
+            return f"entry {test_id!r}: {problem}"
+        for field, at_most in (("syncs_per_step", math.inf), ("peak_mem_gb", MAX_MEMORY_GB)):
+            problem = _number(entry.get(field), optional=True, at_most=at_most)
             if problem:
                 return f"entry {test_id!r}: {field!r} {problem}"
         problem = None
@@ -239,8 +287,11 @@ def _validate(data, gpu: str) -> str | None:
             problem = _validate_part(test_id, "pipeline", entry)
         else:
             parts = entry.get("parts")
-            if not isinstance(parts, dict) or not parts or set(parts) - set(PARTS):
-                return f"entry {test_id!r}: 'parts' is {parts!r}, expected an object with some of {PARTS}"
+            if not isinstance(parts, dict) or not parts:
+                return f"entry {test_id!r}: 'parts' is {_short(parts)}, expected an object with some of {PARTS}"
+            unknown = sorted(set(parts) - set(PARTS))
+            if unknown:
+                return f"entry {test_id!r}: unknown part(s) {', '.join(map(repr, unknown))} in 'parts', expected some of {PARTS}"
             problem = next((p for p in (_validate_part(test_id, n, v) for n, v in parts.items()) if p), None)
         if problem:
             return problem
