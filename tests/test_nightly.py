@@ -104,17 +104,21 @@ def test_a_recovered_test_is_not_alerted():
     assert decision.status == "0 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only)"
 
 
-def test_record_keeps_every_night_and_alert_needs_a_token(tmp_path, capsys, monkeypatch):
+def test_a_re_run_of_a_night_replaces_it_and_alert_needs_a_token(tmp_path, capsys, monkeypatch):
+    """A re-run of the same night (date, commit, GPU model) replaces it: it was added as a second night, which made
+    one bad night "1 regression(s) (failed two nights in a row)"."""
     report = tmp_path / "perf.json"
     report.write_bytes(gzip.open(RUNS / "one_failed.json.gz").read())
     args = ["record", "--report", str(report), "--history", str(tmp_path / "h"), "--commit", "c" * 40,
             "--out", str(tmp_path / "alerts.json")]
     assert nightly.main(args) == 0 and nightly.main(args) == 0  # the same commit twice: a re-run
-    names = sorted(p.name for p in (tmp_path / "h").iterdir())
-    assert names == ["2026-11-22-cccccccccccc-1.json", "2026-11-22-cccccccccccc.json"]
+    assert [p.name for p in (tmp_path / "h").iterdir()] == ["2026-11-22-cccccccccccc-nvidia-h200.json"]
+    assert capsys.readouterr().out.splitlines() == ["first night: 1 failed test(s), nothing to compare with, no alert"] * 2
+    nightly.save_night(tmp_path / "h", nightly.Night("2026-11-21", "b" * 40, "NVIDIA H200", {NAIVE: "slow"}))
+    assert nightly.main(args) == 0 and nightly.main(args) == 0  # with a night before it: the same decision twice
+    assert len(list((tmp_path / "h").iterdir())) == 2
     assert capsys.readouterr().out.splitlines() == [
-        "first night: 1 failed test(s), nothing to compare with, no alert",
-        f"1 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only): {NAIVE}"]
+        f"1 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only): {NAIVE}"] * 2
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     with pytest.raises(SystemExit) as exit:
         nightly.main(["alert", str(tmp_path / "alerts.json")])
@@ -154,7 +158,7 @@ def test_the_record_half_writes_the_decision_and_the_summary(tmp_path, capsys):
     assert "(https://github.com/o/r/compare/" in alert["body"]
     assert summary.read_text() == f"Nightly trend: {decision['status']}\n\n{decision['charts']}"
     assert decision["charts"].startswith("```mermaid\nxychart-beta\n")
-    saved = json.loads((history / "2026-11-22-cccccccccccc.json").read_text())
+    saved = json.loads((history / "2026-11-22-cccccccccccc-nvidia-h200.json").read_text())
     assert saved["run_url"] == "https://ci/runs/9" and saved["samples"][NAIVE]["gpu"] == 4826.5
     assert capsys.readouterr().out == decision["status"] + "\n"
 

@@ -17,9 +17,13 @@ holds one runs no code under test.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import math
 import os
+import re
 import sys
+import tempfile
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,8 +58,74 @@ class Decision:
     charts: str = ""  # Markdown: each failed test's numbers over the last nights
 
 
+def report_problem(report) -> str | None:
+    """What makes `report` no perf report that `summarize` can read, naming the entry; None where it is one."""
+    if not isinstance(report, dict):
+        return f"the top level is {type(report).__name__}, expected an object"
+    env = report.get("env")
+    if not isinstance(env, dict) or not isinstance(env.get("gpu"), str) or not env["gpu"].strip():
+        return f"'env' is {_short(env)}, expected the environment with its 'gpu' and 'date'"
+    if not isinstance(env.get("date"), str) or not _is_date(env["date"]):
+        return f"env 'date' is {_short(env.get('date'))}, expected a date such as 2026-11-22"
+    tests = report.get("tests")
+    if not isinstance(tests, list):
+        return f"'tests' is {_short(tests)}, expected a list of rows"
+    for i, row in enumerate(tests):
+        problem = _row_problem(row)
+        if problem:
+            name = row.get("test") if isinstance(row, dict) and isinstance(row.get("test"), str) else None
+            return f"tests[{i}]" + (f" {name!r}" if name else "") + f": {problem}"
+    return None
+
+
+def _row_problem(row) -> str | None:
+    if not isinstance(row, dict):
+        return f"is {_short(row)}, expected an object"
+    if not isinstance(row.get("test"), str) or not row["test"]:
+        return f"'test' is {_short(row.get('test'))}, expected the test's id"
+    notes = row.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        return f"'notes' is {_short(notes)}, expected a list of lines"
+    parts = row.get("parts")
+    if not isinstance(parts, dict):
+        return f"'parts' is {_short(parts)}, expected an object of parts"
+    for name, part in parts.items():
+        if part is not None and (not isinstance(part, dict) or not _is_number(part.get("samples_per_s"))):
+            return f"part {name!r} is {_short(part)}, expected null or an object with a 'samples_per_s' number"
+    for name in ("syncs_per_step", "efficiency"):
+        if row.get(name) is not None and not _is_number(row[name]):
+            return f"{name!r} is {_short(row[name])}, expected a number or null"
+    verdicts = row.get("baseline", {})
+    if not isinstance(verdicts, dict):
+        return f"'baseline' is {_short(verdicts)}, expected an object of parts"
+    for name, v in verdicts.items():
+        if not isinstance(v, dict) or (v.get("compared") and not all(_is_number(v.get(k)) for k in CHANGE)):
+            return f"baseline {name!r} is {_short(v)}, expected an object with {CHANGE} numbers where compared"
+    return None
+
+
+CHANGE = ("change_pct", "allowed_pct")  # of a part compared with its baseline
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _is_date(text: str) -> bool:
+    try:
+        return datetime.date.fromisoformat(text).isoformat() == text
+    except ValueError:
+        return False
+
+
+def _short(value) -> str:
+    """A value as a message names it: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def summarize(report: dict, commit: str, run_url: str = "") -> Night:
-    """The night of one perf report (the JSON that --perf-report writes)."""
+    """The night of one perf report (the JSON that --perf-report writes; `report_problem` says whether it is one)."""
     env = report.get("env") or {}
     tests = report.get("tests", [])
     failed = {row["test"]: _numbers(row) for row in tests if (row.get("notes") or [""])[0] == "FAILED"}
@@ -121,25 +191,106 @@ def load_history(folder: Path) -> list[Night]:
     nights = []
     for path in sorted(folder.glob("*.json")):
         try:
-            nights.append(Night(**json.loads(path.read_text())))
-        except (ValueError, TypeError) as e:
-            raise SystemExit(f"error: {path}: not a night recorded by this tool ({e}); move it out of {folder}") from None
+            night = Night(**json.loads(path.read_text(encoding="utf-8")))
+            problem = _night_problem(night)
+        except (OSError, ValueError, TypeError, RecursionError) as e:
+            problem = str(e)
+        if problem:
+            raise SystemExit(f"error: {path}: not a night recorded by this tool ({problem}); move it out of {folder}")
+        nights.append(night)
     return nights
 
 
+def _night_problem(night: Night) -> str | None:
+    for name in ("date", "commit", "gpu", "run_url"):
+        if not isinstance(getattr(night, name), str):
+            return f"{name!r} is {_short(getattr(night, name))}, expected a string"
+    if not isinstance(night.failed, dict) or not all(isinstance(v, str) for v in night.failed.values()):
+        return f"'failed' is {_short(night.failed)}, expected an object of test ids and lines"
+    if not isinstance(night.samples, dict) or not all(
+            isinstance(parts, dict) and all(_is_number(v) for v in parts.values()) for parts in night.samples.values()):
+        return f"'samples' is {_short(night.samples)}, expected an object of test ids and their parts' samples/s"
+    return None
+
+
+def night_path(folder: Path, night: Night) -> Path:
+    """Where a night is kept: one file a date, commit and GPU model, so that a re-run of a night replaces it."""
+    gpu = re.sub(r"[^a-z0-9]+", "-", night.gpu.lower()).strip("-")
+    return folder / f"{night.date}-{night.commit[:12]}-{gpu}.json"
+
+
+def same_night(a: Night, b: Night) -> bool:
+    return (a.date, a.commit, a.gpu) == (b.date, b.commit, b.gpu)
+
+
 def save_night(folder: Path, night: Night) -> Path:
-    """Add tonight to the history without overwriting any night (a re-run of the same commit gets a suffix)."""
+    """Record tonight in the history (atomic); a re-run of the same night replaces it."""
     folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{night.date}-{night.commit[:12]}"
-    for n in range(1000):
-        path = folder / (f"{stem}.json" if n == 0 else f"{stem}-{n}.json")
-        try:
-            with open(path, "x") as f:
-                json.dump(asdict(night), f, indent=1)
-            return path
-        except FileExistsError:
-            continue
-    raise SystemExit(f"error: {folder} already holds 1000 nights named {stem}*")
+    path = night_path(folder, night)
+    write_atomic(path, json.dumps(asdict(night), indent=1) + "\n")
+    for other in folder.glob("*.json"):  # the same night under an older name (before the GPU model was in it)
+        if other != path and other.name.startswith(f"{night.date}-{night.commit[:12]}"):
+            try:
+                if same_night(Night(**json.loads(other.read_text(encoding="utf-8"))), night):
+                    other.unlink()
+            except (OSError, ValueError, TypeError):
+                pass  # not this night's: load_history names it
+    return path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write beside `path`, then rename over it: a reader sees the old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _output_problem(path: Path, folder: bool = False) -> str | None:
+    """Why `path` (a file to write, or with `folder` a folder to write in) cannot be written; None where it can."""
+    if path.exists() and path.is_dir() != folder:
+        return "is a folder; give a file" if not folder else "is a file; give a folder"
+    existing = next(p for p in (path if folder else path.parent, *path.parents) if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is a file; give a path under a folder"
+    if not os.access(existing, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{path if path.exists() else existing} cannot be written by this user"
+    return None
+
+
+def record(parser, args) -> int:
+    """The record half: every input and output checked before anything is written; tonight is added to the history
+    last, once its decision is written, so that a failure leaves no half-recorded night (a re-run then would see it
+    as the night before, and alert on one night)."""
+    try:
+        report = json.loads(args.report.read_text(encoding="utf-8"))
+        problem = report_problem(report)
+    except (OSError, ValueError, RecursionError) as e:
+        problem = f"not a readable perf report ({e})"
+    if problem:
+        parser.error(f"--report {args.report}: {problem}; give the JSON that --perf-report wrote")
+    if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z._-]*", args.commit):
+        parser.error(f"--commit {args.commit!r}: expected a commit such as 3f2a9c1 (letters, digits, '.', '_', '-')")
+    outputs = [("--history", args.history, True), ("--out", args.out, False), ("--summary", args.summary, False)]
+    for option, path, folder in outputs:
+        problem = path and _output_problem(path, folder)
+        if problem:
+            parser.error(f"{option} {path}: {problem}")
+    tonight = summarize(report, args.commit, args.run_url)
+    history = [n for n in load_history(args.history) if not same_night(n, tonight)] if args.history.exists() else []
+    decision = decide(history, tonight, args.repo_url)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.out, json.dumps(asdict(decision), indent=1) + "\n")
+    if args.summary:
+        args.summary.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(args.summary, f"Nightly trend: {decision.status}\n\n{decision.charts}")
+    save_night(args.history, tonight)
+    print(decision.status)
+    return 0
 
 
 # --- GitHub: one issue per regressed test ---------------------------------------------------------
@@ -201,24 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "record":
-        try:
-            report = json.loads(args.report.read_text())
-        except (OSError, ValueError) as e:
-            parser.error(f"--report {args.report}: not a readable perf report ({e})")
-        tonight = summarize(report, args.commit, args.run_url)
-        decision = decide(load_history(args.history), tonight, args.repo_url)
-        save_night(args.history, tonight)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(asdict(decision), indent=1) + "\n")
-        if args.summary:
-            args.summary.write_text(f"Nightly trend: {decision.status}\n\n{decision.charts}")
-        print(decision.status)
-        return 0
+        return record(rec, args)
     try:
-        decision = json.loads(args.decision.read_text())
+        decision = json.loads(args.decision.read_text(encoding="utf-8"))
         status, alerts = decision["status"], [Alert(**a) for a in decision["alerts"]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        parser.error(f"{args.decision}: not a decision written by `record` ({e!r})")
+        if not isinstance(status, str) or not all(isinstance(v, str) for a in alerts for v in asdict(a).values()):
+            raise TypeError("'status' and each alert's 'test', 'title' and 'body' must be strings")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        parser.error(f"{args.decision}: not a decision written by `record` ({e!r}); run `record` again")
     print(status)
     if alerts:
         repo, token = os.environ.get("GITHUB_REPOSITORY"), os.environ.get("GITHUB_TOKEN")
