@@ -96,6 +96,14 @@ def test_no_argument_is_a_usage_error():
     assert "usage:" in done.stderr and "TRACE" in done.stderr
 
 
+def test_an_unknown_option_is_named():
+    """--bogus was answered "the following arguments are required: TRACE"."""
+    done = cli("--bogus")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines()[-1] == "python -m torch_perf_suite.syncs: error: unrecognized arguments: --bogus"
+    assert cli("--bogus", str(CLEAN)).stderr.splitlines()[-1].endswith("error: unrecognized arguments: --bogus")
+
+
 def test_gzip_without_gz_suffix_is_read(tmp_path):
     renamed = _write(tmp_path / "item.trace", ITEM.read_bytes())
     done = cli(renamed)

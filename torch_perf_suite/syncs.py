@@ -625,9 +625,13 @@ def main(argv: list[str] | None = None) -> int:
         description="Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges).",
         epilog="exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read",
     )
-    parser.add_argument("traces", nargs="+", metavar="TRACE", help="a Chrome trace, .json or gzipped")
+    # nargs="*", checked below: with "+", argparse says a missing TRACE before an unknown option (--bogus)
+    parser.add_argument("traces", nargs="*", metavar="TRACE", help="a Chrome trace, .json or gzipped")
+    traces = parser.parse_args(argv).traces
+    if not traces:
+        parser.error("give at least one TRACE, a Chrome trace written by torch.profiler")
     status = 0
-    for p in parser.parse_args(argv).traces:
+    for p in traces:
         try:
             c = count_syncs(load_trace(p), source=p)
         except TraceError as e:
