@@ -547,6 +547,42 @@ def test_strict_mode_from_the_ini_file_refuses_a_comparison_across_models(suite,
     assert suite.run("--benchmark-compare").ret == pytest.ExitCode.USAGE_ERROR
 
 
+@pytest.mark.parametrize("break_it, message", [
+    # an INTERNALERROR with a traceback in the plugin
+    (lambda run: run.update(machine_info="H200"),
+     "'machine_info' is 'H200', expected an object (with the 'gpu' this suite adds)"),
+    # pytest-benchmark's own TypeError, from its table
+    (lambda run: run["benchmarks"][0]["stats"].update(median="fast"),
+     "benchmarks[0] 'test_copy.py::test_copy': stats 'median' is 'fast', expected a non-negative number"),
+])
+def test_a_saved_run_that_cannot_be_compared_with_is_a_usage_error_naming_it(suite, break_it, message):
+    suite.run("--benchmark-save=h200").assert_outcomes(passed=1, warnings=1)
+    saved = next(suite.path.glob(".benchmarks/**/*h200.json"))
+    run = json.loads(saved.read_text())
+    break_it(run)
+    saved.write_text(json.dumps(run))
+    result = suite.run("--benchmark-compare")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    [line] = [line for line in clean(result).splitlines() if line.startswith("ERROR:")]
+    assert line == (f"ERROR: --benchmark-compare: {saved}: {message}; move it out of {saved.parent.parent} or compare "
+                    "with another run (--benchmark-compare=NNNN)")
+
+
+def test_a_truncated_saved_run_is_a_usage_error_not_a_comparison_with_an_older_one(suite):
+    """pytest-benchmark warned and compared with the run before it."""
+    for _ in range(2):
+        suite.run("--benchmark-autosave").assert_outcomes(passed=1, warnings=1)
+    older, latest = sorted(suite.path.glob(".benchmarks/**/*.json"))
+    latest.write_text(latest.read_text()[:200])
+    result = suite.run("--benchmark-compare")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    [line] = [line for line in clean(result).splitlines() if line.startswith("ERROR:")]
+    assert line == (f"ERROR: --benchmark-compare: {latest} is not a readable pytest-benchmark saved run (cut short while "
+                    f"it was saved?); move it out of {latest.parent.parent} or compare with another run "
+                    "(--benchmark-compare=NNNN)")
+    suite.run(f"--benchmark-compare={older.name[:4]}").assert_outcomes(passed=1, warnings=1)  # the older one, asked for
+
+
 # --- bad inputs: each ends in one clear line, never a traceback, and loses nothing recorded -------
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from . import device, hooks, settings, sharding, syncs
 from .fixture import Perf, PerfWarning, Result
-from .session import PerfSession, check_benchmark_options, cross_gpu, smoke_timings_off, sync_sources
+from .session import PerfSession, check_benchmark_options, check_saved_runs, cross_gpu, smoke_timings_off, sync_sources
 
 SESSION = pytest.StashKey[PerfSession]()
 CROSS_GPU = pytest.StashKey[str]()  # why --benchmark-compare compares across GPU models, if it does
@@ -43,6 +43,10 @@ def pytest_configure(config):
     if perf.settings.smoke:
         smoke_timings_off(config)
     check_benchmark_options(config, perf.settings.strict)
+
+
+def pytest_sessionstart(session):
+    check_saved_runs(session.config)  # after pytest-benchmark's configure, which read what --benchmark-compare names
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: pytest-xdist may be absent or disabled (-p no:xdist)

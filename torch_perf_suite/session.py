@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import math
 import shutil
 import tempfile
 import warnings
@@ -326,9 +327,69 @@ def check_benchmark_options(config, strict: bool) -> None:
         raise pytest.UsageError(f"{why}. Drop the option.") from None
 
 
+STATS = ("min", "max", "mean", "stddev", "median", "iqr", "ops")  # what pytest-benchmark compares and prints of a saved run
+
+
+def saved_run_problem(run) -> str | None:
+    """What makes a pytest-benchmark saved run one that cannot be compared with, naming the entry; None where it can."""
+    if not isinstance(run, dict):
+        return f"the top level is {type(run).__name__}, expected an object"
+    info = run.get("machine_info")
+    if not isinstance(info, dict) or not isinstance(info.get("gpu", {}), dict):
+        return f"'machine_info' is {_short(info)}, expected an object (with the 'gpu' this suite adds)"
+    benchmarks = run.get("benchmarks")
+    if not isinstance(benchmarks, list):
+        return f"'benchmarks' is {_short(benchmarks)}, expected a list"
+    for i, bench in enumerate(benchmarks):
+        name = bench.get("fullname") if isinstance(bench, dict) else None
+        if not isinstance(name, str):
+            return f"benchmarks[{i}]: 'fullname' is {_short(name)}, expected the test's id"
+        stats = bench.get("stats")
+        if not isinstance(stats, dict):
+            return f"benchmarks[{i}] {name!r}: 'stats' is {_short(stats)}, expected an object"
+        for key in STATS:
+            value = stats.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                return f"benchmarks[{i}] {name!r}: stats {key!r} is {_short(value)}, expected a non-negative number"
+    return None
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _saved_path(benchmarksession, run) -> str:
+    """The file pytest-benchmark read `run` from (its storage keeps what it read, by file), or else its folder."""
+    storage = benchmarksession.storage
+    return next((str(f) for f, data in getattr(storage, "_cache", {}).items() if data is run), str(storage))
+
+
+def check_saved_runs(config) -> None:
+    """--benchmark-compare naming a saved run that pytest-benchmark could not read (cut short while it was saved, say):
+    pytest-benchmark warns and compares with an older run, or with none; a usage error here, naming the file."""
+    bs = getattr(config, "_benchmarksession", None)
+    compare = getattr(bs, "compare", None)
+    if not compare or bs.compared_mapping is None or not hasattr(bs.storage, "query"):
+        return
+    files = bs.storage.query("[0-9][0-9][0-9][0-9]_" if compare is True else compare)
+    read = {Path(p) for p in bs.compared_mapping}
+    for f in files[-1:] if compare is True else files:
+        if f not in read and f.relative_to(bs.storage.path) not in read:
+            raise pytest.UsageError(f"--benchmark-compare: {f} is not a readable pytest-benchmark saved run (cut short "
+                                    f"while it was saved?); move it out of {bs.storage} or compare with another run "
+                                    "(--benchmark-compare=NNNN)")
+
+
 def cross_gpu(config, benchmarksession, machine_info: dict, compared_benchmark: dict) -> str | None:
     """--benchmark-compare against a run saved on another GPU model: the warning to print (a usage error under
-    --perf-strict); None for the same model, and for a smoke run, whose timings are not measurements."""
+    --perf-strict); None for the same model, and for a smoke run, whose timings are not measurements. A saved run
+    that cannot be compared with is a usage error naming its file and entry."""
+    problem = saved_run_problem(compared_benchmark)
+    if problem:
+        raise pytest.UsageError(f"--benchmark-compare: {_saved_path(benchmarksession, compared_benchmark)}: {problem}; "
+                                f"move it out of {benchmarksession.storage} or compare with another run "
+                                "(--benchmark-compare=NNNN)")
     if config.getoption("--perf-smoke"):
         return None
     ours = machine_info.get("gpu", {}).get("gpu")
