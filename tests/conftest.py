@@ -1,6 +1,16 @@
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis (tests/test_inputs.py): in CI a fixed seed and few examples, so that a run is repeatable and quick; here
+# more examples, a new seed each run. HYPOTHESIS_PROFILE picks one by name; CI (set by GitHub Actions and .ci/run)
+# picks "ci".
+settings.register_profile("ci", max_examples=40, derandomize=True, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture
