@@ -1,10 +1,15 @@
 """The loader's instructions per sample (instructions.py): the callgrind process end to end where valgrind is installed
 (CI installs it; PERF_REQUIRE_VALGRIND=1 makes its absence a failure), and the recorded counts' file."""
 
+import datetime
+import io
 import json
 import os
 import shutil
+import sys
 import textwrap
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -92,6 +97,8 @@ def test_read_total(tmp_path):
     dump = tmp_path / "callgrind.out.1"
     dump.write_text("version: 1\ncmd: python\nevents: Ir\nsummary: 121662259\ntotals: 121662259\n")
     assert instructions.read_total(dump) == 121_662_259
+    dump.write_bytes(b"cmd: /home/j\xf6rg/train.py\nevents: Ir\nsummary: 5000\n")  # a path not in UTF-8; no totals line
+    assert instructions.read_total(dump) == 5000
     dump.write_text("events: Ir\n")
     with pytest.raises(Unavailable, match="no totals line"):
         instructions.read_total(dump)
@@ -127,3 +134,299 @@ def test_a_broken_file_names_itself_and_what_to_do(tmp_path, content, problem):
 def test_the_recorded_counts_are_json_the_suite_reads():
     data = json.loads((instructions.Path(__file__).parents[1] / "baselines" / "instructions.json").read_text())
     assert InstructionsFile(None, data["environments"]).keys_for("perf_tests/test_ladder.py::test_ladder[baseline]")
+
+
+# --- the Counter's protocol, with stand-ins for valgrind and callgrind_control (fast: no simulated CPU) ---------
+
+FAKE_VALGRIND = '''#!{python}
+"""Logs how it was started, writes four lines to its log (stderr; none with FAKE_QUIET), then runs the program it
+was given with torch hidden (the toy loaders need none; serve() goes on without it): 0.1 s to start instead of 2."""
+import json, os, sys
+out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--callgrind-out-file="))
+env = {{k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED", "PYTHONPATH")}}
+with open(os.environ["FAKE_LOG"], "a") as f:
+    f.write(json.dumps({{"valgrind": sys.argv[1:], "pid": os.getpid(), "out": out, "env": env}}) + "\\n")
+if not os.environ.get("FAKE_QUIET"):
+    sys.stderr.buffer.write(b"==1== Callgrind, in /home/j\\xf6rg\\n"  # not UTF-8
+                            b"==1== Copyright\\n==1== Using Valgrind\\n==1== Command: python\\n")
+    sys.stderr.flush()
+program = next(i for i, a in enumerate(sys.argv) if i and not a.startswith("--"))
+python, module = sys.argv[program], sys.argv[program + 2]  # python -m MODULE
+os.execv(python, [python, "-c", "import runpy, sys; sys.modules['torch'] = None; "
+                  f"runpy.run_module({{module!r}}, run_name='__main__', alter_sys=True)"])
+'''
+
+FAKE_CONTROL = '''#!{python}
+"""Logs its arguments; `-d PID` writes a dump of FAKE_TOTAL instructions (none with FAKE_NO_DUMP; FAKE_OLDER_DUMP:
+an older one too) next to the out file PID was started with. FAKE_ANSWER, FAKE_RC: its answer (OK) and exit code."""
+import json, os, sys, time
+records = [json.loads(line) for line in open(os.environ["FAKE_LOG"])]
+args, pid = sys.argv[1:-1], int(sys.argv[-1])
+with open(os.environ["FAKE_LOG"], "a") as f:
+    f.write(json.dumps({{"control": args}}) + "\\n")
+if os.environ.get("FAKE_HANG"):
+    time.sleep(30)
+if args == ["-d"] and not os.environ.get("FAKE_NO_DUMP"):
+    out = next(r["out"] for r in records if r.get("pid") == pid)
+    dumps = sum(r.get("control") == ["-d"] for r in records)
+    with open(f"{{out}}.{{dumps + 1}}", "w") as f:
+        f.write("events: Ir\\ntotals: " + os.environ.get("FAKE_TOTAL", "16000000") + "\\n")
+    if os.environ.get("FAKE_OLDER_DUMP"):
+        with open(f"{{out}}.99", "w") as f:
+            f.write("events: Ir\\ntotals: 5\\n")
+        os.utime(f"{{out}}.99", (1, 1))
+print(os.environ.get("FAKE_ANSWER", "OK"))
+sys.exit(int(os.environ.get("FAKE_RC", "0")))
+'''
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """A Counter whose valgrind and callgrind_control are the stand-ins above; fake.log() lists what they did."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("valgrind", FAKE_VALGRIND), ("callgrind_control", FAKE_CONTROL)):
+        (bin_dir / name).write_text(text.format(python=sys.executable))
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "toy_loader.py").write_text(LOADER)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "fake.log"))
+    c = Counter()
+    c.log = lambda: [json.loads(line) for line in (tmp_path / "fake.log").read_text().splitlines()]
+    yield c
+    c.close()
+
+
+def test_one_callgrind_process_counts_each_loader_once_per_sample(fake, tmp_path, monkeypatch):
+    first = fake.count(("toy_loader:parts", {"n": 10}))
+    assert first == instructions.Counted(1_000_000.0, 16, 'toy_loader:parts({"n": 10})')  # the dump's 16M / 16 samples
+    assert fake.count(("toy_loader:parts", {"n": 10})) is first
+    monkeypatch.setenv("FAKE_TOTAL", "32000000")
+    assert fake.count(("toy_loader:parts", {"n": 20})).per_sample == 2_000_000.0  # the newest dump is read
+    started, *controls = fake.log()
+    folder = Path(fake._dir)
+    assert folder.name.startswith("perf-callgrind-") and started["valgrind"] == [
+        "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--dump-instr=no",
+        f"--callgrind-out-file={folder}/callgrind.out", sys.executable, "-m", "torch_perf_suite.instructions"]
+    assert started["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+                              "PYTHONPATH": f"{os.getcwd()}{os.pathsep}{tmp_path}"}
+    assert [c["control"] for c in controls] == [["-i", "on"], ["-i", "off"], ["-d"]] * 2
+    process = fake._proc
+    fake.close()
+    assert process.wait(timeout=10) == 0 and not folder.exists() and fake._proc is None  # it ended when stdin closed
+
+
+def test_of_two_new_dumps_the_newest_is_read(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_OLDER_DUMP", "1")  # also a dump of 5 instructions, older, whose name sorts last
+    assert fake.count(("toy_loader:parts", {"n": 10})).per_sample == 1_000_000.0
+
+
+def test_a_loader_that_cannot_be_built_is_said_and_the_next_one_counted(fake):
+    with pytest.raises(Unavailable) as e:
+        fake.count(("toy_loader:parts", {"m": 1}))
+    assert str(e.value) == ("the loader could not be built for counting: toy_loader:parts: TypeError: parts() got an "
+                            "unexpected keyword argument 'm'")
+    assert fake.count(("toy_loader:parts", {"n": 10})).per_sample == 1_000_000.0
+
+
+@pytest.mark.parametrize("env, why", [
+    ({"FAKE_RC": "1", "FAKE_ANSWER": "Error: no process"}, "callgrind_control -i on failed: Error: no process"),
+    ({"FAKE_ANSWER": "Error: cannot attach"}, "callgrind_control -i on failed: Error: cannot attach"),
+    ({"FAKE_NO_DUMP": "1"}, "callgrind wrote no count for pid {pid} into {folder}"),
+    ({"FAKE_RC": "1", "FAKE_ANSWER": "x" * 400}, "callgrind_control -i on failed: " + "x" * 300),  # its last 300
+])
+def test_a_failed_count_says_why_with_valgrinds_last_lines_and_is_not_retried(fake, monkeypatch, env, why):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    fake._start()
+    pid, folder = fake._proc.pid, fake._dir
+    for _ in range(2):
+        with pytest.raises(Unavailable) as e:
+            fake.count(("toy_loader:parts", {"n": 10}))
+        assert str(e.value) == (why.format(pid=pid, folder=folder) + "; loader instructions not counted (valgrind: "
+                                "==1== Copyright | ==1== Using Valgrind | ==1== Command: python)")
+    assert len([r for r in fake.log() if "valgrind" in r]) == 1 and not Path(folder).exists()
+
+
+def test_a_failure_with_nothing_in_valgrinds_log_says_only_why(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_QUIET", "1")
+    monkeypatch.setenv("FAKE_NO_DUMP", "1")
+    with pytest.raises(Unavailable, match=r"^callgrind wrote no count for pid \d+ into \S+; loader instructions not counted$"):
+        fake.count(("toy_loader:parts", {"n": 10}))
+
+
+def test_closing_a_counter_that_never_started_does_nothing():
+    c = Counter()
+    c.close()
+    assert c._proc is None and c._dir is None
+
+
+def test_a_control_call_that_hangs_is_given_up(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_HANG", "1")
+    monkeypatch.setattr(instructions, "CONTROL_TIMEOUT_S", 1)
+    with pytest.raises(Unavailable, match=r"^callgrind_control -i on got no answer in 1 s; loader instructions not "):
+        fake.count(("toy_loader:parts", {"n": 10}))
+
+
+def test_a_loader_that_ends_the_process_is_said(fake, tmp_path):
+    (tmp_path / "exiting_loader.py").write_text("import os\n\ndef parts():\n    return [1] * 100, "
+                                                "lambda batch: os._exit(3) if len(batch) > 2 else batch\n")
+    with pytest.raises(Unavailable, match=r"^the callgrind process answered '', expected 'done'; loader instructions"):
+        fake.count(("exiting_loader:parts", {}))
+
+
+def test_a_process_that_stopped_is_said_when_the_next_loader_is_sent(fake):
+    fake._start().kill()
+    fake._proc.wait()
+    with pytest.raises(Unavailable, match=r"^the callgrind process stopped \(\[Errno 32\] Broken pipe\); loader"):
+        fake.count(("toy_loader:parts", {"n": 10}))
+
+
+def test_without_callgrind_control_the_reason_names_it(monkeypatch):
+    monkeypatch.setattr(instructions.shutil, "which", lambda tool: None if tool == "callgrind_control" else "/bin/" + tool)
+    with pytest.raises(Unavailable, match=r"^callgrind_control not found: loader instructions not counted; install"):
+        Counter().count(("toy_loader:parts", {"n": 1}))
+
+
+# --- the counting process itself, in this process ---------------------------------------------------------------
+
+SERVED = textwrap.dedent('''
+    batches = []
+
+    class Items:
+        def __len__(self):
+            return 1000
+
+        def __getitem__(self, index):
+            return index
+
+    def parts():
+        return Items(), batches.append
+''')
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """serve() on a loader that keeps the batches it collated; yields (run(requests) -> its answers, the batches)."""
+    import torch
+
+    (tmp_path / "served_loader.py").write_text(SERVED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("served_loader", None)
+    threads = []
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+
+    def run(*lines: str) -> list[str]:
+        answers = io.StringIO()
+        instructions.serve(io.StringIO("".join(line + "\n" for line in lines)), answers)
+        return answers.getvalue().splitlines()
+
+    yield run, threads
+    sys.modules.pop("served_loader", None)
+
+
+def test_the_counting_process_warms_up_then_waits_for_go_and_collates_its_samples(served):
+    run, threads = served
+    assert run('{"factory": "served_loader:parts", "kwargs": {}}', "go") == ["started", "ready", "done"]
+    import served_loader
+
+    warm, counted = served_loader.batches
+    assert warm == [0, 919] and counted[:4] == [0, 919, 838, 757]  # i * 7919 mod 1000: spread over the dataset
+    assert len(set(counted)) == instructions.SAMPLES and threads == [1]  # one thread, as in a DataLoader worker
+
+
+def test_the_counting_process_answers_a_loader_it_cannot_build_and_serves_on(served):
+    run, _ = served
+    assert run('{"factory": "served_loader:parts", "kwargs": {"n": 1}}', '{"factory": "no_such_module:parts", '
+               '"kwargs": {}}', '{"factory": "served_loader:parts", "kwargs": {}}', "go") == [
+        "started", 'error "served_loader:parts: TypeError: parts() got an unexpected keyword argument \'n\'"',
+        'error "no_such_module:parts: ModuleNotFoundError: No module named \'no_such_module\'"', "ready", "done"]
+
+
+# --- the key, valgrind's version, the recorded counts ----------------------------------------------------------------
+
+
+def test_the_key_joins_the_versions_the_machine_and_valgrinds_version(monkeypatch):
+    for module, version in (("torch", "2.14.1"), ("torchvision", "0.29.1"), ("PIL", "12.0.0"), ("numpy", "2.3.5")):
+        monkeypatch.setitem(sys.modules, module, SimpleNamespace(__version__=version))
+    monkeypatch.setattr(instructions.platform, "python_version", lambda: "3.11.7")
+    monkeypatch.setattr(instructions.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(instructions, "valgrind_version", lambda: "valgrind-3.19.0")
+    assert instructions.key() == "py3.11.7-torch2.14.1-torchvision0.29.1-pil12.0.0-numpy2.3.5-x86_64-valgrind-3.19.0"
+    monkeypatch.setitem(sys.modules, "torchvision", None)  # not installed
+    assert "-torch2.14.1-torchvision-none-pil12.0.0-" in instructions.key()
+    monkeypatch.setattr(instructions, "valgrind_version", lambda: None)
+    assert instructions.key().endswith("-x86_64-valgrind-none")
+
+
+@pytest.mark.parametrize("script, version", [
+    ('[ "$1" = --version ] && echo valgrind-3.99.0', "valgrind-3.99.0"),
+    ("true", None),  # says nothing
+    (None, None),  # not on PATH
+])
+def test_valgrind_version(tmp_path, monkeypatch, script, version):
+    exe = tmp_path / "valgrind"
+    exe.write_text(f"#!/bin/sh\n{script}\n")
+    exe.chmod(0o755)
+    monkeypatch.setattr(instructions.shutil, "which", lambda tool: str(exe) if script and tool == "valgrind" else None)
+    assert instructions.valgrind_version() == version
+
+
+def test_valgrind_that_cannot_be_run_has_no_version(tmp_path, monkeypatch):
+    (tmp_path / "valgrind").write_text("not a program")  # not executable
+    monkeypatch.setattr(instructions.shutil, "which", lambda tool: str(tmp_path / "valgrind"))
+    assert instructions.valgrind_version() is None
+
+
+def test_an_entry_rounds_to_a_tenth_of_an_instruction_and_is_dated_today():
+    entry = instructions.entry(instructions.Counted(6_353_205.7349, 16, 'f({"n": 1})'))
+    assert entry == {"per_sample": 6_353_205.7, "samples": 16, "source": 'f({"n": 1})',
+                     "date": datetime.date.today().isoformat()}
+
+
+def test_the_file_is_created_with_its_folder_readable_by_all_and_one_space_indents(tmp_path, monkeypatch):
+    path = tmp_path / "new" / "baselines" / "instructions.json"
+    replaced = []
+    monkeypatch.setattr(instructions.os, "replace", lambda src, dst, replace=os.replace: (replaced.append(Path(src)),
+                                                                                        replace(src, dst)))
+    f = InstructionsFile.load(path)
+    f.save("env-a", {"t1": {"per_sample": 5.0, "source": "s"}})
+    assert f.get("env-a", "t1") == {"per_sample": 5.0, "source": "s"} and f.get("env-b", "t1") is None
+    assert path.read_text() == ('{\n "schema": 1,\n "environments": {\n  "env-a": {\n   "t1": {\n    "per_sample": 5.0,\n'
+                                '    "source": "s"\n   }\n  }\n }\n}\n')
+    assert path.stat().st_mode & 0o777 == 0o644
+    (tmp,) = replaced  # written next to the file, then renamed over it
+    assert tmp.parent == path.parent and tmp.name.startswith("instructions.json") and tmp.name.endswith(".tmp")
+
+
+def test_a_write_that_fails_leaves_the_file_and_no_temporary_one(tmp_path):
+    path = tmp_path / "instructions.json"
+    path.write_text("{}")
+    circular = {}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match="Circular reference"):
+        instructions._atomic_write(path, circular)
+    assert [p.name for p in tmp_path.iterdir()] == ["instructions.json"] and path.read_text() == "{}"
+
+
+@pytest.mark.parametrize("entry, problem", [
+    ("5", "'per_sample' is None, expected a positive number"),
+    ('{"per_sample": true, "source": "s"}', "'per_sample' is True"),
+    ('{"per_sample": 0, "source": "s"}', "'per_sample' is 0"),
+    ('{"per_sample": 1e15, "source": "s"}', "'per_sample' is 1000000000000000.0"),
+    ('{"per_sample": 5, "source": 7}', "k / 't': 'source' is 7, expected the loader counted"),
+])
+def test_a_bad_entry_is_named_and_the_counts_are_to_be_re_recorded(tmp_path, entry, problem):
+    path = tmp_path / "instructions.json"
+    path.write_text('{"schema": 1, "environments": {"k": {"t": %s}}}' % entry)
+    with pytest.raises(InstructionsError) as e:
+        InstructionsFile.load(path)
+    assert problem in str(e.value) and str(e.value).endswith("or re-record the counts with --perf-update-baselines")
+
+
+def test_any_positive_count_below_1e15_is_accepted(tmp_path):
+    path = tmp_path / "instructions.json"
+    path.write_text('{"schema": 1, "environments": {"k": {"t": {"per_sample": 0.5, "source": "s"}, '
+                    '"u": {"per_sample": 999999999999999, "source": "s"}}}}')
+    assert InstructionsFile.load(path).get("k", "t")["per_sample"] == 0.5
