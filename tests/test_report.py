@@ -2,8 +2,10 @@
 
 import json
 import math
+import os
 import struct
 from collections import Counter
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -229,6 +231,18 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
     # spread 11.5 / 106.7 = 10.8%
     assert line == ("| test_c | 1,000 | 2,000 | 300 | 100 | loader | 3.33 | - | 0.0/0.0/21.6/10.8% | 0.33 | - | - | - "
                     "| workers 8 of 16 |")
+
+
+def test_write_writes_beside_each_file_then_renames(tmp_path, monkeypatch):
+    """A reader (the nightly, a sharded run's controller) never sees half a report: each file is written to a
+    temporary file beside it, then renamed over it."""
+    renamed = []
+    real = os.replace
+    monkeypatch.setattr(report.os, "replace", lambda a, b: renamed.append((Path(a), Path(b))) or real(a, b))
+    report.write(tmp_path / "perf", report.document([], ENV), images=False)
+    assert [b.name for _, b in renamed] == ["perf.md", "perf.json"]
+    assert all(a.parent == tmp_path and a.name.startswith(b.name) and a.suffix == ".tmp" for a, b in renamed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["perf.json", "perf.md"]
 
 
 def test_write_makes_missing_folders(tmp_path):

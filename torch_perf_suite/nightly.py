@@ -23,12 +23,11 @@ import math
 import os
 import re
 import sys
-import tempfile
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .report import Chart, mermaid
+from .report import Chart, mermaid, write_atomic
 
 LABEL = "perf-regression"
 TITLE = "perf regression: {test}"
@@ -236,18 +235,6 @@ def save_night(folder: Path, night: Night) -> Path:
             except (OSError, ValueError, TypeError):
                 pass  # not this night's: load_history names it
     return path
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write beside `path`, then rename over it: a reader sees the old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _output_problem(path: Path, folder: bool = False) -> str | None:

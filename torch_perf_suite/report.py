@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -311,12 +313,25 @@ def merge(docs: dict[str, dict]) -> dict:
             "sections": sections, "charts": charts, "workers": workers}
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write beside `path`, then rename over it: a reader (the nightly, a sharded run's controller) sees the old file
+    or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def write(path: Path, doc: dict, images: bool = True) -> list[Path]:
     """PATH.md, PATH.json and, if `images` and matplotlib is installed, a PATH.<section>.png for each charted section."""
     path.parent.mkdir(parents=True, exist_ok=True)
     md, js = Path(f"{path}.md"), Path(f"{path}.json")
-    md.write_text(render(doc))
-    js.write_text(json.dumps(doc, indent=1) + "\n")
+    write_atomic(md, render(doc))
+    write_atomic(js, json.dumps(doc, indent=1) + "\n")
     charts = _charts(doc)
     drawn = []
     for title, table in doc["sections"].items() if images else ():
