@@ -669,6 +669,17 @@ def test_benchmark_skip_warns_and_skips(suite):
     clean(result)
 
 
+def test_benchmark_skip_with_update_baselines_is_a_usage_error(suite):
+    """Each asks the opposite of the other: record every perf scenario, skip every perf scenario (it ran, skipped
+    everything and recorded nothing)."""
+    result = suite.run("--benchmark-skip", "--perf-update-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --perf-update-baselines records the perf scenarios, and --benchmark-skip skips "
+                                 "every one of them: drop one of the two"])
+    assert not suite.baseline.exists()
+    clean(result)
+
+
 def test_benchmark_disable_warns_and_still_measures_every_round(suite):
     result = suite.run("--benchmark-disable", "--perf-report=out/perf")
     result.assert_outcomes(passed=1, warnings=2)  # --benchmark-disable's and the missing baseline's

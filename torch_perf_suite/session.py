@@ -314,10 +314,14 @@ def sync_sources(config) -> tuple[syncs.Advice, ...]:
 
 def check_benchmark_options(config, strict: bool) -> None:
     """--benchmark-skip or --benchmark-disable: a warning in pytest's summary saying what they take away; refused under
-    --perf-strict, and under -W error."""
+    --perf-strict, and under -W error; --benchmark-skip with --perf-update-baselines, which it would leave nothing to
+    record, is refused."""
     off = [f"{o}: {why}" for o, why in BENCHMARK_OFF.items() if config.getoption(o[2:].replace("-", "_"), default=False)]
     if not off:
         return
+    if off[0].startswith("--benchmark-skip") and config.getoption("--perf-update-baselines"):
+        raise pytest.UsageError("--perf-update-baselines records the perf scenarios, and --benchmark-skip skips every one "
+                                "of them: drop one of the two")
     why = "; ".join(off)
     if strict:
         raise pytest.UsageError(f"--perf-strict refuses {why}. Drop the option, or drop --perf-strict.")
