@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from torch_perf_suite import nightly, settings
 from torch_perf_suite.baselines import BaselineError, BaselineFile
+from torch_perf_suite.instructions import InstructionsError, InstructionsFile
 from torch_perf_suite.parts import PARTS
 from torch_perf_suite.session import STATS, saved_run_problem
 from torch_perf_suite.syncs import SyncCount, TraceError, count_syncs, load_trace
@@ -522,3 +523,46 @@ def test_ini_measurement_settings_are_taken_or_named(ini):
     for name, raw in ini.items():
         if raw.strip():
             assert getattr(measure, name[len("perf_"):]) == settings.MEASURE_TYPES[name[len("perf_"):]](raw)
+
+
+# --- the loader's instruction counts (baselines/instructions.json) ----------------------------------------------------
+
+INSTRUCTIONS = st.fixed_dictionaries({"schema": st.just(1), "environments": st.dictionaries(NAMES, st.dictionaries(
+    NAMES, st.fixed_dictionaries({"per_sample": st.floats(1, 1e9), "samples": st.integers(1, 64), "source": NAMES,
+                                  "date": st.just("2026-11-22")}), max_size=2), max_size=2)})
+
+
+@given(INSTRUCTIONS, st.data())
+def test_an_instructions_file_loads_or_is_named(data, draw):
+    how = draw.draw(st.sampled_from(["valid", "per_sample", "source", "entry", "environment", "top", "truncated",
+                                     "nested"]))
+    envs = data["environments"]
+    entries = [(k, t) for k, tests in envs.items() for t in tests]
+    if how in ("per_sample", "source", "entry") and entries:
+        k, t = draw.draw(st.sampled_from(entries))
+        if how == "entry":
+            envs[k][t] = draw.draw(st.one_of(WRONG_TYPE.filter(lambda v: not isinstance(v, dict)), st.none()))
+        else:
+            envs[k][t][how] = draw.draw(st.one_of(WRONG_TYPE.filter(lambda v: not isinstance(v, str) or how == "per_sample"),
+                                                  NON_FINITE, NEGATIVE, st.none(), st.just(0)))
+    elif how == "environment" and envs:
+        envs[draw.draw(st.sampled_from(sorted(envs)))] = draw.draw(st.one_of(st.lists(st.integers(), max_size=1),
+                                                                            st.text(max_size=3)))
+    elif how == "top":
+        data = draw.draw(st.one_of(st.just({"schema": 2, "environments": {}}), st.just([]), st.just({"schema": 1})))
+    elif how in ("per_sample", "source", "entry", "environment"):
+        how = "valid"  # nothing to break in a file without entries
+    text = json.dumps(data)
+    if how == "truncated":
+        text = text[:draw.draw(st.integers(0, len(text) - 1))]
+    elif how == "nested":
+        text = "[" * 100_000 + "]" * 100_000  # deeper than the JSON reader recurses
+    with folder() as d:
+        (d / "instructions.json").write_text(text)
+        try:
+            loaded = InstructionsFile.load(d / "instructions.json")
+        except InstructionsError as e:
+            one_line(str(e), str(d / "instructions.json"), "git checkout")
+            assert how != "valid"
+            return
+        assert how == "valid" and loaded.environments == data["environments"]

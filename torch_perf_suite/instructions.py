@@ -250,7 +250,7 @@ class InstructionsFile:
             return cls(path, {})
         try:
             data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as e:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
             raise InstructionsError(f"{path}: not valid JSON ({e}); restore it from git (git checkout -- {path})") from None
         problem = _validate(data)
         if problem:
@@ -294,6 +294,11 @@ def _atomic_write(path: Path, data: dict) -> None:
         raise
 
 
+def _one_line(key: str) -> str:
+    """An environment's key as a message names it: as it is, a line break or other control character escaped."""
+    return key.encode("unicode_escape").decode("ascii") if not key.isprintable() else key
+
+
 def _validate(data) -> str | None:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("environments"), dict):
         return f"expected {{\"schema\": {SCHEMA}, \"environments\": {{...}}}}"
@@ -303,9 +308,9 @@ def _validate(data) -> str | None:
         for test_id, e in tests.items():
             value = e.get("per_sample") if isinstance(e, dict) else None
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e15:
-                return f"{env_key} / {test_id!r}: 'per_sample' is {value!r}, expected a positive number"
+                return f"{_one_line(env_key)} / {test_id!r}: 'per_sample' is {value!r}, expected a positive number"
             if not isinstance(e.get("source"), str):
-                return f"{env_key} / {test_id!r}: 'source' is {e.get('source')!r}, expected the loader counted"
+                return f"{_one_line(env_key)} / {test_id!r}: 'source' is {e.get('source')!r}, expected the loader counted"
     return None
 
 
