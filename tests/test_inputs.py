@@ -566,3 +566,24 @@ def test_an_instructions_file_loads_or_is_named(data, draw):
             assert how != "valid"
             return
         assert how == "valid" and loaded.environments == data["environments"]
+
+
+NESTED = "[" * 100_000 + "]" * 100_000  # valid JSON, deeper than Python's JSON reader recurses
+
+
+def test_json_nested_too_deep_is_named_by_every_reader(tmp_path):
+    (tmp_path / "deep.json").write_text(NESTED)
+    with pytest.raises(BaselineError) as e:
+        BaselineFile.load(tmp_path / "deep.json", GPU)
+    one_line(str(e.value), str(tmp_path / "deep.json"), "not valid JSON")
+    code, _, err = record(tmp_path, NESTED)
+    assert code == 2
+    usage_error(err, f"--report {tmp_path / 'perf.json'}: not a readable perf report")
+    with pytest.raises(TraceError) as e:
+        load_trace(tmp_path / "deep.json")
+    one_line(str(e.value), str(tmp_path / "deep.json"))
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "2026-11-22-abc.json").write_text(NESTED)
+    with pytest.raises(SystemExit) as e:
+        nightly.load_history(tmp_path / "history")
+    one_line(str(e.value.code), "not a night recorded by this tool")
