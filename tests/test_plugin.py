@@ -139,7 +139,10 @@ def suite(pytester, monkeypatch):
         def run(*args, traceback=False):
             """`traceback`: whether a frame of the harness may show (a check called wrongly raises); a check
             that fails says its message only."""
-            result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+            # the plugin, imported by this session, cannot be assertion-rewritten by the one it starts, which says so
+            # where this one was started as `pytest` rather than `python -m pytest` (pytest 9.2, an editable install)
+            result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args,
+                                        "-W", "ignore::pytest.PytestAssertRewriteWarning")
             frames = [line for line in result.stdout.lines if re.match(r"\S*torch_perf_suite/\w+\.py:\d+: \w+$", line)]
             assert traceback or not frames, frames
             return result
