@@ -622,10 +622,11 @@ def profile_steps(step, steps: int, trace_path: str | os.PathLike) -> SyncCount:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m torch_perf_suite.syncs",
+        usage="%(prog)s [-h] TRACE [TRACE ...]",  # at least one, checked below
         description="Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges).",
         epilog="exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read",
     )
-    # nargs="*", checked below: with "+", argparse says a missing TRACE before an unknown option (--bogus)
+    # nargs="*", checked below: with "+", argparse said a missing TRACE before an unknown option (--bogus)
     parser.add_argument("traces", nargs="*", metavar="TRACE", help="a Chrome trace, .json or gzipped")
     traces = parser.parse_args(argv).traces
     if not traces:
