@@ -508,10 +508,18 @@ def test_a_report_without_measurements_says_so(suite):
     result = suite.run("--perf-report=out/perf")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*perf report written to *out/perf.md, *out/perf.json (no test was measured: no CUDA GPU "
-                                 "and no --perf-smoke, or nothing selected)"])
+                                 "and no --perf-smoke)"])
     assert json.loads((suite.path / "out" / "perf.json").read_text())["tests"] == []
     assert "| test | pipeline |" in (suite.path / "out" / "perf.md").read_text()
     clean(result)
+
+
+def test_a_report_on_a_gpu_whose_tests_measured_nothing_says_so(suite, pytester):
+    pytester.makepyfile(test_copy="def test_plain():\n    assert True\n")
+    result = suite.run("--perf-report=out/perf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*perf report written to *out/perf.md, *out/perf.json (no test was measured: none of "
+                                 "the tests run measured a training step)"])
 
 
 def test_a_report_path_under_a_file_is_a_clear_error(suite):

@@ -298,7 +298,9 @@ class PerfSession:
         if self.settings.report:
             written = self.written if self.shards else self.write_report(final=True)
             if not self.report_error:
-                empty = "" if measured else " (no test was measured: no CUDA GPU and no --perf-smoke, or nothing selected)"
+                why = "none of the tests run measured a training step" if self.device.is_gpu or self.settings.smoke \
+                    else "no CUDA GPU and no --perf-smoke"
+                empty = "" if measured else f" (no test was measured: {why})"
                 out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
         return (report.render(doc) if measured else None), out
 
