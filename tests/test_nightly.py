@@ -126,6 +126,47 @@ def test_a_re_run_of_a_night_replaces_it_and_alert_needs_a_token(tmp_path, capsy
     assert "alerts to file, but GITHUB_REPOSITORY or GITHUB_TOKEN is not set" in capsys.readouterr().err
 
 
+def test_a_night_kept_under_the_old_name_is_replaced_too(tmp_path):
+    """Before the GPU model was in a night's name, a re-run was kept as a second night, <date>-<commit>-1.json."""
+    tonight = night("one_failed", "c")
+    for name in ("2026-11-22-cccccccccccc.json", "2026-11-22-cccccccccccc-1.json"):
+        (tmp_path / name).write_text(json.dumps(vars(tonight)))
+    (tmp_path / "2026-11-22-cccccccccccc-2.json").write_text(json.dumps({**vars(tonight), "gpu": "Tesla T4"}))
+    nightly.save_night(tmp_path, tonight)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["2026-11-22-cccccccccccc-2.json",
+                                                          "2026-11-22-cccccccccccc-nvidia-h200.json"]
+
+
+def test_outputs_this_user_cannot_write_are_said_at_start(tmp_path, capsys, monkeypatch):
+    report = tmp_path / "perf.json"
+    report.write_bytes(gzip.open(RUNS / "one_failed.json.gz").read())
+    (tmp_path / "locked").mkdir()
+    real = nightly.os.access
+    monkeypatch.setattr(nightly.os, "access", lambda p, mode: "locked" not in str(p) and real(p, mode))
+    with pytest.raises(SystemExit):
+        nightly.main(["record", "--report", str(report), "--history", str(tmp_path / "h"), "--commit", "c" * 7,
+                      "--out", str(tmp_path / "locked" / "alerts.json")])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.endswith(f"error: --out {tmp_path / 'locked' / 'alerts.json'}: {tmp_path / 'locked'} cannot be written "
+                        "by this user")
+    assert not (tmp_path / "h").exists()
+
+
+@pytest.mark.parametrize("content, problem", [
+    # a key with a line break: the message was two lines (TypeError's, from Night(**...))
+    ('{"date": "2026-11-22", "commit": "c", "gpu": "g", "\\n": 1}', "unknown key(s) ['\\n']"),
+    # taken before, and `test in failed` then matched any part of the string
+    ('{"date": "2026-11-22", "commit": "c", "gpu": "g", "failed": "abc"}',
+     "'failed' is 'abc', expected an object of test ids and lines"),
+])
+def test_a_history_night_of_the_wrong_shape_is_named_in_one_line(tmp_path, content, problem):
+    (tmp_path / "2026-01-01-x.json").write_text(content)
+    with pytest.raises(SystemExit) as e:
+        nightly.load_history(tmp_path)
+    assert e.value.code == (f"error: {tmp_path / '2026-01-01-x.json'}: not a night recorded by this tool ({problem}); "
+                            f"move it out of {tmp_path}")
+
+
 @pytest.mark.parametrize("content, message", [
     ("{not json", "not a night recorded by this tool"),
     ('{"date": "x"}', "not a night recorded by this tool"),

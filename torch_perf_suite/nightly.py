@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .report import Chart, mermaid, write_atomic
@@ -190,14 +190,25 @@ def load_history(folder: Path) -> list[Night]:
     nights = []
     for path in sorted(folder.glob("*.json")):
         try:
-            night = Night(**json.loads(path.read_text(encoding="utf-8")))
-            problem = _night_problem(night)
-        except (OSError, ValueError, TypeError, RecursionError) as e:
-            problem = str(e)
+            night, problem = _night(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, RecursionError) as e:
+            night, problem = None, str(e)
         if problem:
             raise SystemExit(f"error: {path}: not a night recorded by this tool ({problem}); move it out of {folder}")
         nights.append(night)
     return nights
+
+
+def _night(data) -> tuple[Night | None, str | None]:
+    """A night from its JSON, and what is wrong with it (None where nothing is)."""
+    if not isinstance(data, dict):
+        return None, f"{_short(data)} is not an object"
+    known = {f.name for f in fields(Night)}
+    unknown, missing = sorted(set(data) - known), [k for k in ("date", "commit", "gpu") if k not in data]
+    if unknown or missing:
+        return None, f"unknown key(s) {_short(unknown)}" if unknown else f"no {_short(missing)}"
+    night = Night(**data)
+    return night, _night_problem(night)
 
 
 def _night_problem(night: Night) -> str | None:
@@ -230,10 +241,11 @@ def save_night(folder: Path, night: Night) -> Path:
     for other in folder.glob("*.json"):  # the same night under an older name (before the GPU model was in it)
         if other != path and other.name.startswith(f"{night.date}-{night.commit[:12]}"):
             try:
-                if same_night(Night(**json.loads(other.read_text(encoding="utf-8"))), night):
-                    other.unlink()
-            except (OSError, ValueError, TypeError):
-                pass  # not this night's: load_history names it
+                old, problem = _night(json.loads(other.read_text(encoding="utf-8")))
+            except (OSError, ValueError, RecursionError):
+                continue  # not this night's: load_history names it
+            if not problem and same_night(old, night):
+                other.unlink()
     return path
 
 
