@@ -107,7 +107,8 @@ class FakeGPU(device.Device):
     def peak_memory_gb(self):
         return 1.5
 
-    def count_syncs(self, step, steps, trace_path):
+    def count_syncs(self, step, steps, trace_path, all_threads=False):
+        self.all_threads = all_threads
         for _ in range(steps):
             step()
         shutil.copy(TRACES / f"{self.case}.json.gz", trace_path)
@@ -238,6 +239,16 @@ def test_the_gpu_side_window_comes_first_and_the_pipeline_last(suite):
     suite.gpu(dev)
     suite.run().assert_outcomes(passed=1)
     assert dev.order == ["gpu", "loader", "pipeline"]
+
+
+@pytest.mark.parametrize("all_threads", [True, False])
+def test_a_loop_on_a_thread_of_its_own_is_profiled_on_every_thread(suite, pytester, all_threads):
+    work = TEST_FILE.replace("    batch_size = 10\n", f"    batch_size = 10\n    all_threads = {all_threads}\n")
+    pytester.makepyfile(test_copy=work)
+    dev = FakeGPU()
+    suite.gpu(dev)
+    suite.run().assert_outcomes(passed=1)
+    assert dev.all_threads is all_threads
 
 
 @pytest.mark.parametrize("watts, note", [(690.0, True), (600.0, False)])

@@ -57,7 +57,7 @@ class Device:
 
         return torch.cuda.max_memory_allocated() / 1e9
 
-    def count_syncs(self, step, steps: int, trace_path) -> syncs.SyncCount | None:
+    def count_syncs(self, step, steps: int, trace_path, all_threads: bool = False) -> syncs.SyncCount | None:
         """Profile `steps` steps into `trace_path` and count their syncs, with the steps' peak GPU memory above what
         was allocated when they began (the model, its optimizer's state, batches held: not the steps'); None without
         a GPU."""
@@ -68,7 +68,7 @@ class Device:
         torch.cuda.synchronize()
         held = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        counted = syncs.profile_steps(step, steps, trace_path)
+        counted = syncs.profile_steps(step, steps, trace_path, all_threads)
         counted.step_peak_bytes = torch.cuda.max_memory_allocated() - held
         return counted
 

@@ -195,7 +195,7 @@ class Perf:
         if not self.smoke and "pipeline" in wanted:
             trace = self._request.getfixturevalue("tmp_path") / (re.sub(r"[^\w.-]+", "_", self.test_id) + ".json")
             started = time.perf_counter()
-            syncs = dev.count_syncs(workload.step, self.measure_settings.profile_steps, trace)
+            syncs = dev.count_syncs(workload.step, self.measure_settings.profile_steps, trace, windows.members.all_threads)
             self._benchmark.extra_info["profile_window_s"] = round(time.perf_counter() - started, 2)
             if syncs is not None:
                 result_parts.gpu_busy_s = syncs.gpu_busy_s

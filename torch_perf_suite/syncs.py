@@ -596,16 +596,25 @@ def sync_sites():
                 setattr(owner, name, original)
 
 
-def profile_steps(step, steps: int, trace_path: str | os.PathLike) -> SyncCount:
-    """Run `steps` calls of `step` under torch.profiler (CPU + CUDA), save the trace, count syncs."""
+def profile_steps(step, steps: int, trace_path: str | os.PathLike, all_threads: bool = False) -> SyncCount:
+    """Run `steps` calls of `step` under torch.profiler (CPU + CUDA), save the trace, count syncs. `all_threads`:
+    record every thread's events (a loop that runs its steps on a thread of its own), not only this thread's."""
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile, record_function
+
+    threads = {}
+    if all_threads:
+        try:
+            threads["experimental_config"] = _ExperimentalConfig(profile_all_threads=True)
+        except TypeError:  # added in torch 2.7
+            raise RuntimeError(f"profiling a loop that runs on a thread of its own needs torch 2.7 or later (its "
+                               f"profiler's profile_all_threads); this is torch {torch.__version__}") from None
 
     torch.cuda.synchronize()
     with warnings.catch_warnings():
         # one window, no schedule: there is one cycle, and its events are the ones read
         warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle", category=UserWarning)
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True)
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True, **threads)
         prof.start()
     try:
         with sync_sites():

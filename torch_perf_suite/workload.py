@@ -38,6 +38,8 @@ class Members:
                      (dataset, collate_fn), which a callgrind process imports to count the loader's
                      instructions per sample (instructions.py); arguments must be JSON
     close()          called when the test ends (stop the loader's workers)
+    all_threads      its steps run on a thread of their own (a framework's loop, frameworks.py): the profiled
+                     window records every thread's events, not only the harness's
     """
 
     gpu_step: Callable[[], Any] | None = None
@@ -50,11 +52,19 @@ class Members:
     loader_cpu_s: Callable[[], float | None] | None = None
     loader_source: tuple[str, dict] | None = None
     close: Callable[[], None] | None = None
+    all_threads: bool = False
 
 
 def members(workload) -> Members:
     """The workload's optional members, read once: the default of each it does not have."""
     return Members(**{f.name: getattr(workload, f.name, f.default) for f in fields(Members)})
+
+
+def loader_pacing(loader) -> tuple[int, int]:
+    """(cycle_steps, warmup_steps) of a DataLoader: its workers deliver a batch each in turn, and its prefetch
+    drains after each worker's prefetched batches and one more have been taken."""
+    workers = getattr(loader, "num_workers", 0)
+    return max(workers, 1), workers * ((getattr(loader, "prefetch_factor", None) or 2) + 1) + 2 if workers else 0
 
 
 class TrainingStep:
@@ -72,9 +82,7 @@ class TrainingStep:
         self.model, self.optimizer, self.loss_fn, self.loader = model, optimizer, loss_fn, loader
         self.device, self.non_blocking = device, non_blocking
         self.batch_size = loader.batch_size
-        workers = getattr(loader, "num_workers", 0)
-        self.cycle_steps = max(workers, 1)
-        self.warmup_steps = workers * ((getattr(loader, "prefetch_factor", None) or 2) + 1) + 2 if workers else 0
+        self.cycle_steps, self.warmup_steps = loader_pacing(loader)
         self._train = train or self._default_train
         self._batches: Iterator | None = None
         self._resident: tuple | None = None

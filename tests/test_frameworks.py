@@ -1,0 +1,107 @@
+"""A framework's loop driven step by step (frameworks.py): with a plain loop standing in for the framework, then with
+Lightning's Trainer on the CPU."""
+
+import threading
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from torch_perf_suite import frameworks
+from torch_perf_suite.workload import members
+
+BATCHES = [torch.full((2,), float(i)) for i in range(5)]
+
+
+def plain_loop(trained: list, *, limit: int | None = None, fail_at: int | None = None):
+    """A DrivenLoop over a stand-in framework: it trains on each batch of its source (records it), then asks."""
+    def run():
+        for i, batch in enumerate(loop.source):
+            if i == fail_at:
+                raise ValueError("the loop's own error")
+            trained.append(float(batch[0]))
+            if not loop.batch_done() or i + 1 == limit:
+                return
+    loop = frameworks.DrivenLoop(run, 2, BATCHES, lambda b: b + 100, "the stand-in loop")
+    return loop
+
+
+def test_each_step_is_one_batch_of_the_loop_and_close_ends_it():
+    trained = []
+    loop = plain_loop(trained)
+    for expected in ([0.0], [0.0, 1.0], [0.0, 1.0, 2.0]):
+        loop.step()
+        assert trained == expected
+    thread = loop._thread
+    loop.close()
+    assert not thread.is_alive() and trained == [0.0, 1.0, 2.0]
+    assert members(loop).all_threads and thread is not threading.current_thread()
+
+
+def test_the_gpu_side_step_trains_on_one_batch_kept_on_the_device():
+    trained = []
+    loop = plain_loop(trained)
+    loop.step()
+    for _ in range(3):
+        loop.gpu_step()
+    loop.step()
+    loop.close()
+    # the kept batch is the loader's first, moved by to_device; the loader's own resume from a new epoch
+    assert trained == [0.0, 100.0, 100.0, 100.0, 0.0]
+
+
+def test_the_loader_step_draws_from_the_loader_on_its_own():
+    trained = []
+    loop = plain_loop(trained)
+    assert [float(loop.loader_step()[0]) for _ in range(7)] == [100.0, 101.0, 102.0, 103.0, 104.0, 100.0, 101.0]
+    assert trained == [] and loop._thread is None  # the framework's loop never started
+    loop.close()
+
+
+def test_an_error_in_the_loop_is_raised_in_the_harness():
+    loop = plain_loop([], fail_at=2)
+    loop.step()
+    loop.step()
+    with pytest.raises(ValueError, match="the loop's own error"):
+        loop.step()
+    loop.close()
+
+
+def test_a_loop_that_ends_on_its_own_says_how_to_build_it():
+    loop = plain_loop([], limit=2)
+    loop.step()
+    loop.step()
+    with pytest.raises(RuntimeError, match=r"the stand-in loop ended after 2 step\(s\) .* max_steps=-1"):
+        loop.step()
+    loop.close()
+
+
+def test_lightning_trains_one_batch_a_step_in_its_own_loop():
+    class Tiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer, self.seen = torch.nn.Linear(4, 1), []
+
+        def training_step(self, batch, batch_idx):
+            inputs, targets = batch
+            self.seen.append(batch_idx)
+            return torch.nn.functional.mse_loss(self.layer(inputs), targets)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.TensorDataset(torch.randn(12, 4), torch.randn(12, 1))
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    trainer = pl.Trainer(accelerator="cpu", max_steps=-1, max_epochs=-1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    module = Tiny()
+    loop = frameworks.lightning_fit(trainer, module, loader, "cpu")
+    assert loop.batch_size == 4
+    for _ in range(5):  # past the loader's 3 batches: one endless epoch
+        loop.step()
+    assert module.seen == [0, 1, 2, 3, 4]
+    before = module.layer.weight.detach().clone()
+    loop.gpu_step()
+    assert module.seen[-1] == 5 and not torch.equal(before, module.layer.weight)  # the optimizer stepped
+    loop.close()
+    assert not loop._thread.is_alive() and trainer.global_step == 6

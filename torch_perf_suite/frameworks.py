@@ -1,0 +1,141 @@
+"""Training loops that a framework runs, measured as the framework trains: Lightning's `Trainer.fit`.
+
+The framework keeps its loop (its precision plugin, optimizer step, hooks and callbacks): it runs in a thread of its
+own, and a callback holds it at the end of each batch until the harness asks for the next step. So each `step()` is
+one batch of the framework's own loop, the next batch's fetch included, and the harness times and profiles steps as
+it does a hand-built `TrainingStep` (the profiled window records every thread: `Members.all_threads`).
+
+Why driven, not observed: a callback that only watched a free-running `fit` could time its pipeline, but not the same
+steps on a resident batch (the GPU-side number), the loader alone, or the profiled window, which the harness opens
+and closes between steps. Holding the loop costs two thread hand-overs a step (microseconds, against steps of
+milliseconds); docs/frameworks.md has the comparison with an unobserved `fit`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterable
+
+from .workload import loader_pacing
+
+
+class _Source:
+    """The iterable the framework trains from: the user's loader, over and over (one endless epoch), or one batch
+    kept on the device while `resident` is set (the GPU-side step: the framework's own move to the device is then a
+    no-op)."""
+
+    def __init__(self, loader: Iterable, to_device: Callable[[Any], Any]):
+        self.loader, self.to_device = loader, to_device
+        self.resident = False
+        self._kept = None
+
+    def kept(self):
+        if self._kept is None:
+            self._kept = self.to_device(next(iter(self.loader)))
+        return self._kept
+
+    def __iter__(self):
+        while True:
+            if self.resident:
+                yield self.kept()
+                continue
+            for batch in self.loader:
+                yield batch
+                if self.resident:
+                    break
+
+
+class DrivenLoop:
+    """A workload whose steps are a framework's loop, run in a thread and held between steps.
+
+    `run()` runs the loop (it does not return while steps are wanted); the framework's callback calls `batch_done()`
+    at the end of each batch, which returns False once the harness is done (stop the loop there).
+    """
+
+    all_threads = True
+
+    def __init__(self, run: Callable[[], Any], batch_size: int, loader: Iterable, to_device: Callable[[Any], Any],
+                 what: str):
+        self.batch_size, self.what = batch_size, what
+        self.source = _Source(loader, to_device)
+        self.cycle_steps, self.warmup_steps = loader_pacing(loader)
+        self._run, self._thread = run, None
+        self._go, self._done = threading.Semaphore(0), threading.Semaphore(0)
+        self._stop, self._error, self._steps = False, None, 0
+
+    # the framework's side
+    def batch_done(self) -> bool:
+        self._steps += 1
+        self._done.release()
+        self._go.acquire()
+        return not self._stop
+
+    def _target(self):
+        try:
+            self._run()
+        except BaseException as e:  # noqa: BLE001 - handed to the harness's thread, which raises it
+            self._error = e
+        finally:
+            self._thread_ended = True
+            self._done.release()
+
+    # the harness's side
+    def step(self):
+        self.source.resident = False
+        return self._one()
+
+    def gpu_step(self):
+        self.source.resident = True
+        return self._one()
+
+    def loader_step(self):
+        if getattr(self, "_batches", None) is None:
+            self._batches = iter(_Source(self.source.loader, self.source.to_device))
+        return self.source.to_device(next(self._batches))
+
+    def _one(self):
+        if self._thread is None:
+            self._thread_ended = False
+            self._thread = threading.Thread(target=self._target, name=f"perf: {self.what}", daemon=True)
+            self._thread.start()
+        else:
+            self._go.release()
+        self._done.acquire()
+        if self._thread_ended:
+            if self._error is not None:
+                raise self._error
+            raise RuntimeError(f"{self.what} ended after {self._steps} step(s) while the harness wanted more: build it "
+                               "without a step or epoch limit (Lightning: max_steps=-1), the harness stops it")
+
+    def close(self) -> None:
+        self._batches = None
+        if self._thread is not None and not self._thread_ended:
+            self._stop = True
+            self._go.release()
+            self._thread.join()
+
+
+def _to_device(device) -> Callable[[Any], Any]:
+    import torch
+    from torch.utils._pytree import tree_map_only
+
+    return lambda batch: tree_map_only(torch.Tensor, lambda t: t.to(device, non_blocking=True), batch)
+
+
+def lightning_fit(trainer, module, loader, device, *, batch_size: int | None = None) -> DrivenLoop:
+    """A workload of `trainer.fit(module, loader)`: each step is one batch of Lightning's own loop. Give the Trainer
+    no step or epoch limit (`max_steps=-1`); the harness stops it when the test's measurements are done."""
+    from lightning.pytorch import Callback
+
+    class Held(Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if not loop.batch_done():
+                trainer.should_stop = True
+
+    trainer.callbacks.append(Held())
+    size = batch_size or getattr(loader, "batch_size", None)
+    if not size:
+        raise ValueError("lightning_fit: the loader has no batch_size; pass batch_size=")
+    loop = DrivenLoop(lambda: trainer.fit(module, train_dataloaders=loop.source), size, loader, _to_device(device),
+                      "Lightning's Trainer.fit")
+    return loop
