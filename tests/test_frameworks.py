@@ -6,6 +6,7 @@ import threading
 import lightning.pytorch as pl
 import pytest
 import torch
+import transformers
 
 from torch_perf_suite import frameworks
 from torch_perf_suite.workload import members
@@ -71,7 +72,7 @@ def test_a_loop_that_ends_on_its_own_says_how_to_build_it():
     loop = plain_loop([], limit=2)
     loop.step()
     loop.step()
-    with pytest.raises(RuntimeError, match=r"the stand-in loop ended after 2 step\(s\) .* max_steps=-1"):
+    with pytest.raises(RuntimeError, match=r"the stand-in loop ended after 2 step\(s\) .* max_steps=-1, max_epochs=-1"):
         loop.step()
     loop.close()
 
@@ -105,3 +106,35 @@ def test_lightning_trains_one_batch_a_step_in_its_own_loop():
     assert module.seen[-1] == 5 and not torch.equal(before, module.layer.weight)  # the optimizer stepped
     loop.close()
     assert not loop._thread.is_alive() and trainer.global_step == 6
+
+
+def tiny_hf_trainer(tmp_path, **args):
+    """A one-layer BERT, randomly initialized from a config (nothing downloaded), on 12 random sequences."""
+    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=16, num_labels=2)
+    model = transformers.BertForSequenceClassification(config)
+    data = [{"input_ids": torch.randint(0, 50, (8,)), "labels": torch.tensor(i % 2)} for i in range(12)]
+    settings = {"per_device_train_batch_size": 4, "max_steps": 10**9, "logging_strategy": "no", "save_strategy": "no",
+                "report_to": "none", "use_cpu": True, "disable_tqdm": True, **args}
+    return transformers.Trainer(model=model, args=transformers.TrainingArguments(str(tmp_path), **settings),
+                                train_dataset=data)
+
+
+def test_hugging_face_trains_one_optimizer_step_a_step_in_its_own_loop(tmp_path):
+    trainer = tiny_hf_trainer(tmp_path, gradient_accumulation_steps=2)
+    loop = frameworks.hf_train(trainer)
+    assert loop.batch_size == 8  # two batches of 4 an optimizer step
+    for _ in range(4):  # past the dataset's 3 batches: one endless epoch
+        loop.step()
+    assert trainer.state.global_step == 4
+    weight = trainer.model.classifier.weight
+    before = weight.detach().clone()
+    loop.gpu_step()
+    assert trainer.state.global_step == 5 and not torch.equal(before, weight)
+    loop.close()
+    assert not loop._thread.is_alive()
+
+
+def test_a_hugging_face_trainer_without_max_steps_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="give its TrainingArguments max_steps=10"):
+        frameworks.hf_train(tiny_hf_trainer(tmp_path, max_steps=-1))

@@ -315,7 +315,7 @@ def test_smoke_mode_shrinks_every_window_and_checks_nothing(suite):
     assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1, "loader_cpu": 1}
     assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2, "loader": 1 + 2}
     assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
-    result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps at 32x32 on "
+    result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on "
                                  "NVIDIA H200; nothing was timed. torch *", "", "| test | notes |", "|---|---|",
                                  "| test_copy.py::test_copy | passed |"])
 

@@ -153,7 +153,7 @@ def test_markdown_lists_each_sync_with_its_fix_between_the_table_and_the_section
 
 def test_markdown_of_a_smoke_run_says_so_first_and_shows_no_throughput():
     md = report.markdown(report.rows([full()]), ENV, smoke=True)
-    assert md == ("SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps at 32x32 on NVIDIA H200; nothing "
+    assert md == ("SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on NVIDIA H200; nothing "
                   "was timed. torch 2.11 | torchvision 0.26 | host Xeon x 16 cores | 2026-11-22\n\n"
                   "| test | notes |\n|---|---|\n| test_a | " + "; ".join(FULL_ROW["notes"]) + " |\n")
 

@@ -1,4 +1,5 @@
-"""Training loops that a framework runs, measured as the framework trains: Lightning's `Trainer.fit`.
+"""Training loops that a framework runs, measured as the framework trains: Lightning's `Trainer.fit` and Hugging
+Face's `Trainer.train`.
 
 The framework keeps its loop (its precision plugin, optimizer step, hooks and callbacks): it runs in a thread of its
 own, and a callback holds it at the end of each batch until the harness asks for the next step. So each `step()` is
@@ -105,7 +106,8 @@ class DrivenLoop:
             if self._error is not None:
                 raise self._error
             raise RuntimeError(f"{self.what} ended after {self._steps} step(s) while the harness wanted more: build it "
-                               "without a step or epoch limit (Lightning: max_steps=-1), the harness stops it")
+                               "without a step or epoch limit (Lightning: max_steps=-1, max_epochs=-1; Hugging Face: "
+                               "max_steps=10**9), the harness stops it")
 
     def close(self) -> None:
         self._batches = None
@@ -138,4 +140,27 @@ def lightning_fit(trainer, module, loader, device, *, batch_size: int | None = N
         raise ValueError("lightning_fit: the loader has no batch_size; pass batch_size=")
     loop = DrivenLoop(lambda: trainer.fit(module, train_dataloaders=loop.source), size, loader, _to_device(device),
                       "Lightning's Trainer.fit")
+    return loop
+
+
+def hf_train(trainer, *, batch_size: int | None = None) -> DrivenLoop:
+    """A workload of Hugging Face's `trainer.train()`: each step is one optimizer step of its own loop (its
+    `gradient_accumulation_steps` batches). Give its `TrainingArguments` a `max_steps` beyond any test's (10**9):
+    the harness stops it when the test's measurements are done."""
+    from transformers import TrainerCallback
+
+    class Held(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if not loop.batch_done():
+                control.should_training_stop = True
+
+    args = trainer.args
+    if args.max_steps <= 0:
+        raise ValueError("hf_train: the Trainer's max_steps is not set; give its TrainingArguments max_steps=10**9 "
+                         "(the harness stops it)")
+    loader = trainer.get_train_dataloader()  # the Trainer's own, which also moves each batch to the device
+    trainer.get_train_dataloader = lambda: loop.source  # one endless epoch of it
+    trainer.add_callback(Held())
+    size = batch_size or args.per_device_train_batch_size * args.gradient_accumulation_steps
+    loop = DrivenLoop(trainer.train, size, loader, _to_device(args.device), "Hugging Face's Trainer.train")
     return loop

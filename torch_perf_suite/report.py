@@ -235,7 +235,7 @@ def _smoke(table_rows: list[dict], env: dict, workers: dict | None) -> str:
     """A smoke run's report: which scenarios were built and trained, and what was counted (the loader's instructions);
     no throughput, bottleneck or efficiency, since nothing was timed that means anything."""
     host = env.get("host") or {}
-    head = (f"SMOKE RUN (--perf-smoke): {len(table_rows)} scenario(s) built and trained for 2 steps at 32x32 on "
+    head = (f"SMOKE RUN (--perf-smoke): {len(table_rows)} scenario(s) built and trained for 2 steps on "
             f"{env.get('gpu')}; nothing was timed. torch {env.get('torch')} | torchvision {env.get('torchvision')} | "
             f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}\n\n") + _sharded(workers)
     lines = ["| test | notes |", "|---|---|"]
