@@ -175,6 +175,9 @@ ODD_EVENTS = {
     "pageable_copy_args_null": {
         "ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "ts": 0, "args": None,
     },
+    "flow_pid_a_list": {"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": [446], "tid": 471, "ts": 0},
+    "flow_id_a_list": {"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": [1], "pid": 446, "tid": 1, "ts": 0},
+    "flow_ph_a_list": {"ph": ["f"], "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": 446, "tid": 471, "ts": 0},
     "ts_a_string": {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": "12", "dur": 1},
     "ts_null": {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": None},
     "ts_true": {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": True},

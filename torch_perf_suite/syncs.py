@@ -423,7 +423,8 @@ def _forward_links(raw_events: list, by_thread: dict) -> dict[int, dict]:
     """
     ends: dict[str, dict[tuple, object]] = {"s": {}, "f": {}}
     for e in raw_events:
-        if isinstance(e, dict) and e.get("cat") == "fwdbwd" and e.get("ph") in ends and _is_number(e.get("ts")):
+        if (isinstance(e, dict) and e.get("cat") == "fwdbwd" and e.get("ph") in ("s", "f") and _is_number(e.get("ts"))
+                and all(isinstance(e.get(k), (str, int, type(None))) for k in ("pid", "tid", "id"))):  # keys of dicts
             ends[e["ph"]][e.get("pid"), e.get("tid"), float(e["ts"])] = e.get("id")
     by_id = {flow_id: at for at, flow_id in ends["s"].items()}
     starts = {}  # (pid, tid, ts) -> outermost cpu_op starting there
