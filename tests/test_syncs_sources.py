@@ -242,9 +242,20 @@ def debug_mode(monkeypatch):
     import torch
 
     modes = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: "default")
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
     return modes
+
+
+def test_sync_sites_without_cuda_leaves_the_debug_mode_alone_and_still_marks(monkeypatch, marks):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda mode: pytest.fail(f"set to {mode} without CUDA"))
+    with syncs.sync_sites():
+        warnings.warn("called a synchronizing CUDA operation")
+    assert len(marks) == 1
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .kernels import KernelStats, kernel_stats
 
@@ -521,7 +522,7 @@ def _site_of(stack: list[traceback.FrameSummary], called: str = "") -> str:
     return f"{SITE_PREFIX}user={_short(u.filename)}:{u.lineno} in {u.name}{lib}"
 
 
-def _explicit_syncs(torch, marked: list[int]):
+def _explicit_syncs(torch, marked: list[int], on_sync: Callable[[str], None]):
     """torch.cuda.synchronize, Event.synchronize and Stream.synchronize, each wrapped to mark its exact line as the
     debug mode's warning does (it warns for none of the first two): [(owner, name, original)] to put back."""
     patched = []
@@ -538,8 +539,7 @@ def _explicit_syncs(torch, marked: list[int]):
             if marked[0] == before:  # the debug mode did not mark it already
                 site = _site_of(traceback.extract_stack()[:-1], called)
                 if site:
-                    with torch.profiler.record_function(site):
-                        pass
+                    on_sync(site)
             return result
 
         setattr(owner, name, synchronize)
@@ -558,18 +558,27 @@ def periodic(name: str):
     return torch.profiler.record_function(PERIODIC_PREFIX + name)
 
 
+def _mark_in_trace(site: str) -> None:
+    import torch
+
+    with torch.profiler.record_function(site):
+        pass
+
+
 @contextlib.contextmanager
-def sync_sites():
+def sync_sites(on_sync: Callable[[str], None] = _mark_in_trace):
     """Mark each sync that `torch.cuda.set_sync_debug_mode` sees with its exact lines, and each explicit one
     (torch.cuda.synchronize(), Event.synchronize(), Stream.synchronize()), which it does not see.
 
-    Inside an active torch.profiler window, every debug-mode warning and every explicit synchronize called from user
-    code becomes a zero-length `perf_sync_site|user=...|lib=...` range in the trace. The debug mode, the warning
-    filters and the three functions are restored on exit; other warnings pass through untouched.
+    Every debug-mode warning and every explicit synchronize called from user code is handed to `on_sync` as its
+    `perf_sync_site|user=...|lib=...` marker: by default a zero-length range of that name in an active torch.profiler
+    window. The debug mode, the warning filters and the three functions are restored on exit; other warnings pass
+    through untouched.
     """
     import torch
 
-    previous_mode = torch.cuda.get_sync_debug_mode()
+    cuda = torch.cuda.is_available()  # without CUDA there is no debug mode to set (nor a sync to see)
+    previous_mode = torch.cuda.get_sync_debug_mode() if cuda else None
     marked = [0]  # debug-mode warnings marked so far
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -583,16 +592,17 @@ def sync_sites():
             marked[0] += 1
             site = _site_of(traceback.extract_stack()[:-1])
             if site:
-                with torch.profiler.record_function(site):
-                    pass
+                on_sync(site)
 
         warnings.showwarning = mark
-        patched = _explicit_syncs(torch, marked)
-        torch.cuda.set_sync_debug_mode("warn")
+        patched = _explicit_syncs(torch, marked, on_sync)
+        if cuda:
+            torch.cuda.set_sync_debug_mode("warn")
         try:
             yield
         finally:
-            torch.cuda.set_sync_debug_mode(previous_mode)
+            if cuda:
+                torch.cuda.set_sync_debug_mode(previous_mode)
             for owner, name, original in reversed(patched):
                 setattr(owner, name, original)
 
