@@ -35,15 +35,17 @@ def test_the_cpu_touches_no_cuda(cuda_calls):
 def test_a_gpu_counts_syncs_by_profiling_and_the_steps_peak_memory_above_what_they_began_with(monkeypatch, cuda_calls):
     seen = []
     counted = syncs.SyncCount(steps=3)
-    monkeypatch.setattr(syncs, "profile_steps", lambda step, steps, path: seen.append((step, steps, path)) or counted)
+    monkeypatch.setattr(syncs, "profile_steps",
+                        lambda step, steps, path, all_threads: seen.append((step, steps, path, all_threads)) or counted)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: 1_000_000_000)  # the model, its optimizer, a batch
 
     def step():
         pass
 
     assert device.Device("cuda:0", {}).count_syncs(step, 3, "t.json") is counted
-    assert seen == [(step, 3, "t.json")]
-    assert cuda_calls == ["synchronize", "reset_peak_memory_stats"]  # the peak is the window's own
+    assert device.Device("cuda:0", {}).count_syncs(step, 3, "t.json", all_threads=True) is counted
+    assert seen == [(step, 3, "t.json", False), (step, 3, "t.json", True)]
+    assert cuda_calls == ["synchronize", "reset_peak_memory_stats"] * 2  # the peak is the window's own
     assert counted.step_peak_bytes == 1_500_000_000  # 2.5 GB at the peak, 1 GB held before
 
 

@@ -299,7 +299,8 @@ def test_other_loader(perf, perf_session):
     suite.gpu(dev)
     result = suite.run("-p", "no:randomly", "--perf-report=out/perf")
     result.assert_outcomes(passed=1, failed=1)
-    assert dev.steps["gpu"] == 2 * (3 + 3 * 5)  # test_copy's window and its confirmation; not test_other_loader's
+    # test_copy's window, its confirmation and one more step whose FLOPs are counted; none of test_other_loader's
+    assert dev.steps["gpu"] == 2 * (3 + 3 * 5) + 1
     copy, other = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert copy["baseline"]["gpu"]["failed"] and "gpu" not in other["baseline"]
     assert other["gpu_measured_in"] == "test_copy.py::test_copy" and other["loader_measured_in"] is None
@@ -492,6 +493,27 @@ def test_pitfall_from_another_library_fails(suite, pytester):
         "*expected every sync to come from 'torchmetrics/', these do not:*",
         "*torch/amp/grad_scaler.py*",
     ])
+
+
+def test_the_report_reads_mfu_from_the_model_flops_of_one_more_gpu_side_step(suite, pytester):
+    # 2e7 FLOPs a step of 10 samples: 2 MFLOP a sample; 10,000 samples/s GPU-side and 5,000 as trained (exact clock)
+    matmul = "        import torch\n        torch.ones(10, 1000) @ torch.ones(1000, 1000)\n"
+    pytester.makepyfile(test_copy=TEST_FILE.replace('    def gpu_step(self):\n', '    def gpu_step(self):\n' + matmul))
+    result = suite.run("--perf-report=out/perf")
+    result.assert_outcomes(passed=1)
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert row["mfu"] == {"gflops_per_sample": 0.002, "dtype": "float32", "peak_tflops": 66.9,
+                          "peak_source": "NVIDIA's H100/H200 SXM datasheets, dense", "pipeline_tflops": 0.01,
+                          "pipeline_mfu": 0.0001, "gpu_tflops": 0.02, "gpu_mfu": 0.0003}
+    assert ("MFU: pipeline 0.0 TFLOP/s (0.0%), GPU-side 0.0 TFLOP/s (0.0%) of 66.9 float32 (NVIDIA's H100/H200 SXM "
+            "datasheets, dense); model 0.00 GFLOP/sample") in (suite.path / "out" / "perf.md").read_text()
+
+
+def test_a_step_without_matmuls_has_no_mfu(suite):
+    result = suite.run("--perf-report=out/perf")
+    result.assert_outcomes(passed=1)
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert row["mfu"] is None and not any("FLOP" in note for note in row["notes"])
 
 
 def test_report_is_written_as_markdown_and_json(suite):
@@ -1231,9 +1253,9 @@ class TestB:
 
 
 def test_a_claim_that_fails_once_is_measured_again_and_noted_when_not_confirmed(suite, pytester):
-    """test_copy's GPU-side window and test_other's first (3 warm-up + 3 x 5 steps each) run at half speed:
-    test_other is 1.2x at first, 2.4x measured again."""
-    suite.gpu(FakeGPU(slow={"gpu": 2.0}, slow_steps=2 * (3 + 3 * 5)))
+    """test_copy's GPU-side window, the step whose FLOPs it counts, and test_other's first window (3 warm-up + 3 x 5
+    steps each) run at half speed: test_other is 1.2x at first, 2.4x measured again."""
+    suite.gpu(FakeGPU(slow={"gpu": 2.0}, slow_steps=2 * (3 + 3 * 5) + 1))
     check = "assert_gain(result, over='test_copy.py::test_copy', at_least=1.5, part='gpu')"
     result = claim(pytester, suite, 1.2, check, "--perf-report=out/perf")
     result.assert_outcomes(passed=2, warnings=1)

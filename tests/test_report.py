@@ -46,7 +46,7 @@ def full():
     syncs = SyncCount(steps=4, sources=Counter({ITEM: 2}), periodic=Counter({("perf_periodic:metrics", METRIC): 3}),
                       periodic_runs=Counter({"perf_periodic:metrics": 1}))
     return SimpleNamespace(test_id="test_a", parts=parts, samples_per_s=parts.pipeline.median, verdicts=verdicts,
-                           syncs=syncs, peak_mem_gb=1.23456, extra={"gain": 1.5, "workers": 8, "ratio": 0.12345},
+                           syncs=syncs, peak_mem_gb=1.23456, mfu=None, extra={"gain": 1.5, "workers": 8, "ratio": 0.12345},
                            notes=["passed", "loader measured in test_x"])
 
 
@@ -54,7 +54,7 @@ def bare():
     """One round of 10 samples in 0.01 s, nothing else measured, compared or profiled."""
     parts = Parts(batch_size=10, pipeline=Throughput(10, (0.01,)))
     return SimpleNamespace(test_id="test_b", parts=parts, samples_per_s=parts.pipeline.median, verdicts={}, syncs=None,
-                           peak_mem_gb=None, extra={}, notes=[])
+                           peak_mem_gb=None, mfu=None, extra={}, notes=[])
 
 
 FULL_ROW = {
@@ -92,6 +92,7 @@ FULL_ROW = {
                         "more": "https://lightning.ai/docs/torchmetrics/stable/aggregation/mean.html"}],
     "kernels": None,
     "peak_mem_gb": 1.23,
+    "mfu": None,
     "extra": {"gain": 1.5, "workers": 8, "ratio": 0.123},
     "notes": ["passed", "loader measured in test_x"],
 }
@@ -102,7 +103,8 @@ BARE_ROW = {
               "gpu": None, "loader": None, "loader_cpu": None},
     "loader_measured_in": None, "gpu_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None,
     "baseline": {},
-    "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None, "extra": {},
+    "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None, "mfu": None,
+    "extra": {},
     "notes": [],
 }
 FULL_LINE = ("| test_a | 333 | 2,000 | - | - | GPU | 0.17 | gpu -5.0% FAILED, pipeline +0.0% | 15.8/0.0% | 0.50 | 97% "
@@ -221,7 +223,7 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
                   loader=Throughput(600, (2.0, 3.0, 2.0), cpu_s=(6.0, 5.0, 6.0)), gpu_busy_s=0.04166)
     result = SimpleNamespace(test_id="test_c", parts=parts, samples_per_s=parts.pipeline.median, verdicts={},
                              syncs=SyncCount(steps=3, sources=Counter({ITEM: 1})), peak_mem_gb=None,
-                             extra={"workers": "8 of 16"}, notes=[])
+                             mfu=None, extra={"workers": "8 of 16"}, notes=[])
     [row] = report.rows([result])
     assert (row["gpu_busy_pct"], row["syncs_per_step"], row["extra"]) == (83.3, 0.333, {"workers": "8 of 16"})
     assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300

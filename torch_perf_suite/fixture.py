@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from . import checks, compiled, gates, host, instructions, settings
+from . import checks, compiled, flops, gates, host, instructions, settings
 from .checks import parts_line as _parts_line
 from .parts import PARTS, Parts, Windows
 from .report import Chart
@@ -68,6 +68,7 @@ class Result:
     compile: compiled.CompileCount | None = None  # what torch.compile did while the windows ran
     instructions: instructions.Counted | None = None  # the loader's instructions per sample (callgrind)
     instructions_note: str | None = None  # why they were not counted, where the workload has a loader_source
+    mfu: dict | None = None  # model FLOPs, achieved TFLOP/s and MFU of each part (flops.StepFlops.reading): a reading
 
     def counts(self) -> dict:
         """What this test counted, as its baseline entry keeps it: kernel launches a step by family, bytes copied a
@@ -162,6 +163,20 @@ class Perf:
         if getattr(self._benchmark, "disabled", False):  # --benchmark-disable: pedantic ran one round, the rest run here
             plain_rounds(fn, setup, rounds - 1)
 
+    def _count_flops(self, result: Result, m, workload) -> None:
+        """The step's model FLOPs, counted in one more GPU-side step after the windows, and the MFU they make."""
+        if m.all_threads:
+            result.notes.append("model FLOPs not counted: the steps run on a thread of their own")
+            return
+        shared, key = self._session.shared, ("flops", m.gpu_key)
+        counted = shared[key] if m.gpu_key is not None and key in shared else flops.count(m.gpu_step or workload.step)
+        if m.gpu_key is not None:
+            shared[key] = counted  # the same GPU-side step: counted once a session
+        if counted is None:  # no matmul or convolution passed the dispatcher
+            return
+        rates = {part: t.median for part in ("pipeline", "gpu") if (t := result.parts.get(part)) is not None}
+        result.mfu = counted.reading(rates, workload.batch_size, self._session.device.env["gpu"])
+
     def measure(self, workload, parts: tuple[str, ...] | None = None) -> Result:
         """Time the workload's parts (all it has, or `parts`), then count its syncs in a profiled window."""
         session, dev = self._session, self._session.device
@@ -201,6 +216,8 @@ class Perf:
                 result_parts.gpu_busy_s = syncs.gpu_busy_s
         result = Result(self.test_id, result_parts, syncs, peak, trace, compile=compile_count)
         self._count_instructions(result, windows.members.loader_source)
+        if syncs is not None:  # on a GPU, outside --perf-smoke
+            self._count_flops(result, windows.members, workload)
         for part, test in measured_in.items():
             result.notes.append(f"{part} measured in {test.rsplit('::', 1)[-1]}")
         power = _power_note(result_parts.gpu, dev.env.get("power_limit_w"))

@@ -68,6 +68,7 @@ def rows(results) -> list[dict]:
             ],
             "kernels": None if r.syncs is None or r.syncs.kernels is None else r.syncs.kernels.as_json(),
             "peak_mem_gb": None if r.peak_mem_gb is None else round(r.peak_mem_gb, 2),
+            "mfu": r.mfu,
             "extra": {k: round(v, 3) if isinstance(v, float) else v for k, v in r.extra.items()},
             "notes": r.notes,
         })
@@ -221,7 +222,19 @@ def _notes(row: dict, workers: dict | None, extra: dict) -> str:
     if row.get("worker"):
         uuid = ((workers or {}).get(row["worker"]) or {}).get("gpu_uuid")
         ran_on = f"ran on {row['worker']}" + (f" ({uuid})" if uuid else "")
-    return "; ".join(filter(None, [shown, *row["notes"], ran_on]))
+    return "; ".join(filter(None, [shown, _mfu(row.get("mfu")), *row["notes"], ran_on]))
+
+
+def _mfu(m: dict | None) -> str:
+    """MFU and achieved TFLOP/s of the pipeline and the GPU-side step, the model FLOPs and the peak they are shares of."""
+    if not m:
+        return ""
+    parts = [(name, m[f"{part}_tflops"], m[f"{part}_mfu"]) for part, name in (("pipeline", "pipeline"), ("gpu", "GPU-side"))
+             if f"{part}_tflops" in m]
+    shown = ", ".join(f"{name} {tflops:,.1f} TFLOP/s" + ("" if mfu is None else f" ({mfu:.1%})") for name, tflops, mfu in parts)
+    peak = f"of {m['peak_tflops']:,.1f} {m['dtype']}" if m["peak_tflops"] else f"{m['dtype']}, no peak: {m['peak_source']}"
+    source = f" ({m['peak_source']})" if m["peak_tflops"] else ""
+    return f"MFU: {shown} {peak}{source}; model {m['gflops_per_sample']:,.2f} GFLOP/sample"
 
 
 def _sharded(workers: dict | None) -> str:
