@@ -509,6 +509,17 @@ def test_the_report_reads_mfu_from_the_model_flops_of_one_more_gpu_side_step(sui
             "datasheets, dense); model 0.00 GFLOP/sample") in (suite.path / "out" / "perf.md").read_text()
 
 
+def test_a_smoke_run_counts_the_model_flops_of_every_scenario_and_times_nothing(suite, pytester):
+    matmul = "        import torch\n        torch.ones(10, 1000) @ torch.ones(1000, 10000)\n"  # 2e7 FLOPs a sample
+    pytester.makepyfile(test_copy=TEST_FILE.replace('    def gpu_step(self):\n', '    def gpu_step(self):\n' + matmul))
+    result = suite.run("--perf-smoke", "--perf-report=out/perf")
+    result.assert_outcomes(passed=1)
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert row["mfu"] == {"gflops_per_sample": 0.02, "dtype": "float32", "peak_tflops": 66.9,
+                          "peak_source": "NVIDIA's H100/H200 SXM datasheets, dense"}
+    result.stdout.fnmatch_lines(["| test_copy.py::test_copy | model 0.02 GFLOP/sample (float32); passed |"])
+
+
 def test_a_step_without_matmuls_has_no_mfu(suite):
     result = suite.run("--perf-report=out/perf")
     result.assert_outcomes(passed=1)

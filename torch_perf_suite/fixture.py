@@ -174,7 +174,8 @@ class Perf:
             shared[key] = counted  # the same GPU-side step: counted once a session
         if counted is None:  # no matmul or convolution passed the dispatcher
             return
-        rates = {part: t.median for part in ("pipeline", "gpu") if (t := result.parts.get(part)) is not None}
+        timed = () if self.smoke else ("pipeline", "gpu")
+        rates = {part: t.median for part in timed if (t := result.parts.get(part)) is not None}
         result.mfu = counted.reading(rates, workload.batch_size, self._session.device.env["gpu"])
 
     def measure(self, workload, parts: tuple[str, ...] | None = None) -> Result:
@@ -216,7 +217,7 @@ class Perf:
                 result_parts.gpu_busy_s = syncs.gpu_busy_s
         result = Result(self.test_id, result_parts, syncs, peak, trace, compile=compile_count)
         self._count_instructions(result, windows.members.loader_source)
-        if syncs is not None:  # on a GPU, outside --perf-smoke
+        if syncs is not None or self.smoke:  # a smoke run counts them too, to try the counting on every scenario
             self._count_flops(result, windows.members, workload)
         for part, test in measured_in.items():
             result.notes.append(f"{part} measured in {test.rsplit('::', 1)[-1]}")

@@ -57,6 +57,8 @@ def count(step) -> StepFlops | None:
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import flop_registry
 
+    if not hasattr(torch.compiler, "set_stance"):  # torch 2.6 and later
+        return None
     by_dtype: Counter = Counter()
 
     class Tally(TorchDispatchMode):

@@ -229,12 +229,15 @@ def _mfu(m: dict | None) -> str:
     """MFU and achieved TFLOP/s of the pipeline and the GPU-side step, the model FLOPs and the peak they are shares of."""
     if not m:
         return ""
+    model = f"model {m['gflops_per_sample']:,.2f} GFLOP/sample"
+    if "pipeline_tflops" not in m and "gpu_tflops" not in m:  # a smoke run: counted, not timed
+        return f"{model} ({m['dtype']})"
     parts = [(name, m[f"{part}_tflops"], m[f"{part}_mfu"]) for part, name in (("pipeline", "pipeline"), ("gpu", "GPU-side"))
              if f"{part}_tflops" in m]
     shown = ", ".join(f"{name} {tflops:,.1f} TFLOP/s" + ("" if mfu is None else f" ({mfu:.1%})") for name, tflops, mfu in parts)
     peak = f"of {m['peak_tflops']:,.1f} {m['dtype']}" if m["peak_tflops"] else f"{m['dtype']}, no peak: {m['peak_source']}"
     source = f" ({m['peak_source']})" if m["peak_tflops"] else ""
-    return f"MFU: {shown} {peak}{source}; model {m['gflops_per_sample']:,.2f} GFLOP/sample"
+    return f"MFU: {shown} {peak}{source}; {model}"
 
 
 def _sharded(workers: dict | None) -> str:
