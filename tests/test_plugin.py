@@ -314,7 +314,8 @@ def test_smoke_mode_shrinks_every_window_and_checks_nothing(suite):
     result.assert_outcomes(passed=1)
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1, "loader_cpu": 1}
-    assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2, "loader": 1 + 2}
+    # each window 1 warm-up + 2 steps; one more GPU-side step whose model FLOPs are counted
+    assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2 + 1, "loader": 1 + 2}
     assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
     result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on "
                                  "NVIDIA H200; nothing was timed. torch *", "", "| test | notes |", "|---|---|",
