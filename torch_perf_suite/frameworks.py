@@ -63,6 +63,7 @@ class DrivenLoop:
         self._run, self._thread = run, None
         self._go, self._done = threading.Semaphore(0), threading.Semaphore(0)
         self._stop, self._error, self._steps = False, None, 0
+        self._thread_ended, self._batches = False, None
 
     # the framework's side
     def batch_done(self) -> bool:
@@ -90,13 +91,12 @@ class DrivenLoop:
         return self._one()
 
     def loader_step(self):
-        if getattr(self, "_batches", None) is None:
+        if self._batches is None:
             self._batches = iter(_Source(self.source.loader, self.source.to_device))
         return self.source.to_device(next(self._batches))
 
     def _one(self):
         if self._thread is None:
-            self._thread_ended = False
             self._thread = threading.Thread(target=self._target, name=f"perf: {self.what}", daemon=True)
             self._thread.start()
         else:
