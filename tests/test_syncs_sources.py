@@ -70,9 +70,40 @@ def test_user_code_called_back_by_a_library_has_no_library_line():
         "cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", "fixtures/metrics.py(20): forward" + STARTS, ""): 1})
 
 
-def test_a_stack_of_library_frames_only_names_no_line():
+LIBRARY_LOOP = "(none: the sync is in a library's own loop)"
+
+
+def test_a_stack_of_library_frames_only_names_the_innermost_library_line():
     stack = nested([f"{STDLIB}/threading.py(1002): _bootstrap", f"{SITE}/torch/utils/data/_utils/pin_memory.py(50): _pin_loop"])
-    assert sources_of(*stack, SYNC) == Counter({SyncSource("cudaStreamSynchronize", "", "", ""): 1})
+    assert sources_of(*stack, SYNC) == Counter({SyncSource(
+        "cudaStreamSynchronize", "", LIBRARY_LOOP, "torch/utils/data/_utils/pin_memory.py(50): _pin_loop"): 1})
+
+
+@pytest.mark.parametrize("harness", ["torch_perf_suite/frameworks.py(77): _target",  # as the profiler names it
+                                     f"{os.path.dirname(syncs.__file__)}/frameworks.py(77): _target"])
+def test_the_harness_thread_that_runs_a_frameworks_loop_is_not_the_user_line(harness):
+    """Hugging Face's Trainer runs on the harness's thread: its own sync is named at its library line, not at the
+    harness's frame that started the loop; a user's callback inside it is still the user line."""
+    stack = [f"{STDLIB}/threading.py(1012): run", harness, f"{SITE}/transformers/trainer.py(1882): _run_epoch"]
+    assert sources_of(*nested(stack), *ITEM_OPS, SYNC) == Counter({SyncSource(
+        "cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", LIBRARY_LOOP,
+        "transformers/trainer.py(1882): _run_epoch"): 1})
+    callback = [*stack, "tests/test_speed.py(12): on_step_end"]
+    [source] = sources_of(*nested(callback), *ITEM_OPS, SYNC)
+    assert (source.user_line, source.library_line) == ("tests/test_speed.py(12): on_step_end" + STARTS, "")
+
+
+@pytest.mark.parametrize("ops, library, kind", [
+    ("aten::is_nonzero > aten::item > aten::_local_scalar_dense", "transformers/trainer.py(1882): _run_epoch",
+     "Hugging Face loss check"),
+    ("aten::item > aten::_local_scalar_dense", "transformers/trainer.py(2156): _maybe_log_save_evaluate",
+     "tensor read on the host"),
+    ("aten::to > aten::_to_copy > aten::copy_", "accelerate/utils/operations.py(136): send_to_device",
+     "Accelerate blocking batch copy"),
+    ("aten::to > aten::_to_copy > aten::copy_", "lightning/pytorch/core/module.py:662 in __to_tensor", "blocking copy"),
+])
+def test_the_frameworks_own_syncs_get_their_own_fix(ops, library, kind):
+    assert SyncSource("cudaStreamSynchronize", ops, LIBRARY_LOOP, library).advice.kind == kind
 
 
 def test_no_python_stack_says_so():
@@ -180,6 +211,8 @@ def test_a_count_of_no_steps_is_zero_per_step():
     (os.path.join(syncs._HARNESS_DIR, "fixture.py"), True),  # the harness's own frames are not the user's
     ("/work/project/fixtures/recipes.py", False),
     ("fixtures/recipes.py", False),
+    ("threading.py", True),  # the standard library's, as the profiler names a frame of a thread's start
+    ("train.py", False),  # a script of the project's own, named the same way
 ])
 def test_is_library(filename, library):
     assert syncs._is_library(filename) is library

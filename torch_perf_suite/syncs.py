@@ -133,6 +133,22 @@ KNOWN_SOURCES: list[Advice] = [
         library="torchmetrics/",
     ),
     Advice(
+        "Hugging Face loss check",
+        "TrainingArguments(logging_nan_inf_filter=False): with it on, the Trainer tests every step's loss for NaN and "
+        "inf on the host (`torch.isnan(loss) or torch.isinf(loss)`)",
+        "https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments",
+        op="aten::is_nonzero",
+        library="transformers/trainer.py",
+    ),
+    Advice(
+        "Accelerate blocking batch copy",
+        "TrainingArguments(dataloader_pin_memory=True, accelerator_config={\"non_blocking\": True}): Accelerate copies "
+        "each batch to the GPU with non_blocking=False unless told",
+        "https://huggingface.co/docs/accelerate/package_reference/utilities#accelerate.utils.DataLoaderConfiguration",
+        op="aten::copy_",
+        library="accelerate/",
+    ),
+    Advice(
         "pageable copy",
         "copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, non_blocking=True)",
         "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
@@ -454,12 +470,16 @@ def _source(sync: dict, by_thread: dict, site: str | None, forward_of: dict[int,
             forward = forward_of[id(backward)]
             stack = [f["name"] for f in _enclosing(forward, by_thread, "python_function")]
             via = f", in the forward op {forward['name']} that {backward['name']} differentiates"
+    stack = [s for s in stack if not _is_harness(s.split("(")[0])]  # a framework's loop runs on the harness's thread
     user = [s for s in stack if not _is_library(s.split("(")[0])]
     library = [s for s in stack if _is_library(s.split("(")[0]) and not s.startswith("<built-in")]
     user_line = f"{_short(user[-1])} (line where the function starts{via})" if user else ""
     if not stack:
         user_line = "(no Python stack: the op ran on a C++ thread, e.g. autograd's backward)"
-    library_line = _short(library[-1]) if library and user and stack.index(library[-1]) > stack.index(user[-1]) else ""
+    elif not user:
+        user_line = "(none: the sync is in a library's own loop)"
+    inside = library and (not user or stack.index(library[-1]) > stack.index(user[-1]))
+    library_line = _short(library[-1]) if inside else ""
     return SyncSource(sync["name"], ops, user_line, library_line)
 
 
@@ -476,10 +496,19 @@ def _is_library(filename: str) -> bool:
     if "site-packages/" in f or "dist-packages/" in f or f.startswith("<"):
         return True
     if not os.path.isabs(filename):
-        # the profiler names a frame relative to its sys.path entry: "torch/amp/grad_scaler.py"
-        return "/" in f and _installed_package(f.split("/", 1)[0])
+        # the profiler names a frame relative to its sys.path entry: "torch/amp/grad_scaler.py", "threading.py"
+        top = f.split("/", 1)[0]
+        return _installed_package(top if "/" in f else top.removesuffix(".py"))
     real = os.path.realpath(filename)
     return real.startswith(_LIBRARY_ROOTS) or real.startswith(_HARNESS_DIR)
+
+
+def _is_harness(filename: str) -> bool:
+    """A frame of this package: as the profiler names it (relative to its sys.path entry), or by its path."""
+    f = filename.replace("\\", "/")
+    if not os.path.isabs(filename):
+        return f.startswith(os.path.basename(_HARNESS_DIR) + "/")
+    return os.path.realpath(filename).startswith(_HARNESS_DIR + os.sep)
 
 
 @functools.lru_cache(maxsize=None)
