@@ -320,3 +320,54 @@ def test_write_without_images_draws_none(tmp_path):
     doc = report.document([], ENV, {"Ladder": CHARTED}, charts={"Ladder": CHART})
     written = report.write(tmp_path / "perf", doc, images=False)
     assert [p.name for p in written] == ["perf.md", "perf.json"] and not list(tmp_path.glob("*.png"))
+
+
+# --- the notes' MFU, the worker's device and the GPU-Util cells, each string written out ----------------------------
+
+
+PEAKED = {"gflops_per_sample": 24.299, "dtype": "bfloat16", "peak_tflops": 1989.4, "peak_source": "a datasheet",
+          "pipeline_tflops": 133.66, "pipeline_mfu": 0.1351, "gpu_tflops": 1234.56, "gpu_mfu": 1.2478}
+
+
+@pytest.mark.parametrize("mfu, cell", [
+    (None, ""),
+    ({}, ""),
+    ({"gflops_per_sample": 0.50812, "dtype": "float32"}, "model 0.51 GFLOP/sample (float32)"),  # a smoke run: counted only
+    (PEAKED, "MFU: pipeline 133.7 TFLOP/s (13.5%), GPU-side 1,234.6 TFLOP/s (124.8%) of 1,989.4 bfloat16 (a datasheet); "
+             "model 24.30 GFLOP/sample"),
+    ({**PEAKED, "gpu_tflops": 2.04, "gpu_mfu": None}, "MFU: pipeline 133.7 TFLOP/s (13.5%), "
+     "GPU-side 2.0 TFLOP/s of 1,989.4 bfloat16 (a datasheet); model 24.30 GFLOP/sample"),
+    ({"gflops_per_sample": 1234.5, "dtype": "float8", "peak_tflops": None, "peak_source": "no entry for the XPU",
+      "gpu_tflops": 0.01, "gpu_mfu": None}, "MFU: GPU-side 0.0 TFLOP/s float8, no peak: no entry for the XPU; "
+                                            "model 1,234.50 GFLOP/sample"),
+])
+def test_the_mfu_note(mfu, cell):
+    assert report._mfu(mfu) == cell
+
+
+@pytest.mark.parametrize("worker, shown", [
+    ({}, "the CPU"),
+    ({"gpu": "cpu", "cores": "0-3"}, "the CPU, cores 0-3"),
+    ({"gpu": "NVIDIA H200"}, "NVIDIA H200 (no UUID)"),
+    ({"gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "cuda_visible_devices": "1", "cores": "8-15"},
+     "NVIDIA H200 (GPU-1, CUDA_VISIBLE_DEVICES=1), cores 8-15"),
+])
+def test_the_device_a_worker_measured_on(worker, shown):
+    assert report._worker_device(worker) == shown
+
+
+def util(pct=None, unavailable=None, **fields):
+    return {"gpu_util_pct": pct, "unavailable": unavailable, "mem_used_gb": None, "mem_total_gb": None, "power_w": None,
+            "power_limit_w": None, "sm_mhz": None, **fields}
+
+
+@pytest.mark.parametrize("pipeline, gpu, cells", [
+    (None, None, ("-", "-")),
+    ({"util": None}, {}, ("-", "-")),
+    ({"util": util(97.4)}, None, ("97%", "-")),
+    ({"util": util(97.4)}, {"util": util(None, mem_used_gb=45.1, mem_total_gb=141.0, sm_mhz=1980.0)},
+     ("97/-%", "45/141 GB, 1,980 MHz")),
+    ({"util": util(10.0)}, {"util": util(unavailable="no NVML")}, ("unavailable: no NVML", "-")),
+])
+def test_the_gpu_util_cells(pipeline, gpu, cells):
+    assert report._gpu_util({"parts": {"pipeline": pipeline, "gpu": gpu}}) == cells
