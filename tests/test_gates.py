@@ -105,3 +105,35 @@ def test_the_tolerance_is_a_percentage_below_the_baseline():
 
 def test_a_verdict_names_its_part():
     assert gates.verdict("loader", [1000.0] * 5, {"parts": {"loader": base()}}, 10.0, "").part == "loader"
+
+
+# --- decide: one part against its entry, as the fixture asks ------------------------------------------------------
+
+
+def entry_of(gpu_uuid, host=HOST):
+    return {"parts": {"gpu": base(), "pipeline": base()}, "env": {"gpu": "NVIDIA H200", "gpu_uuid": gpu_uuid, "host": host}}
+
+
+NOW = Parts(batch_size=100, pipeline=steady(950.0), gpu=steady(950.0))  # both 5% below the entry's 1,000
+M = Measure(tolerance=3, chip_tolerance=20, host_tolerance=10)
+
+
+def test_the_gpu_number_on_the_recording_chip_is_held_to_the_tolerance_with_no_scope():
+    v = gates.decide("gpu", NOW, entry_of("GPU-1"), M, {"gpu_uuid": "GPU-1", "host": HOST})
+    assert v.failed and v.scope == "" and v.comparison.factor == pytest.approx(0.97)
+
+
+def test_the_gpu_number_on_another_chip_says_where_its_baseline_was_recorded():
+    v = gates.decide("gpu", NOW, entry_of("GPU-123456789abcdef"), M, {"gpu_uuid": "GPU-2", "host": HOST})
+    assert not v.failed and v.scope == "recorded on chip GPU-12345678, not this one"
+    assert v.comparison.factor == pytest.approx(0.80)
+
+
+def test_a_host_bound_number_against_ref_is_reported_not_gated():
+    env = {"gpu_uuid": "GPU-1", "host": HOST}
+    gated = gates.decide("pipeline", NOW, entry_of("GPU-2"), M, env)
+    assert gated.compared and gated.scope == "" and gated.comparison.factor == pytest.approx(0.90)
+    v = gates.decide("pipeline", NOW, entry_of("GPU-2"), M, env, host_gated=False)
+    assert (v.part, v.baseline_sps, v.comparison, v.reported) == (
+        "pipeline", 1000.0, None, "-5.0% (host-bound: reported, not gated)")
+    assert not v.failed
