@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO, Iterator
 
 from .nvml import shown
 from .parts import PARTS
@@ -329,17 +331,23 @@ def merge(docs: dict[str, dict]) -> dict:
             "sections": sections, "charts": charts, "workers": workers}
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write beside `path`, then rename over it: a reader (the nightly, a sharded run's controller) sees the old file
-    or the new one, never half of one."""
+@contextlib.contextmanager
+def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
+    """A file written beside `path`, renamed over it when the block ends, removed if the block raises: a reader (the
+    nightly, a sharded run's controller, a user opening a kept trace) sees the old file or the new one, never half."""
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    with atomic(path) as f:
+        f.write(text)
 
 
 def write(path: Path, doc: dict, images: bool = True) -> list[Path]:

@@ -251,7 +251,7 @@ class PerfSession:
         kept = self.settings.trace_dir / (trace.name + ".gz")
         try:
             self.settings.trace_dir.mkdir(parents=True, exist_ok=True)
-            with open(trace, "rb") as src, gzip.open(kept, "wb") as dst:
+            with open(trace, "rb") as src, report.atomic(kept, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as dst:
                 shutil.copyfileobj(src, dst)
             return f"trace kept: {kept}"
         except OSError as e:
