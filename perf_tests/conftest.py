@@ -38,7 +38,7 @@ def measure(perf):
         result = perf.measure(workload, parts)
         if parts is None or "pipeline" in parts:
             # and one more whose model FLOPs are counted, where the workload has no GPU-side step of its own
-            expected = 3 + (getattr(workload, "gpu_step", None) is None)
+            expected = 3 + (workload.gpu_step is None)
             assert len(losses) == expected, f"the smoke window ran {len(losses)} training steps, expected {expected}"
             assert math.isfinite(losses[0].item()), f"the first training step's loss is {losses[0].item()}"
         return result
