@@ -237,9 +237,9 @@ def _mfu(m: dict | None) -> str:
     parts = [(name, m[f"{part}_tflops"], m[f"{part}_mfu"]) for part, name in (("pipeline", "pipeline"), ("gpu", "GPU-side"))
              if f"{part}_tflops" in m]
     shown = ", ".join(f"{name} {tflops:,.1f} TFLOP/s" + ("" if mfu is None else f" ({mfu:.1%})") for name, tflops, mfu in parts)
-    peak = f"of {m['peak_tflops']:,.1f} {m['dtype']}" if m["peak_tflops"] else f"{m['dtype']}, no peak: {m['peak_source']}"
-    source = f" ({m['peak_source']})" if m["peak_tflops"] else ""
-    return f"MFU: {shown} {peak}{source}; {model}"
+    peak = f"of {m['peak_tflops']:,.1f} {m['dtype']} ({m['peak_source']})" if m["peak_tflops"] else \
+        f"{m['dtype']}, no peak: {m['peak_source']}"
+    return f"MFU: {shown} {peak}; {model}"
 
 
 def _sharded(workers: dict | None) -> str:
