@@ -499,8 +499,7 @@ def _is_library(filename: str) -> bool:
         # the profiler names a frame relative to its sys.path entry: "torch/amp/grad_scaler.py", "threading.py"
         top = f.split("/", 1)[0]
         return _installed_package(top if "/" in f else top.removesuffix(".py"))
-    real = os.path.realpath(filename)
-    return real.startswith(_LIBRARY_ROOTS) or real.startswith(_HARNESS_DIR)
+    return os.path.realpath(filename).startswith(_LIBRARY_ROOTS) or _is_harness(filename)
 
 
 def _is_harness(filename: str) -> bool:
@@ -540,7 +539,7 @@ def _short(where: str) -> str:
 def _site_of(stack: list[traceback.FrameSummary], called: str = "") -> str:
     """The marker for a sync seen with this stack; `called`: the library function the innermost frame called (an
     explicit synchronize, whose own frame is not on the stack), where no library frame is."""
-    frames = [f for f in stack if not f.filename.startswith(_HARNESS_DIR)]
+    frames = [f for f in stack if not _is_harness(f.filename)]
     user = [f for f in frames if not _is_library(f.filename)]
     if not user:
         return ""
