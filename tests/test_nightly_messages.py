@@ -122,7 +122,7 @@ def test_the_help_says_what_each_command_does(capsys):
     with pytest.raises(SystemExit):
         nightly.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert nightly.__doc__.split("\n\n")[0].split()[0] in out
+    assert " ".join(nightly.__doc__.split("\n\n")[0].split()) in out  # the description, whole
     assert "add tonight's report to the history and decide the alerts (no token needed)" in out
     assert "open or update one issue per regression (GITHUB_TOKEN, GITHUB_REPOSITORY)" in out
     with pytest.raises(SystemExit):
