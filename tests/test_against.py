@@ -66,6 +66,16 @@ def test_ref_is_measured_in_a_worktree_that_is_removed_and_then_taken_from_the_c
     other.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 1 test(s) measured at REF in this job"])
 
 
+def test_the_cache_count_is_of_this_sessions_tests_only(repo):
+    repo.makepyfile(test_other=TOY.format(body="pass"))
+    git(repo.path, "add", ".")
+    git(repo.path, "commit", "-qm", "two tests")
+    run(repo, "--perf-against", "HEAD").assert_outcomes(passed=2)  # both measured at REF, both cached
+    one = run(repo, "--perf-against", "HEAD", "test_toy.py")
+    one.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 0 test(s) measured at REF in this job, "
+                              "1 from the cache (*perf-against*)"])
+
+
 def test_a_test_new_in_this_change_or_failing_at_ref_is_not_compared_and_says_why(repo):
     repo.makepyfile(test_toy=TOY.format(body="raise RuntimeError('broken at the base')"))
     git(repo.path, "commit", "-qam", "broken")

@@ -42,7 +42,8 @@ class Ref:
     sha: str
     folder: Path
     status: dict[str, str] = field(default_factory=dict)
-    measured: list[str] = field(default_factory=list)  # measured at REF in this job (the others came from the cache)
+    measured: list[str] = field(default_factory=list)  # of this session's tests, those measured at REF in this job
+    cached: list[str] = field(default_factory=list)  # and those whose REF results came from the cache
 
     @property
     def label(self) -> str:
@@ -50,9 +51,8 @@ class Ref:
 
     def describe(self) -> str:
         """The report's line: what was compared with what, and where REF's numbers came from."""
-        cached = len(self.status) - len(self.measured)
         how = f"{len(self.measured)} test(s) measured at REF in this job" + (
-            f", {cached} from the cache ({self.folder})" if cached else "")
+            f", {len(self.cached)} from the cache ({self.folder})" if self.cached else "")
         return f"against {self.label} on this device: {how}"
 
     def why_missing(self, test_id: str) -> str:
@@ -116,7 +116,7 @@ def measure(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
     status_file = folder / STATUS
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
     wanted = [t for t in test_ids if t not in status]
-    result = Ref(ref, sha, folder, status)
+    result = Ref(ref, sha, folder, status, cached=[t for t in test_ids if t in status])
     if wanted:
         result.status.update(_run_at(sha, top, rootdir.relative_to(top), wanted, folder, args))
         result.measured = wanted
