@@ -56,14 +56,15 @@ def test_ref_is_measured_in_a_worktree_that_is_removed_and_then_taken_from_the_c
     base = git(repo.path, "rev-parse", "HEAD")
     first = run(repo, "--perf-against", "HEAD")
     first.assert_outcomes(passed=1)
-    first.stdout.fnmatch_lines([f"Compared against HEAD ({base[:12]}) on this device: 1 test(s) measured at REF in this job"])
+    first.stdout.fnmatch_lines([f"Compared against HEAD ({base[:12]}) on this device: "
+                                "1 test(s) measured at REF in this job (* s)"])
     assert worktrees(repo.path) == [f"worktree {repo.path}"]  # REF's worktree is gone
     assert json.loads((repo.path / "out" / "perf.json").read_text())["against"].startswith(f"against HEAD ({base[:12]})")
     again = run(repo, "--perf-against", "HEAD")
     again.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 0 test(s) measured at REF in this job, "
                                 "1 from the cache (*perf-against*)"])
     other = run(repo, "--perf-against", "HEAD", "--perf-rounds=2")  # other settings: another cache entry
-    other.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 1 test(s) measured at REF in this job"])
+    other.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 1 test(s) measured at REF in this job (* s)"])
 
 
 def test_the_cache_count_is_of_this_sessions_tests_only(repo):

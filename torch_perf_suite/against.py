@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,7 @@ class Ref:
     status: dict[str, str] = field(default_factory=dict)
     measured: list[str] = field(default_factory=list)  # of this session's tests, those measured at REF in this job
     cached: list[str] = field(default_factory=list)  # and those whose REF results came from the cache
+    seconds: float = 0.0  # how long measuring REF took in this job: a cold REF's cost beside the head's run
 
     @property
     def label(self) -> str:
@@ -52,6 +54,7 @@ class Ref:
     def describe(self) -> str:
         """The report's line: what was compared with what, and where REF's numbers came from."""
         how = f"{len(self.measured)} test(s) measured at REF in this job" + (
+            f" ({self.seconds:.0f} s)" if self.measured else "") + (
             f", {len(self.cached)} from the cache ({self.folder})" if self.cached else "")
         return f"against {self.label} on this device: {how}"
 
@@ -118,8 +121,10 @@ def measure(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
     wanted = [t for t in test_ids if t not in status]
     result = Ref(ref, sha, folder, status, cached=[t for t in test_ids if t in status])
     if wanted:
+        start = time.perf_counter()
         result.status.update(_run_at(sha, top, rootdir.relative_to(top), wanted, folder, args))
         result.measured = wanted
+        result.seconds = time.perf_counter() - start
         tmp = status_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(result.status, indent=1, sort_keys=True))
         tmp.replace(status_file)  # whole, or not at all
