@@ -57,6 +57,8 @@ def test_ref_is_measured_in_a_worktree_that_is_removed_and_then_taken_from_the_c
     first = run(repo, "--perf-against", "HEAD")
     first.assert_outcomes(passed=1)
     first.stdout.fnmatch_lines([f"Compared against HEAD ({base[:12]}) on this device: "
+                                "1 test(s) measured at REF in this job (* s); the working tree's tests follow", "*",
+                                f"Compared against HEAD ({base[:12]}) on this device: "
                                 "1 test(s) measured at REF in this job (* s)"])
     assert worktrees(repo.path) == [f"worktree {repo.path}"]  # REF's worktree is gone
     assert json.loads((repo.path / "out" / "perf.json").read_text())["against"].startswith(f"against HEAD ({base[:12]})")

@@ -111,6 +111,9 @@ class PerfSession:
                                                 else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
         self.ref = against.measure(self.settings.against, config, test_ids, self.device.env, cache)
         self._load_baselines(self.ref.folder)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
+            reporter.write_line(f"Compared {self.ref.describe()}; the working tree's tests follow")
 
     @property
     def reference(self) -> str:
