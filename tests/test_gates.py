@@ -50,6 +50,19 @@ def test_a_pass_reads_as_the_change_alone():
     assert v.describe() == "pipeline +5.0%" and v.change_pct == pytest.approx(5.0)
 
 
+@pytest.mark.parametrize("verdict, qualified", [
+    (gates.Verdict("gpu", 1000.0, Comparison(0.934, 0.97, False, "Mann-Whitney U, p=0.402")), True),
+    (gates.Verdict("gpu", 1000.0, Comparison(0.95, 0.97, True, "Mann-Whitney U, p=0.004"),
+                   confirmation=Comparison(0.99, 0.97, False, "")), True),
+    (gates.Verdict("gpu", 1000.0, Comparison(0.85, 0.8, False, ""), scope="recorded on chip GPU-1, not this one"), True),
+    (gates.Verdict("gpu", 1000.0, Comparison(0.975, 0.97, False, "")), False),
+    (gates.Verdict("gpu", None, why_not="no baseline"), False),
+])
+def test_a_verdict_is_noted_when_its_description_says_more_than_the_change(verdict, qualified):
+    # a shortfall that passed says why in the report's notes (not significant, not confirmed), as a wider scope does
+    assert verdict.qualified is qualified
+
+
 # --- tolerance_for: launch-bound when recorded ----------------------------------------------------
 
 

@@ -137,20 +137,6 @@ def test_markdown_table():
     assert ("\n\n" + TABLE_HEAD + BARE_LINE + "\n" + FULL_LINE + "\n\n### Where the syncs come from\n") in md
 
 
-@pytest.mark.parametrize("verdict, cell", [
-    (Verdict("gpu", 2100.0, Comparison(0.934, 0.97, False, "Mann-Whitney U, p=0.402")),
-     "gpu -6.6% (below -3%, not significant: Mann-Whitney U, p=0.402)"),
-    (Verdict("gpu", 2100.0, Comparison(0.95, 0.97, True, "Mann-Whitney U, p=0.004"),
-             confirmation=Comparison(0.99, 0.97, False, "")),
-     "gpu -5.0% (below -3%, not confirmed: -1.0%)"),
-    (Verdict("gpu", 2100.0, Comparison(0.975, 0.97, False, "")), "gpu -2.5%"),
-])
-def test_a_number_below_its_allowed_change_that_passed_says_why(verdict, cell):
-    result = bare()
-    result.verdicts = {"gpu": verdict}
-    assert f"| {cell} |" in report.markdown(report.rows([result]), ENV)
-
-
 def test_markdown_lists_each_sync_with_its_fix_between_the_table_and_the_sections():
     unknown = full()
     unknown.test_id, unknown.syncs = "test_c", SyncCount(steps=2, sources=Counter({UNKNOWN: 2}))

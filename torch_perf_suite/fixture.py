@@ -474,7 +474,7 @@ class Perf:
                 + f"\n  baseline: {session.reference}, recorded {entry['env'].get('date')} with torch "
                 f"{entry['env'].get('torch')} on {host.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}")
             self._fail("\n".join(filter(None, (counted, timed))), result)
-        result.notes.extend(v.describe() for v in result.verdicts.values() if v.compared and v.scope)
+        result.notes.extend(v.describe() for v in result.verdicts.values() if v.qualified)
         result.notes.extend(f"{v.part} {v.reported}" for v in result.verdicts.values() if v.reported)
         why_not: dict[str, list[str]] = {}  # one note for the parts not compared for one reason
         for v in result.verdicts.values():

@@ -46,6 +46,13 @@ class Verdict:
     def change_pct(self) -> float | None:
         return None if self.comparison is None else 100 * (self.comparison.ratio - 1)
 
+    @property
+    def qualified(self) -> bool:
+        """Whether describe() says more than the change: a wider scope, a shortfall that is not significant, or a
+        second measurement."""
+        return bool(self.scope) or (self.comparison is not None and self.comparison.inconclusive) or (
+            self.confirmation is not None)
+
     def describe(self) -> str:
         if self.comparison is None:
             return f"{self.part}: {self.why_not}"
@@ -55,7 +62,7 @@ class Verdict:
         if self.comparison.inconclusive:
             text += f" (below the allowed {100 * (self.comparison.factor - 1):+.0f}%, not significant: {self.comparison.method})"
         if self.confirmation is not None:
-            again = 100 * (self.confirmation.ratio - 1)
+            again = round(100 * (self.confirmation.ratio - 1), 1) + 0.0  # no "-0.0"
             text += f", confirmed by a second measurement ({again:+.1f}%)" if self.failed else (
                 f", not confirmed by a second measurement ({again:+.1f}%)")
         return text

@@ -175,19 +175,9 @@ def _gpu_util(row: dict) -> tuple[str, str]:
 
 
 def _vs_baseline(row: dict) -> str:
-    shown = [f"{name} {v['change_pct']:+.1f}%" + _passed_below(v) for name, v in row["baseline"].items() if v["compared"]]
+    shown = [f"{name} {v['change_pct']:+.1f}%" + (" FAILED" if v["failed"] else "")
+             for name, v in row["baseline"].items() if v["compared"]]
     return ", ".join(shown) or "-"
-
-
-def _passed_below(v: dict) -> str:
-    """' FAILED', or why a number below its allowed change passed (not significant, or not confirmed), or ''."""
-    if v["failed"]:
-        return " FAILED"
-    if v["change_pct"] >= v["allowed_pct"]:
-        return ""
-    if v["confirmed_change_pct"] is not None:
-        return f" (below {v['allowed_pct']:+.0f}%, not confirmed: {v['confirmed_change_pct']:+.1f}%)"
-    return f" (below {v['allowed_pct']:+.0f}%, not significant: {v['method']})"
 
 
 def markdown(table_rows: list[dict], env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None,
