@@ -26,8 +26,10 @@ def measure(perf):
             recipe = recipes.for_smoke(recipe)
         workload = recipes.build(recipe, perf.device)
         opened.append(workload)
-        if workload.loader_source is not None:  # instructions are counted for the full recipe's loader, in smoke runs too
+        if workload.loader_source is not None:  # the full recipe's loader is counted and compared, in smoke runs too
             workload.loader_source = recipes.loader_source(full)
+            if perf.smoke:  # described, not iterated: its settings are the full recipe's
+                workload.loader = recipes.make_loader(full)
         if not perf.smoke:
             result = perf.measure(workload, parts)
             describe_host_side(result, workload, recipe)

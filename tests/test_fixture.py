@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+from torch_perf_suite import loader
 from torch_perf_suite.fixture import Result, _power_note
 from torch_perf_suite.parts import Parts
 from torch_perf_suite.timing import Throughput
@@ -18,7 +19,7 @@ def test_a_baseline_entry_rounds_each_number_to_its_places():
         "parts": {"pipeline": {"samples_per_s": 333.3, "spread_pct": 0.0, "rounds": [333.3] * 3},
                   "gpu": {"samples_per_s": 1428.6, "spread_pct": 0.0, "rounds": [1428.6] * 3, "watts": 48}},
         "bottleneck": "host launch overhead", "efficiency": 0.233, "gpu_busy_pct": 9.4, "syncs_per_step": 0.333,
-        "peak_mem_gb": 1.23, "counts": {"step_peak_bytes": 123_456_789}, "env": {"gpu": "X"},
+        "peak_mem_gb": 1.23, "counts": {"step_peak_bytes": 123_456_789}, "loader_unit": None, "env": {"gpu": "X"},
     }
 
 
@@ -28,8 +29,18 @@ def test_what_was_not_measured_is_none_in_the_entry():
     assert entry == {
         "parts": {"pipeline": {"samples_per_s": 333.3, "spread_pct": None, "rounds": [333.3]}},
         "bottleneck": None, "efficiency": None, "gpu_busy_pct": None, "syncs_per_step": None, "peak_mem_gb": None,
-        "counts": {}, "env": {"gpu": "cpu"},
+        "counts": {}, "loader_unit": None, "env": {"gpu": "cpu"},
     }
+
+
+def test_the_loaders_cost_per_sample_comes_from_the_loader_window_else_the_pipelines():
+    unit = loader.unit_cost([(1, 3, 3_000_000, 2_000_000, 0, 0, 1)])
+    parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit))
+    entry = Result("t", parts, None, None, None).baseline_entry({"gpu": "cpu"})
+    assert entry["loader_unit"] == {"batches": 1, "samples": 3, "wall_us": 1000.0, "cpu_us": 666.667, "wait_us": 333.333,
+                                    "blocks": 0.333, "spread_pct": 0.0}
+    alone = Parts(batch_size=100, pipeline=Throughput(100, (0.3,), unit=unit))
+    assert Result("t", alone, None, None, None).unit is unit
 
 
 def test_the_power_note_starts_at_95_percent_of_the_limit():

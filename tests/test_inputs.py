@@ -39,7 +39,9 @@ WRONG_TYPE = st.one_of(st.text(max_size=6), st.booleans(), st.lists(st.integers(
                        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 NON_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])
 NEGATIVE = st.floats(max_value=-1e-9, allow_nan=False, allow_infinity=False)
-ABSURD = st.sampled_from([1e308, 1e12, 5e9])  # samples/s no GPU reaches, memory no GPU holds
+ABSURD = st.sampled_from([1e308, 1e12, 5e9])  # samples/s no GPU reaches, gigabytes no GPU holds
+# bytes no GPU holds: over baselines.MAX_MEMORY_GB in bytes (1e12 bytes is 1 TB, within that bound: not absurd)
+ABSURD_BYTES = st.sampled_from([1e308, 1e15, 2e13])
 NAMES = st.text(min_size=1, max_size=20)
 
 
@@ -114,7 +116,7 @@ def broken_baseline(draw):
         kernels = st.dictionaries(NAMES, WRONG_TYPE | NEGATIVE, min_size=1)
         entry["counts"] = draw(st.one_of(WRONG_TYPE.filter(lambda v: not isinstance(v, dict)),
                                          st.fixed_dictionaries({"kernels_per_step": kernels}),
-                                         st.fixed_dictionaries({"step_peak_bytes": st.one_of(WRONG_TYPE, NEGATIVE, ABSURD)})))
+                                         st.fixed_dictionaries({"step_peak_bytes": st.one_of(WRONG_TYPE, NEGATIVE, ABSURD_BYTES)})))
     elif how == "no parts":
         entry["parts"] = draw(st.one_of(st.just({}), WRONG_TYPE.filter(lambda v: not isinstance(v, dict)), st.none()))
     return data, test

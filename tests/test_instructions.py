@@ -380,8 +380,8 @@ def test_valgrind_that_cannot_be_run_has_no_version(tmp_path, monkeypatch):
 
 
 def test_an_entry_rounds_to_a_tenth_of_an_instruction_and_is_dated_today():
-    entry = instructions.entry(instructions.Counted(6_353_205.7349, 16, 'f({"n": 1})'))
-    assert entry == {"per_sample": 6_353_205.7, "samples": 16, "source": 'f({"n": 1})',
+    entry = instructions.entry(instructions.Counted(6_353_205.7349, 16, 'f({"n": 1})', "abc"))
+    assert entry == {"per_sample": 6_353_205.7, "samples": 16, "source": 'f({"n": 1})', "content": "abc",
                      "date": datetime.date.today().isoformat()}
 
 
@@ -430,3 +430,39 @@ def test_any_positive_count_below_1e15_is_accepted(tmp_path):
     path.write_text('{"schema": 1, "environments": {"k": {"t": {"per_sample": 0.5, "source": "s"}, '
                     '"u": {"per_sample": 999999999999999, "source": "s"}}}}')
     assert InstructionsFile.load(path).get("k", "t")["per_sample"] == 0.5
+
+
+# --- the content of the loader's code: a count is reused only where it is unchanged -------------------------
+
+
+def _write_loader(folder, body: str, other: str = "X = 1\n") -> None:
+    (folder / "mydata.py").write_text(
+        "import torch\n"
+        "from torch.utils.data import default_collate\n"
+        "import myother\n\n"
+        "class Items(torch.utils.data.Dataset):\n"
+        "    def __len__(self):\n        return 100\n\n"
+        f"    def __getitem__(self, i):\n        {body}\n\n"
+        "def parts():\n    return Items(), default_collate\n")
+    (folder / "myother.py").write_text(other)
+
+
+def test_a_one_line_change_in_getitem_changes_the_digest_and_an_unrelated_file_does_not(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    digests = []
+    for body, other in [("return torch.tensor(float(i))", "X = 1\n"), ("return torch.tensor(float(i))", "X = 2\n"),
+                        ("return torch.tensor(float(i + 1))", "X = 2\n")]:
+        _write_loader(tmp_path, body, other)
+        for name in ("mydata", "myother"):
+            sys.modules.pop(name, None)
+        digests.append(instructions.content(("mydata:parts", {}), tmp_path))
+    assert digests[0] == digests[1]  # myother.py is imported, never called: not the loader's code
+    assert digests[1] != digests[2]  # one line of __getitem__: counted again
+
+
+def test_a_recorded_count_is_reused_only_for_the_same_source_and_content(tmp_path):
+    f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"t": {"per_sample": 5.0, "samples": 16, "source": "s",
+                                                                        "content": "abc"}}})
+    assert f.reusable("k", "s", "abc")["per_sample"] == 5.0
+    assert f.reusable("k", "s", "abd") is None and f.reusable("k", "s2", "abc") is None and f.reusable("k2", "s", "abc") is None

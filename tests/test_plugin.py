@@ -27,11 +27,20 @@ CONFTEST = 'pytest_plugins = ["torch_perf_suite.plugin"]\n'
 TEST_FILE = """
 import time
 import pytest
+from torch.utils.data import DataLoader, Dataset
+
+class Items(Dataset):
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        return i
 
 class Work:
     # 2 ms a pipeline step, 1 ms on the GPU, 0.5 ms for the loader, batch 10: on the fake GPU's clock
-    # (exact numbers), or slept on a real device
+    # (exact numbers), or slept on a real device; `loader` is described, never iterated
     batch_size = 10
+    loader = DataLoader(Items(), batch_size=10)
 
     def __init__(self, device):
         self.work = getattr(device, "work", lambda part, seconds: time.sleep(seconds))
@@ -695,7 +704,16 @@ def test_a_baseline_dir_that_is_a_file_is_a_usage_error(suite, update):
     clean(result)
 
 
-def test_update_in_smoke_mode_says_nothing_was_recorded(suite):
+def test_update_in_smoke_mode_records_the_loaders_settings_only(suite):
+    result = suite.run("--perf-update-baselines", "--perf-smoke")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["recorded 1 baseline(s) into *loaders.json"])
+    assert sorted(p.name for p in suite.baseline.parent.glob("*.json")) == ["loaders.json"]
+
+
+def test_update_in_smoke_mode_says_nothing_was_recorded(suite, pytester):
+    pytester.makepyfile(test_copy=TEST_FILE.replace("    loader = DataLoader(Items(), batch_size=10)\n", "")
+                        .replace("    def loader_step(self):\n        self.work(\"loader\", 0.0005)\n", ""))
     result = suite.run("--perf-update-baselines", "--perf-smoke")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU "
@@ -1484,6 +1502,8 @@ def counted_loader(suite, pytester, monkeypatch):
     per_sample = {"now": 6_353_205.7}
     monkeypatch.setattr(instructions.Counter, "count",
                         lambda self, source: instructions.Counted(per_sample["now"], 16, instructions.describe_source(source)))
+    monkeypatch.setattr(instructions, "content", lambda source: per_sample["content"])  # the code the loader runs
+    per_sample["content"] = "c0"
     return per_sample
 
 
@@ -1494,8 +1514,13 @@ def test_loader_instructions_are_recorded_per_environment_and_a_plant_fails(suit
     (key, tests), = recorded.items()
     assert key == instructions.key() and tests["test_copy.py::test_copy"]["per_sample"] == 6_353_205.7
     assert tests["test_copy.py::test_copy"]["source"] == 'toy:parts({"n": 1})'
+    assert tests["test_copy.py::test_copy"]["content"] == "c0"
     suite.run().assert_outcomes(passed=1)
-    counted_loader["now"] = 7_348_639  # +15.7%
+    counted_loader["now"] = 7_348_639  # +15.7%, with the loader's code as it was: the recorded count is the answer
+    result = suite.run()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*loader instructions: its code unchanged since counted (c0), not counted again*"])
+    counted_loader["content"] = "c1"  # the plant changed the code the loader runs: counted again
     result = suite.run()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*test_copy: the loader runs 7,348,639 instructions per sample *, 6,353,206 recorded "
@@ -1516,7 +1541,7 @@ def test_loader_instructions_of_another_environment_are_not_compared(suite, coun
 
 def test_loader_instructions_in_smoke_runs_and_off(suite, counted_loader):
     suite.run("--perf-smoke", "--perf-update-baselines").stdout.fnmatch_lines(["recorded 1 baseline(s) into *instructions*"])
-    counted_loader["now"] = 7_348_639
+    counted_loader["now"], counted_loader["content"] = 7_348_639, "c1"
     suite.run("--perf-smoke").assert_outcomes(failed=1)
     suite.run("--perf-smoke", "--perf-instructions=off").assert_outcomes(passed=1)
 

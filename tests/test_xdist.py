@@ -281,7 +281,8 @@ def test_a_worker_without_a_baseline_says_to_record_it_sharded(two_gpus, pyteste
 def test_a_worker_that_recorded_baselines_tells_its_controller_where(two_gpus, pytester):
     worker = FakeWorker({"workerid": "gw0", "workercount": 2, "testrunuid": "x"})
     pytester.runpytest("-p", "no:randomly", "--perf-update-baselines", plugins=[worker]).assert_outcomes(passed=1)
-    assert worker.config.workeroutput["perf"]["recorded"] == {str(two_gpus.baseline): 1}
+    assert worker.config.workeroutput["perf"]["recorded"] == {str(two_gpus.baseline): 1,
+                                                              str(two_gpus.baseline.parent / "loaders.json"): 1}
     assert set(json.loads(two_gpus.baseline.read_text())["tests"]) == {"test_copy.py::test_copy"}
 
 

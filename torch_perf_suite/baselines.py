@@ -37,7 +37,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from . import nvml
+from . import loader, nvml
 from .host import host_class
 from .parts import PARTS
 
@@ -275,7 +275,8 @@ def _validate(data, gpu: str) -> str | None:
     for test_id, entry in tests.items():
         if not isinstance(entry, dict):
             return f"entry {test_id!r} is not an object"
-        problem = _validate_env(entry.get("env")) or _validate_counts(entry.get("counts"))
+        problem = (_validate_env(entry.get("env")) or _validate_counts(entry.get("counts"))
+                   or loader.validate_unit(entry.get("loader_unit")))
         if problem:
             return f"entry {test_id!r}: {problem}"
         for field, at_most in (("syncs_per_step", math.inf), ("peak_mem_gb", MAX_MEMORY_GB)):

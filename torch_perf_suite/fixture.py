@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
 
-from . import checks, compiled, flops, gates, host, instructions, settings
+from . import checks, compiled, flops, gates, host, instructions, loader, settings
 from .checks import parts_line as _parts_line
 from .parts import PARTS, Parts, Windows
 from .report import Chart
@@ -69,6 +69,13 @@ class Result:
     instructions: instructions.Counted | None = None  # the loader's instructions per sample (callgrind)
     instructions_note: str | None = None  # why they were not counted, where the workload has a loader_source
     mfu: dict | None = None  # model FLOPs, achieved TFLOP/s and MFU of each part (flops.StepFlops.reading): a reading
+    loader_settings: dict | None = None  # what the workload's DataLoader is (loader.describe)
+
+    @property
+    def unit(self) -> loader.UnitCost | None:
+        """The loader's cost per sample inside its workers, from the loader's window (the pipeline's where none)."""
+        window = self.parts.loader or self.parts.pipeline
+        return window.unit if window is not None else None
 
     def counts(self) -> dict:
         """What this test counted, as its baseline entry keeps it: kernel launches a step by family, bytes copied a
@@ -98,6 +105,7 @@ class Result:
             "syncs_per_step": round(self.syncs.per_step, 3) if self.syncs else None,
             "peak_mem_gb": None if self.peak_mem_gb is None else round(self.peak_mem_gb, 2),
             "counts": self.counts(),
+            "loader_unit": self.unit.entry() if self.unit else None,
             "env": env,
         }
 
@@ -182,6 +190,13 @@ class Perf:
         """Time the workload's parts (all it has, or `parts`), then count its syncs in a profiled window."""
         session, dev = self._session, self._session.device
         windows = self._windows = Windows(workload, self.measure_settings, dev, self.smoke)
+        folder = None if self.smoke else session.loader_folder(self.test_id)
+        try:
+            described, windows.timer, unit_note = loader.observe(windows.members, folder, "the workload")
+        except loader.Undescribable as e:
+            described, unit_note = None, str(e)
+        if described is None and unit_note:  # failed outside the handler: the message once
+            pytest.fail(f"{self.test_id}: {unit_note}", pytrace=False)
         # the GPU-side window first: the loader's workers do not exist yet to compete for the CPU; the
         # pipeline last: how it is timed depends on which of the other two is faster
         wanted = tuple(p for p in ("gpu", "loader", "pipeline") if p in (parts or windows.available()))  # this order
@@ -215,7 +230,10 @@ class Perf:
             self._benchmark.extra_info["profile_window_s"] = round(time.perf_counter() - started, 2)
             if syncs is not None:
                 result_parts.gpu_busy_s = syncs.gpu_busy_s
-        result = Result(self.test_id, result_parts, syncs, peak, trace, compile=compile_count)
+        if windows.timer is not None:
+            windows.timer.detach()
+        result = Result(self.test_id, result_parts, syncs, peak, trace, compile=compile_count, loader_settings=described)
+        result.notes.extend(filter(None, [unit_note, result.unit and self._parallelism(result, windows.members.loader)]))
         self._count_instructions(result, windows.members.loader_source)
         if syncs is not None or self.smoke:  # a smoke run counts them too, to try the counting on every scenario
             self._count_flops(result, windows.members, workload)
@@ -236,6 +254,11 @@ class Perf:
             gpu=dev.env["gpu"],
         )
         return result
+
+    @staticmethod
+    def _parallelism(result: Result, dataloader) -> str:
+        window = result.parts.loader or result.parts.pipeline
+        return f"{result.unit.line()}; " + loader.parallelism(asdict(result.unit), dataloader.num_workers, window.median)
 
     def _confirm(self, result: Result, part: str) -> Throughput:
         """Measure `part` of this test's workload once more (a failing check's confirmation)."""
@@ -428,11 +451,18 @@ class Perf:
 
     # --- the baseline ---------------------------------------------------------------------------
 
-    def assert_baseline(self, result: Result) -> None:
+    def assert_baseline(self, result: Result, loader_changes: tuple[str, ...] = ()) -> None:
         """Each part against this GPU's baseline entry: the GPU-side number at `tolerance`, loader and
-        pipeline numbers at `host_tolerance` where the entry was recorded on this host class."""
+        pipeline numbers at `host_tolerance` where the entry was recorded on this host class; the loader's
+        settings (any machine, smoke runs too) and cost per sample. `loader_changes`: loader settings this
+        change makes on purpose (compared, noted, not failed)."""
         self._assert_instructions(result)  # counted on any machine, in smoke runs too
         session = self._session
+        if not session.settings.update_baselines:  # the loader's settings, on any machine too
+            self._fail(self._note(loader.settings_verdict(
+                result.loader_settings, session.loader_record(self.test_id), workers=self.workers,
+                worker_start=self.worker_start, expected=tuple(loader_changes), against=session.against_label,
+                recorded_any=bool(session.ref or session.loaders_file and session.loaders_file.tests)), result))
         if session.ref and session.ref.status.get(self.test_id) != "passed":  # new in this change, or failed at REF
             result.notes.append(session.ref.why_missing(self.test_id))
             return
@@ -450,6 +480,10 @@ class Perf:
             self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
             return
         counted = self._count_failures(result, entry)  # said with the timed parts' verdicts, both at once
+        same_host = "" if session.ref else host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host"))
+        counted = "\n".join(filter(None, [counted, self._note(loader.unit_verdict(
+            result.unit, entry, self.measure_settings.unit_tolerance, why_not_timed=same_host,
+            against=session.against_label), result)]))
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The gates")
             if result.parts.get(part) is None or part in result.parts.measured_in:
                 continue  # a shared measurement is checked by the test that measured it
@@ -536,6 +570,14 @@ class Perf:
             return
         self._fail(checks.instructions(counted.per_sample, recorded["per_sample"], self.measure_settings.count_margin))
 
+    @staticmethod
+    def _note(verdict: tuple[str | None, str | None], result: Result | None = None) -> str | None:
+        """A (failure, note) verdict: the note kept on the result where one is given, the failure returned."""
+        failure, note = verdict
+        if note and result is not None:
+            result.notes.append(note)
+        return failure
+
     def _rerecord(self) -> str:
         smoke = " --perf-smoke" if self.smoke else ""
         return f"record them with: pytest '{self.test_id}'{smoke} --perf-update-baselines"
@@ -551,9 +593,12 @@ class Perf:
         if source is None or not self._session.settings.instructions:
             return
         try:
-            result.instructions = self._session.counter.count(source)
+            result.instructions = self._session.count_instructions(source)
         except instructions.Unavailable as e:
             result.instructions_note = str(e)
+        if result.instructions is not None and result.instructions.reused:
+            result.notes.append(f"loader instructions: its code unchanged since counted ({result.instructions.content}), "
+                                "not counted again")
 
     def _missing(self, result: Result, what: str) -> None:
         msg = f"{self.test_id}: {what}. Record one on this GPU: pytest '{self.test_id}' --perf-update-baselines"

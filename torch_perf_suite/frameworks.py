@@ -57,7 +57,7 @@ class DrivenLoop:
 
     def __init__(self, run: Callable[[], Any], batch_size: int, loader: Iterable, to_device: Callable[[Any], Any],
                  what: str):
-        self.batch_size, self.what = batch_size, what
+        self.batch_size, self.what, self.loader = batch_size, what, loader
         self.source = _Source(loader, to_device)
         self.cycle_steps, self.warmup_steps = loader_pacing(loader)
         self._run, self._thread = run, None

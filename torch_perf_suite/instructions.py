@@ -52,6 +52,41 @@ class Counted:
     per_sample: float
     samples: int
     source: str  # what was counted, as `describe_source` writes it
+    content: str = ""  # the digest of the project's code the loader runs (`content`)
+    reused: bool = False  # taken from a count recorded for the same content, key and source: valgrind not started
+
+
+def content(source: tuple[str, dict], root: Path | None = None) -> str:
+    """A digest of the project's own code that the loader runs: the files (under `root`, the current folder, and
+    outside the interpreter's and its packages' folders) of every Python function called while the factory builds the
+    loader and its samples are made and collated, each file whole. Packages are named by their versions in `key()`;
+    this names the rest. Equal digests, keys and sources: the same instructions, so a recorded count is the answer."""
+    import hashlib
+
+    root = (root or Path.cwd()).resolve()
+    called: set[str] = set()
+    previous = sys.getprofile()
+    def profile(frame, event, arg):  # a function's call; a module's body, run by an import, is not the loader's code
+        if event == "call" and frame.f_code.co_name != "<module>":
+            called.add(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        factory, kwargs = source
+        dataset, collate = _load(factory)(**kwargs)
+        collate([dataset[i * STRIDE % len(dataset)] for i in range(SAMPLES)])
+    finally:
+        sys.setprofile(previous)
+    called.add(sys.modules[factory.partition(":")[0]].__file__)
+    outside = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}}
+    digest = hashlib.sha256()
+    for name in sorted(called):
+        path = Path(name).resolve()
+        if not path.is_file() or root not in path.parents or "site-packages" in path.parts \
+                or any(o == path or o in path.parents for o in outside):
+            continue
+        digest.update(f"{path.relative_to(root).as_posix()}\0".encode() + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
 
 
 def describe_source(source: tuple[str, dict]) -> str:
@@ -261,6 +296,11 @@ class InstructionsFile:
     def get(self, env_key: str, test_id: str) -> dict | None:
         return self.environments.get(env_key, {}).get(test_id)
 
+    def reusable(self, env_key: str, source: str, digest: str) -> dict | None:
+        """An entry of this environment that counted the same loader (`source`) running the same code (`digest`)."""
+        return next((e for e in self.environments.get(env_key, {}).values()
+                     if e.get("content") == digest and e.get("source") == source), None)
+
     def keys_for(self, test_id: str) -> list[str]:
         return [k for k, tests in self.environments.items() if test_id in tests]
 
@@ -278,7 +318,7 @@ class InstructionsFile:
 
 def entry(counted: Counted) -> dict:
     return {"per_sample": round(counted.per_sample, 1), "samples": counted.samples, "source": counted.source,
-            "date": datetime.date.today().isoformat()}
+            "content": counted.content, "date": datetime.date.today().isoformat()}
 
 
 def _atomic_write(path: Path, data: dict) -> None:

@@ -21,6 +21,7 @@ workload.Members.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 from .settings import Measure
@@ -106,6 +107,7 @@ class Windows:
         # the GPU-side and loader numbers, where measured: set by the caller before the pipeline's window
         self.gpu: Throughput | None = None
         self.loader: Throughput | None = None
+        self.timer = None  # a loader.Timer attached to the workload's DataLoader: its cost per sample, per window
 
     @property
     def loader_ahead(self) -> bool:
@@ -130,7 +132,16 @@ class Windows:
         return ("pipeline",) + tuple(p for p, step in (("gpu", o.gpu_step), ("loader", o.loader_step)) if step is not None)
 
     def time(self, part: str, runner=None) -> Throughput:
-        """Warm up and time one part; `runner` (pytest-benchmark's pedantic) drives its first rounds."""
+        """Warm up and time one part; `runner` (pytest-benchmark's pedantic) drives its first rounds. The loader's
+        window (the pipeline's, where it has none) carries the loader's cost per sample inside its workers."""
+        unit_window = part == ("loader" if "loader" in self.available() else "pipeline")
+        if self.timer is None or not unit_window:
+            return self._time_part(part, runner)
+        since = time.monotonic_ns()
+        measured = self._time_part(part, runner)
+        return replace(measured, unit=self.timer.cost(since, time.monotonic_ns()))
+
+    def _time_part(self, part: str, runner=None) -> Throughput:
         w, o, m = self.workload, self.members, self.measure
         cycle = o.cycle_steps
         monitor = getattr(self.device, "monitor", None)  # what nvidia-smi shows while the GPU trains (not for the loader)

@@ -11,11 +11,12 @@ import math
 import shutil
 import tempfile
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from . import against, baselines, device, host, instructions, report, settings, sharding, syncs
+from . import against, baselines, device, host, instructions, loader, report, settings, sharding, syncs
 from .fixture import PerfWarning, Result
 
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
@@ -59,7 +60,13 @@ class PerfSession:
         self.counter = instructions.Counter()  # the loader's instructions, counted in a callgrind process started on first use
         self.instructions_file: instructions.InstructionsFile | None = None
         self.instructions_key = ""
+        self.committed_instructions: instructions.InstructionsFile | None = None  # reusable counts, under --perf-against
+        self.rootdir = config.rootpath
+        self.digests: dict[str, str] = {}  # a loader's source -> the digest of the code it runs (read once a session)
         self.instructions_recorded = 0
+        self.loaders_recorded = 0
+        self.loaders_file: loader.SettingsFile | None = None  # the loaders' recorded settings (loaders.json)
+        self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
         self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
         if self.settings.against:
             self._check_against()
@@ -75,13 +82,21 @@ class PerfSession:
                                     "other on one GPU; drop -n")
 
     def _load_baselines(self, folder: Path) -> None:
-        """This GPU model's baseline file and the loader instruction counts in `folder`."""
+        """This GPU model's baseline file, the loader instruction counts and the loaders' settings in `folder`."""
+        try:
+            self.loaders_file = loader.SettingsFile.load(folder / "loaders.json")
+        except loader.SettingsError as e:
+            raise pytest.UsageError(str(e)) from None
         if self.settings.instructions and (self.device.is_gpu or self.settings.smoke):
             try:
                 self.instructions_file = instructions.InstructionsFile.load(folder / "instructions.json")
             except instructions.InstructionsError as e:
                 raise pytest.UsageError(str(e)) from None
             self.instructions_key = instructions.key()
+            committed = Path(self.rootdir) / "baselines" / "instructions.json"
+            if committed != folder / "instructions.json" and committed.is_file():  # REF's folder: the committed counts too
+                with contextlib.suppress(instructions.InstructionsError):  # a broken one is said where it is the run's own
+                    self.committed_instructions = instructions.InstructionsFile.load(committed)
         if self.device.is_gpu and not self.settings.smoke:
             gpu = self.device.env["gpu"]
             path = folder / f"{baselines.gpu_slug(gpu)}.json"
@@ -121,6 +136,31 @@ class PerfSession:
         return f"REF {self.ref.label}, measured on this GPU" if self.ref else str(self.baseline_file.path)
 
     @property
+    def against_label(self) -> str:
+        """What the loader's verdicts compare with, in a few words."""
+        return f"REF {self.ref.label}" if self.ref else "the baseline"
+
+    def count_instructions(self, source: tuple[str, dict]) -> instructions.Counted:
+        """The loader's instructions per sample: a count recorded for the same code, environment and loader (in this
+        run's instructions file, or the committed one) where there is one; else counted now, under callgrind."""
+        described = instructions.describe_source(source)
+        digest = self.digests[described] = self.digests.get(described) or instructions.content(source)
+        files = [self.instructions_file, self.committed_instructions]
+        found = next((e for f in files if f is not None and (e := f.reusable(self.instructions_key, described, digest))), None)
+        if found is not None:
+            return instructions.Counted(found["per_sample"], found["samples"], described, digest, reused=True)
+        return replace(self.counter.count(source), content=digest)
+
+    def loader_record(self, test_id: str) -> dict | None:
+        return self.loaders_file.get(test_id) if self.loaders_file else None
+
+    def loader_folder(self, test_id: str) -> Path:
+        """A folder for one test's per-batch loader timings, under the session's (removed at its end)."""
+        if self.loader_dir is None:
+            self.loader_dir = tempfile.mkdtemp(prefix="perf-loader-")
+        return loader.timer_folder(self.loader_dir, test_id)
+
+    @property
     def sharded(self) -> bool:
         """True inside a pytest-xdist worker that was given a GPU of its own: a test that needs every GPU of the
         node (marker multi_gpu) skips itself there."""
@@ -135,6 +175,12 @@ class PerfSession:
                 self.baseline_file.save({test_id: entry})
             except (OSError, baselines.BaselineError) as e:
                 self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
+        if result.loader_settings is not None and self.loaders_file is not None:
+            try:
+                self.loaders_file.save({test_id: loader.entry(result.loader_settings, self.settings.workers)})
+                self.loaders_recorded += 1
+            except (OSError, loader.SettingsError) as e:
+                self.save_error = f"loader settings NOT recorded into {self.loaders_file.path}: {e}"
         if result.instructions is not None and self.instructions_file is not None:
             try:
                 self.instructions_file.save(self.instructions_key, {test_id: instructions.entry(result.instructions)})
@@ -153,6 +199,8 @@ class PerfSession:
         found = {str(self.baseline_file.path): len(self.updates)} if self.updates and not self.save_error else {}
         if self.instructions_recorded and not self.save_error:
             found[f"{self.instructions_file.path} ({self.instructions_key})"] = self.instructions_recorded
+        if self.loaders_recorded and not self.save_error:
+            found[str(self.loaders_file.path)] = self.loaders_recorded
         return found
 
     def document(self) -> dict:
@@ -265,6 +313,8 @@ class PerfSession:
         to its controller; a sharded run's controller merges the workers' reports. True where something asked to be
         written (a baseline, the report) was not."""
         self.counter.close()
+        if self.loader_dir:
+            shutil.rmtree(self.loader_dir, ignore_errors=True)
         if self.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers
             config.workeroutput["perf"] = {
                 # through JSON: execnet sends plain types only (torch.__version__ is a str subclass, a column a numpy int)
@@ -294,9 +344,9 @@ class PerfSession:
             for path, n in o.get("recorded", {}).items():
                 recorded[path] = recorded.get(path, 0) + n
         out += [(f"recorded {n} baseline(s) into {path}", {}) for path, n in recorded.items()]
-        if self.settings.update_baselines and self.baseline_file is None and not self.instructions_recorded:
+        if self.settings.update_baselines and self.baseline_file is None and not self.recorded():
             out.append(("--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU outside "
-                        "--perf-smoke (loader instruction counts on any machine, where valgrind counted them)",
+                        "--perf-smoke (loader instruction counts and settings on any machine, where counted and described)",
                         {"yellow": True}))
         if self.settings.report:
             written = self.written if self.shards else self.write_report(final=True)

@@ -28,6 +28,7 @@ class Throughput:
     energy_j: float | None = None  # the device's energy over the timed rounds, where it has a meter
     cpu_s: tuple[float, ...] | None = None  # CPU seconds of the loader's workers in each round, where read
     util: object | None = None  # what a monitor saw over the timed rounds (nvml.Utilization on a GPU)
+    unit: object | None = None  # the loader's cost per sample inside its workers over the window (loader.UnitCost)
 
     @property
     def per_cpu_s(self) -> Throughput | None:

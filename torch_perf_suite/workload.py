@@ -27,6 +27,9 @@ class Members:
     gpu_step()       the same step on a batch already on the device: the GPU-side number; none where `step`
                      is that already (a resident batch)
     loader_step()    the next batch delivered to the device, no model: the loader-alone number
+    loader           the torch.utils.data.DataLoader the batches come from: its settings are compared with the
+                     recorded ones and its batches timed per sample inside its workers (loader.py); a workload
+                     with a loader_step must have it
     warmup_steps     steps before the pipeline reaches its steady state (the loader's prefetch drained)
     cycle_steps      batches arrive in bursts of this many (one per worker): loader-fed rounds hold whole bursts
     gpu_cycle_steps  the GPU-side step's own period (a phase that runs every k steps)
@@ -44,6 +47,7 @@ class Members:
 
     gpu_step: Callable[[], Any] | None = None
     loader_step: Callable[[], Any] | None = None
+    loader: Any | None = None
     warmup_steps: int = 0
     cycle_steps: int = 1
     gpu_cycle_steps: int = 1

@@ -1,0 +1,261 @@
+"""The loader's verdicts (loader.py): its settings described and compared, its cost per sample timed inside the workers."""
+
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
+
+from fixtures.data import EndlessShuffle, FakeCIFAR
+from torch_perf_suite import loader
+
+
+class Squares(Dataset):
+    def __init__(self, size=64, nap_s=0.0):
+        self.size, self.nap_s = size, nap_s
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i):
+        if self.nap_s:
+            time.sleep(self.nap_s)
+        return torch.full((4,), float(i * i)), i
+
+
+def settings(**changed):
+    dl = DataLoader(Squares(), batch_size=8, num_workers=4, pin_memory=True, persistent_workers=True)
+    return {**loader.describe(dl), **changed}
+
+
+# --- describe --------------------------------------------------------------------------------------
+
+
+def test_a_dataloader_is_described_by_its_settings_sampler_collate_and_dataset():
+    dl = DataLoader(FakeCIFAR(size=100), batch_size=16, sampler=EndlessShuffle(100, seed=3), num_workers=2,
+                    prefetch_factor=3, drop_last=True, multiprocessing_context="spawn")
+    d = loader.describe(dl)
+    assert (d["num_workers"], d["batch_size"], d["prefetch_factor"], d["drop_last"], d["start_method"]) == (2, 16, 3, True, "spawn")
+    assert d["pin_memory"] is False and d["persistent_workers"] is False
+    assert d["sampler"] == "fixtures.data.EndlessShuffle(length=100, seed=3)"
+    assert d["collate_fn"] == "torch.utils.data._utils.collate.default_collate"
+    assert d["dataset"] == "fixtures.data.FakeCIFAR(len=100, transform=None)"
+    json.dumps(d)  # recorded as JSON
+
+
+def test_a_transform_is_described_with_its_parameters_on_one_line():
+    import torchvision.transforms as T
+
+    dl = DataLoader(FakeCIFAR(size=10, transform=T.Compose([T.Resize(224), T.ToTensor()])), batch_size=2)
+    assert loader.describe(dl)["dataset"] == ("fixtures.data.FakeCIFAR(len=10, transform=Compose( Resize(size=224, "
+                                              "interpolation=bilinear, max_size=None, antialias=True) ToTensor() ))")
+
+
+def test_without_workers_there_is_no_prefetch_and_no_start_method():
+    d = loader.describe(DataLoader(Squares(), batch_size=4))
+    assert d["prefetch_factor"] is None and d["start_method"] is None and d["num_workers"] == 0
+
+
+@pytest.mark.parametrize("thing, named", [((x for x in range(3)), "builtins.generator"), ([1, 2], "builtins.list")])
+def test_what_is_not_a_dataloader_cannot_be_described_and_says_so_in_one_line(thing, named):
+    with pytest.raises(loader.Undescribable) as e:
+        loader.describe(thing, "the workload's loader")
+    assert str(e.value).startswith(f"the workload's loader is {named}, not a torch.utils.data.DataLoader")
+    assert "\n" not in str(e.value)
+
+
+def test_a_dataloader_subclass_is_described_by_its_settings_and_its_class():
+    class Shard(DataLoader):
+        pass
+
+    d = loader.describe(Shard(Squares(), batch_size=4))
+    assert d["class"].endswith("Shard") and d["batch_size"] == 4
+
+
+def test_a_workload_with_a_loader_step_and_no_loader_is_refused_naming_what_is_missing():
+    members = SimpleNamespace(loader=None, loader_step=lambda: None)
+    with pytest.raises(loader.Undescribable, match="has a loader_step but no `loader`"):
+        loader.observe(members, None, "the workload")
+    assert loader.observe(SimpleNamespace(loader=None, loader_step=None), None, "w") == (None, None, None)
+
+
+# --- the settings verdict ------------------------------------------------------------------------
+
+
+def test_the_same_settings_pass():
+    assert loader.changes(settings(), settings(), (4, 4)) == []
+    assert loader.settings_failure([], (), "REF") is None
+
+
+def test_fewer_workers_fail_naming_field_old_and_new_value():
+    found = loader.changes(settings(num_workers=4), settings(num_workers=16), (16, 16))
+    assert found == [("num_workers", 16, 4)]
+    message = loader.settings_failure(found, (), "REF main (abc)")
+    assert message.splitlines()[:2] == ["the loader's settings changed against REF main (abc):", "  num_workers 16 -> 4"]
+
+
+def test_workers_that_follow_the_hosts_cores_are_no_change_on_another_host():
+    assert loader.changes(settings(num_workers=2), settings(num_workers=16), (16, 2)) == []
+    # a fixed count is compared as it is, whatever the host
+    assert loader.changes(settings(num_workers=4), settings(num_workers=4), (16, 2)) == []
+    assert loader.changes(settings(num_workers=4), settings(num_workers=16), (16, 2)) == [("num_workers", 16, 4)]
+
+
+def test_a_start_method_chosen_on_the_command_line_is_not_a_change():
+    assert loader.changes(settings(start_method="spawn"), settings(start_method="fork"), (4, 4), "spawn") == []
+    assert loader.changes(settings(start_method="spawn"), settings(start_method="fork"), (4, 4)) == [
+        ("start_method", "fork", "spawn")]
+
+
+def test_a_setting_new_or_gone_is_a_change():
+    assert loader.changes({"a": 1, "in_order": True}, {"a": 1}, (4, 4)) == [("in_order", "(none)", True)]
+
+
+def test_a_declared_change_passes_with_a_note_and_an_undeclared_one_still_fails():
+    now, then = settings(num_workers=4, pin_memory=False), settings(num_workers=16)
+    entry = {"settings": then, "workers": 16}
+    failure, note = loader.settings_verdict(now, entry, workers=16, worker_start=None, expected=("num_workers",), against="REF x")
+    assert note == "loader changed as declared: num_workers 16 -> 4"
+    assert failure.splitlines()[1] == "  pin_memory True -> False"
+    failure, note = loader.settings_verdict(now, entry, workers=16, worker_start=None, expected=("num_workers", "pin_memory"),
+                                            against="REF x")
+    assert failure is None and "pin_memory True -> False" in note
+
+
+def test_nothing_recorded_is_said_and_no_loader_says_nothing():
+    assert loader.settings_verdict(settings(), None, workers=4, worker_start=None, expected=(), against="REF x") == (
+        None, "loader settings not compared: REF x recorded none for this test")
+    assert loader.settings_verdict(None, None, workers=4, worker_start=None, expected=(), against="REF x") == (None, None)
+
+
+# --- the unit cost -------------------------------------------------------------------------------------
+
+
+def record(n=10, wall=1000_000, cpu=900_000, switches=0, end=5):
+    return (end, n, wall, cpu, 100_000, 100_000, switches)  # items, then collate: 1,100 µs wall, 1,000 CPU a batch
+
+
+def test_the_unit_cost_is_the_median_of_the_batches_per_sample_figures():
+    unit = loader.unit_cost([record(), record(), record(wall=9_000_000, cpu=900_000, switches=10)])
+    assert (unit.batches, unit.samples) == (3, 30)
+    assert unit.wall_us == pytest.approx(110.0) and unit.cpu_us == pytest.approx(100.0) and unit.wait_us == pytest.approx(10.0)
+    assert unit.blocks == pytest.approx(10 / 30)
+    assert loader.unit_cost([]) is None
+
+
+def recorded(**changed):
+    return {"wall_us": 1000.0, "cpu_us": 900.0, "wait_us": 100.0, "blocks": 0.03, **changed}
+
+
+def test_the_same_cost_passes():
+    assert loader.unit_failure(recorded(), recorded(), 5.0, timed=True, against="REF") is None
+
+
+def test_more_cpu_time_than_allowed_fails_and_within_it_passes():
+    assert loader.unit_failure(recorded(cpu_us=940.0), recorded(), 5.0, timed=True, against="REF") is None
+    message = loader.unit_failure(recorded(cpu_us=950.0), recorded(), 5.0, timed=True, against="REF")
+    assert "CPU time 950.0 µs a sample, 900.0 at REF (+5.6%; allowed +5%)" in message
+
+
+def test_waiting_is_judged_as_a_share_of_a_samples_time():
+    assert loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, timed=True, against="REF") is None
+    message = loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, timed=True, against="REF")
+    assert "waiting 260.0 µs a sample (wall minus CPU time), 100.0 at REF: +160.0 µs, 16.0% of a sample's" in message
+
+
+def test_new_blocks_fail_on_any_host_and_times_only_where_timed():
+    now = recorded(blocks=1.03, cpu_us=2000.0)
+    assert loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, timed=False, against="the baseline") is None
+    message = loader.unit_failure(now, recorded(), 5.0, timed=False, against="the baseline")
+    assert "blocks 1.03 times a sample" in message and "CPU time" not in message
+    assert "CPU time" in loader.unit_failure(now, recorded(), 5.0, timed=True, against="REF")
+
+
+def test_the_unit_verdict_says_why_not_where_it_cannot_compare():
+    unit = loader.unit_cost([record()])
+    assert loader.unit_verdict(unit, {}, 5.0, why_not_timed="", against="REF x") == (
+        None, "loader cost per sample not compared: REF x recorded none")
+    assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF x") == (
+        None, "loader cost per sample not compared: none measured here")
+    assert loader.unit_verdict(None, {}, 5.0, why_not_timed="", against="REF x") == (None, None)
+    failure, note = loader.unit_verdict(unit, {"loader_unit": recorded(cpu_us=10.0)}, 5.0,
+                                        why_not_timed="not comparable: another host", against="the baseline")
+    assert failure is None and note == "loader CPU and waiting time per sample: not comparable: another host"
+
+
+def test_parallelism_compares_what_the_workers_could_make_with_what_was_delivered():
+    assert loader.parallelism({"wall_us": 1000.0}, 4, 3800.0) == (
+        "4 worker(s) at 1,000 µs a sample could make 4,000 samples/s; the loader delivered 3,800 (95%)")
+    assert loader.parallelism({"wall_us": 1000.0}, 4, 2000.0).endswith(
+        "(50%): parallelism lost to the main process (collecting and moving batches) or CPU contention")
+
+
+# --- the timer, in real worker processes --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_the_timer_sees_each_batch_in_the_workers_and_a_nap_as_waiting(tmp_path, start):
+    dl = DataLoader(Squares(size=64, nap_s=0.002), batch_size=8, num_workers=2, multiprocessing_context=start)
+    timer = loader.Timer(tmp_path / "t")
+    assert timer.attach(dl)
+    since = time.monotonic_ns()
+    batches = list(dl)
+    unit = timer.cost(since, time.monotonic_ns())
+    timer.detach()
+    assert len(batches) == 8 and torch.equal(batches[1][1], torch.arange(8, 16))  # the same batches as untimed
+    assert unit.batches == 8 and unit.samples == 64
+    assert unit.wait_us > 1500 and unit.blocks >= 1.0  # each item naps 2 ms: waiting, and a block a sample
+    assert loader.describe(dl)["collate_fn"] == "torch.utils.data._utils.collate.default_collate"
+    assert "__getitems__" not in vars(dl.dataset) and dl.collate_fn is default_collate
+
+
+def test_the_timer_reads_only_the_window_it_is_asked_for(tmp_path):
+    dl = DataLoader(Squares(), batch_size=8)
+    timer = loader.Timer(tmp_path / "t")
+    timer.attach(dl)
+    list(dl)
+    middle = time.monotonic_ns()
+    list(dl)
+    assert timer.cost(middle, time.monotonic_ns()).batches == 8
+    assert timer.cost(0, middle).batches == 8
+
+
+def test_an_iterable_dataset_is_not_timed_and_says_why(tmp_path):
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(4))
+
+    timer = loader.Timer(tmp_path / "t")
+    assert not timer.attach(DataLoader(Stream(), batch_size=2))
+    assert timer.why_not.startswith("an iterable dataset")
+
+
+# --- the recorded settings ------------------------------------------------------------------------------
+
+
+def test_the_file_keeps_other_tests_and_refuses_a_broken_one(tmp_path):
+    path = tmp_path / "loaders.json"
+    f = loader.SettingsFile.load(path)
+    f.save({"a": loader.entry(settings(), 16)})
+    loader.SettingsFile.load(path).save({"b": loader.entry(settings(num_workers=0), 16)})
+    assert set(loader.SettingsFile.load(path).tests) == {"a", "b"}
+    path.write_text(json.dumps({"schema": 1, "tests": {"a": {"settings": {"x": [1]}, "workers": 2}}}))
+    with pytest.raises(loader.SettingsError, match="'a': 'settings' is"):
+        loader.SettingsFile.load(path)
+    path.write_text("{")
+    with pytest.raises(loader.SettingsError, match="not valid JSON"):
+        loader.SettingsFile.load(path)
+
+
+@pytest.mark.parametrize("unit, problem", [
+    ({"wall_us": 0, "cpu_us": 1, "wait_us": 0, "blocks": 0}, "expected a positive 'wall_us'"),
+    ({"wall_us": 5, "cpu_us": -1, "wait_us": 0, "blocks": 0}, "'cpu_us' is -1"),
+    ({"wall_us": 5, "cpu_us": 1, "blocks": 0}, "a number 'wait_us'"),
+    ([1], "expected an object"),
+])
+def test_a_broken_unit_entry_is_named(unit, problem):
+    assert problem in loader.validate_unit(unit)
+    assert loader.validate_unit(None) is None
+    assert loader.validate_unit({"wall_us": 5, "cpu_us": 4, "wait_us": 1.0, "blocks": 0.1}) is None

@@ -1,0 +1,461 @@
+"""The loader judged by what does not depend on how the host schedules its workers.
+
+Sixteen workers' throughput over 0.5 s rounds moves -35% to +85% between identical runs on one host, so the
+loader's verdicts rest on three other things:
+
+- **What the loader is** (`describe`): its DataLoader settings, sampler, collate function and dataset (class,
+  length, transforms by name and parameters). Compared exactly with REF and with the recorded settings
+  (`baselines/loaders.json`, one file for every machine): a change fails naming field, old and new value
+  (`num_workers 16 -> 4`), unless the test declares it (`assert_baseline(result, loader_changes=...)`). Settings
+  are compared properties of a test, never part of its identity, so a changed one never turns a comparison into
+  "no baseline". `num_workers` that follows `--perf-workers` (one per core) is compared as that.
+- **What one sample costs inside the workers** (`Timer`): each batch's items (`dataset[i]`, transforms) and its
+  collate, timed in whichever process makes it, as wall time and as the thread's CPU time, with the thread's
+  voluntary context switches (`getrusage(RUSAGE_THREAD)`: a sleep, a read that waits for the disk, a contended
+  lock). Per sample: the median over the window's batches. Wall minus CPU time is the loader's waiting. The
+  blocks per sample are a count, compared on any host; the CPU and waiting times follow the core and are
+  compared only with REF or a baseline recorded on this host, at `unit_tolerance`.
+- **Parallelism explained** (`parallelism`): the rate the workers could reach at that cost, beside the rate the
+  loader delivered; a gap is lost parallelism (the main process, the pin-memory thread, CPU contention).
+
+The verdicts are plain functions (`settings_failure`, `unit_failure`); the `perf` fixture turns them into failures.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import statistics
+import struct
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+SCALARS = (bool, int, float, str, type(None))
+BLOCKS_MARGIN = 0.05  # blocks per sample that may appear before it counts as a new wait (a count, not a timing)
+LOST_PARALLELISM = 0.8  # below this share of what its workers could make, the loader says what holds it back
+
+
+class Undescribable(ValueError):
+    """A workload's loader that cannot be described; the message is one line naming what is missing."""
+
+
+# --- what the loader is ------------------------------------------------------------------------------
+
+
+def _name(obj) -> str:
+    kind = obj if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__") else type(obj)
+    return f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', type(kind).__name__)}"
+
+
+def _value(v) -> str:
+    if isinstance(v, Path):
+        return repr(v.name)  # a folder by its name: its path is the machine's
+    if isinstance(v, float):
+        return f"{v:g}"
+    return repr(v)
+
+
+def _object(obj) -> str:
+    """An object as `module.Class(field=value, ...)`, its plain public fields only (numbers, strings, paths)."""
+    if obj is None:
+        return "None"
+    if type(obj).__repr__ is not object.__repr__ and not isinstance(obj, type):
+        text = " ".join(repr(obj).split())  # torchvision's Compose: each transform with its parameters
+        if " at 0x" not in text:
+            return text
+    fields = {k: v for k, v in sorted(getattr(obj, "__dict__", {}).items())
+              if not k.startswith("_") and isinstance(v, SCALARS + (Path,))}
+    return f"{_name(obj)}(" + ", ".join(f"{k}={_value(v)}" for k, v in fields.items()) + ")"
+
+
+def _dataset(dataset) -> str:
+    try:
+        size = f"len={len(dataset)}"
+    except TypeError:
+        size = "iterable"
+    fields = {k: v for k, v in sorted(vars(dataset).items()) if not k.startswith("_")} if hasattr(dataset, "__dict__") else {}
+    shown = [size] + [f"{k}={_value(v)}" for k, v in fields.items() if isinstance(v, SCALARS + (Path,))]
+    shown += [f"{k}={_object(v)}" for k, v in fields.items() if "transform" in k and v is not None]
+    return f"{_name(dataset)}({', '.join(shown)})"
+
+
+def _start_method(loader) -> str | None:
+    if not loader.num_workers:
+        return None
+    ctx = loader.multiprocessing_context
+    if ctx is not None:
+        return ctx if isinstance(ctx, str) else ctx.get_start_method()
+    import torch.multiprocessing as mp
+
+    return mp.get_start_method(allow_none=True) or mp.get_context().get_start_method()
+
+
+def describe(loader, what: str = "the workload's loader") -> dict:
+    """The loader's settings as compared: one flat dict of strings, numbers and booleans. A subclass of DataLoader
+    (Accelerate's, say) is described by DataLoader's settings and its class; anything else is Undescribable."""
+    from torch.utils.data import DataLoader
+
+    if not isinstance(loader, DataLoader):
+        raise Undescribable(f"{what} is {_name(loader)}, not a torch.utils.data.DataLoader: its settings (workers, batch "
+                            "size, pinning, prefetch) cannot be read; give the workload the DataLoader its batches come from")
+    batch_sampler = loader.batch_sampler
+    sampler = batch_sampler.sampler if batch_sampler is not None and hasattr(batch_sampler, "sampler") else loader.sampler
+    found = {
+        "class": _name(loader),
+        "num_workers": loader.num_workers,
+        "batch_size": loader.batch_size,
+        "drop_last": loader.drop_last,
+        "pin_memory": loader.pin_memory,
+        "prefetch_factor": loader.prefetch_factor if loader.num_workers else None,
+        "persistent_workers": loader.persistent_workers,
+        "start_method": _start_method(loader),
+        "timeout": loader.timeout,
+        "sampler": _object(sampler),
+        "batch_sampler": _name(batch_sampler) if batch_sampler is not None else None,
+        "collate_fn": _name(getattr(loader.collate_fn, "original", loader.collate_fn)),
+        "worker_init_fn": None if loader.worker_init_fn is None else _name(loader.worker_init_fn),
+        "dataset": _dataset(loader.dataset),
+    }
+    if hasattr(loader, "in_order"):  # torch 2.6 and later
+        found["in_order"] = loader.in_order
+    return found
+
+
+def changes(now: dict, recorded: dict, workers: tuple[int | None, int],
+            worker_start: str | None = None) -> list[tuple[str, object, object]]:
+    """(field, recorded value, value now) of each setting that differs. `workers` is (the --perf-workers the record was
+    made with, this run's): a num_workers equal to it on both sides follows the host's cores, and is no change. A start
+    method chosen on the command line (`worker_start`, --perf-worker-start) is the user's choice, not compared."""
+    then_workers, now_workers = workers
+    found = []
+    for name in sorted(set(now) | set(recorded)):
+        old, new = recorded.get(name, "(none)"), now.get(name, "(none)")
+        if name == "num_workers" and then_workers is not None and old == then_workers and new == now_workers:
+            continue
+        if name == "start_method" and worker_start is not None and new == worker_start:
+            continue
+        if old != new:
+            found.append((name, old, new))
+    return found
+
+
+def settings_failure(found: list[tuple[str, object, object]], expected: tuple[str, ...], against: str) -> str | None:
+    """A failure naming each changed setting that the test does not declare expected; None where all are declared."""
+    unexpected = [c for c in found if c[0] not in expected]
+    if not unexpected:
+        return None
+    lines = "\n".join(f"  {name} {_short(old)} -> {_short(new)}" for name, old, new in unexpected)
+    names = ", ".join(repr(name) for name, _, _ in unexpected)
+    return (f"the loader's settings changed against {against}:\n{lines}\n  a change made on purpose: declare it "
+            f"(perf.assert_baseline(result, loader_changes=({names},))) and re-record the baseline")
+
+
+def settings_verdict(now: dict | None, recorded: dict | None, *, workers: int, worker_start: str | None,
+                     expected: tuple[str, ...], against: str, recorded_any: bool = True) -> tuple[str | None, str | None]:
+    """(failure, note) of the loader's settings against the `recorded` entry (SettingsFile's): a failure naming each
+    undeclared change; a note for the declared ones, or where nothing was recorded for this test though settings are
+    recorded (`recorded_any`: for other tests, or REF's run)."""
+    if now is None:
+        return None, None
+    if recorded is None:  # said where loader settings are recorded, for other tests or at REF
+        return None, f"loader settings not compared: {against} recorded none for this test" if recorded_any else None
+    found = changes(now, recorded["settings"], (recorded.get("workers"), workers), worker_start)
+    declared = [f"{name} {_short(old)} -> {_short(new)}" for name, old, new in found if name in expected]
+    return settings_failure(found, expected, against), ("loader changed as declared: " + "; ".join(declared)
+                                                        if declared else None)
+
+
+def _short(value, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# --- what one sample costs inside the workers ---------------------------------------------------------
+
+RECORD = struct.Struct("<qi5q")  # end (monotonic ns), samples, items wall ns, items CPU ns, collate wall ns,
+# collate CPU ns, the thread's voluntary context switches during the items and the collate
+
+
+def _switches() -> int:
+    import resource
+
+    return resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)).ru_nvcsw
+
+
+class _Sink:
+    """Where each process that makes batches appends its records: a file per process id in `folder`."""
+
+    def __init__(self, folder: str):
+        self.folder, self.pid, self.fd, self.pending = folder, None, None, (0, 0, 0, 0)
+
+    def __getstate__(self):  # a spawned worker opens its own file
+        return {"folder": self.folder}
+
+    def __setstate__(self, state):
+        self.__init__(state["folder"])
+
+    def write(self, *fields) -> None:
+        if self.pid != os.getpid():  # a forked worker: a file of its own
+            self.pid = os.getpid()
+            self.fd = os.open(os.path.join(self.folder, f"{self.pid}.bin"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.write(self.fd, RECORD.pack(*fields))
+
+
+class _TimedItems:
+    """Set as the dataset's `__getitems__` (torch's fetcher calls it for a batch's indices where it exists): the items
+    made as the dataset makes them, timed."""
+
+    def __init__(self, dataset, original, sink: _Sink):
+        self.dataset, self.original, self.sink = dataset, original, sink
+
+    def __call__(self, indices):
+        switches, cpu, wall = _switches(), time.thread_time_ns(), time.perf_counter_ns()
+        items = self.original(indices) if self.original else [self.dataset[i] for i in indices]
+        self.sink.pending = (len(indices), time.perf_counter_ns() - wall, time.thread_time_ns() - cpu,
+                             _switches() - switches)
+        return items
+
+
+class _TimedCollate:
+    def __init__(self, original, sink: _Sink):
+        self.original, self.sink = original, sink
+
+    def __call__(self, items):
+        switches, cpu, wall = _switches(), time.thread_time_ns(), time.perf_counter_ns()
+        batch = self.original(items)
+        collate_wall, collate_cpu = time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
+        n, items_wall, items_cpu, items_switches = self.sink.pending
+        self.sink.pending = (0, 0, 0, 0)
+        if n:
+            self.sink.write(time.monotonic_ns(), n, items_wall, items_cpu, collate_wall, collate_cpu,
+                            items_switches + _switches() - switches)
+        return batch
+
+
+@dataclass(frozen=True)
+class UnitCost:
+    """One sample's cost inside the loader's workers, over a window: medians over its batches of each batch's
+    per-sample figures (microseconds), and the voluntary context switches per sample (a count)."""
+
+    batches: int
+    samples: int
+    wall_us: float
+    cpu_us: float
+    wait_us: float
+    blocks: float
+    spread_pct: float  # the interquartile range of the batches' per-sample wall time, in percent of its median
+
+    def entry(self) -> dict:
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+    def line(self) -> str:
+        return (f"{self.wall_us:,.0f} µs a sample in the workers ({self.cpu_us:,.0f} µs CPU, {self.wait_us:,.0f} µs "
+                f"waiting, {self.blocks:.2f} blocks), {self.batches} batches")
+
+
+def unit_cost(records: list[tuple]) -> UnitCost | None:
+    """The UnitCost of these records (RECORD's fields); None where there are none."""
+    if not records:
+        return None
+    wall = [(r[2] + r[4]) / r[1] / 1e3 for r in records]
+    cpu = [(r[3] + r[5]) / r[1] / 1e3 for r in records]
+    wait = [w - c for w, c in zip(wall, cpu)]
+    quartiles = statistics.quantiles(wall, n=4) if len(wall) > 1 else [wall[0]] * 3
+    mid = statistics.median(wall)
+    samples = sum(r[1] for r in records)
+    return UnitCost(len(records), samples, mid, statistics.median(cpu), statistics.median(wait),
+                    sum(r[6] for r in records) / samples, 100 * (quartiles[2] - quartiles[0]) / mid if mid else 0.0)
+
+
+class Timer:
+    """Times a DataLoader's batches in whichever process makes them: `attach(loader)` before its workers start,
+    `cost(since_ns, until_ns)` for the batches finished in that window (time.monotonic_ns), `detach()` after."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.sink = _Sink(str(folder))
+        self.loader = None
+        self.why_not = ""
+
+    def attach(self, loader) -> bool:
+        """False, with `why_not` said, where this loader cannot be timed per sample."""
+        from torch.utils.data import IterableDataset
+
+        dataset = loader.dataset
+        if isinstance(dataset, IterableDataset) or loader.batch_size is None:
+            self.why_not = "an iterable dataset, or no batch size: torch's fetcher has no per-batch hook to time"
+        elif not hasattr(dataset, "__dict__"):
+            self.why_not = f"{_name(dataset)} has no __dict__ (__slots__): its items cannot be timed"
+        if self.why_not:
+            return False
+        self.folder.mkdir(parents=True, exist_ok=True)
+        original = dataset.__getitems__ if getattr(dataset, "__getitems__", None) else None
+        dataset.__dict__["__getitems__"] = _TimedItems(dataset, original, self.sink)
+        loader.collate_fn = _TimedCollate(loader.collate_fn, self.sink)
+        self.loader = loader
+        return True
+
+    def detach(self) -> None:
+        loader, self.loader = self.loader, None
+        if loader is not None:
+            loader.dataset.__dict__.pop("__getitems__", None)
+            loader.collate_fn = loader.collate_fn.original
+
+    def cost(self, since_ns: int, until_ns: int) -> UnitCost | None:
+        records = []
+        for f in self.folder.glob("*.bin"):
+            data = f.read_bytes()
+            whole = len(data) - len(data) % RECORD.size  # a record being written as this reads: left for the next read
+            records += [r for r in RECORD.iter_unpack(data[:whole]) if since_ns <= r[0] <= until_ns]
+        return unit_cost(records)
+
+
+def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool, against: str) -> str | None:
+    """The unit cost against a recorded one: more blocks per sample (a count, any host), and, where `timed` (REF, or a
+    baseline of this host), more CPU time per sample or more waiting per sample than `tolerance_pct` allows (waiting
+    in percent of a sample's recorded wall time, since a loader that never waits has nothing to take a ratio of)."""
+    lines = []
+    if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN:
+        lines.append(f"blocks {now['blocks']:.2f} times a sample (sleep, I/O, a lock: voluntary context switches), "
+                     f"{recorded['blocks']:.2f} at {against}")
+    if timed:
+        cpu = 100 * (now["cpu_us"] / recorded["cpu_us"] - 1)
+        if cpu > tolerance_pct:
+            lines.append(f"CPU time {now['cpu_us']:,.1f} µs a sample, {recorded['cpu_us']:,.1f} at {against} "
+                         f"({cpu:+.1f}%; allowed +{tolerance_pct:g}%): more work per sample")
+        waited = 100 * (now["wait_us"] - recorded["wait_us"]) / recorded["wall_us"]
+        if waited > tolerance_pct:
+            lines.append(f"waiting {now['wait_us']:,.1f} µs a sample (wall minus CPU time), {recorded['wait_us']:,.1f} at "
+                         f"{against}: +{now['wait_us'] - recorded['wait_us']:,.1f} µs, {waited:.1f}% of a sample's "
+                         f"{recorded['wall_us']:,.1f} µs (allowed {tolerance_pct:g}%): sleep, I/O or a lock")
+    if not lines:
+        return None
+    return "the loader's cost per sample inside its workers rose:\n" + "\n".join("  " + line for line in lines)
+
+
+def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float, *, why_not_timed: str,
+                 against: str) -> tuple[str | None, str | None]:
+    """(failure, note) of the loader's cost per sample against a baseline `entry`'s: blocks on any host, CPU and waiting
+    time only where `why_not_timed` is empty (REF, or a baseline recorded on this host)."""
+    recorded = (entry or {}).get("loader_unit")
+    if unit is None or recorded is None:
+        why = "none measured here" if unit is None else f"{against} recorded none"
+        return None, (f"loader cost per sample not compared: {why}" if unit is not None or recorded is not None else None)
+    failure = unit_failure(unit.entry(), recorded, tolerance_pct, timed=not why_not_timed, against=against)
+    return failure, (f"loader CPU and waiting time per sample: {why_not_timed}" if why_not_timed else None)
+
+
+def parallelism(unit: dict, workers: int, delivered: float) -> str:
+    """The rate `workers` processes could reach at this cost a sample, beside what the loader delivered."""
+    could = max(workers, 1) * 1e6 / unit["wall_us"]
+    share = delivered / could
+    line = (f"{max(workers, 1)} worker(s) at {unit['wall_us']:,.0f} µs a sample could make {could:,.0f} samples/s; "
+            f"the loader delivered {delivered:,.0f} ({100 * share:.0f}%)")
+    if share < LOST_PARALLELISM:
+        held = "the main process (collecting and moving batches) or CPU contention" if workers else "the main process"
+        line += f": parallelism lost to {held}"
+    return line
+
+
+# --- the recorded settings ----------------------------------------------------------------------------
+
+SCHEMA = 1
+
+
+class SettingsError(Exception):
+    """A loaders file that cannot be used; the message names the file and what to do."""
+
+
+@dataclass
+class SettingsFile:
+    """baselines/loaders.json: {"schema": 1, "tests": {test id: {"settings": {...}, "workers": N, "date": ...}}}, one
+    file for every machine (settings do not depend on the host). Written atomically, read-merge-write."""
+
+    path: Path
+    tests: dict
+
+    @classmethod
+    def load(cls, path: Path) -> "SettingsFile":
+        if not path.exists():
+            return cls(path, {})
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise SettingsError(f"{path}: not valid JSON ({e}); restore it from git (git checkout -- {path})") from None
+        problem = _validate(data)
+        if problem:
+            raise SettingsError(f"{path}: {problem}; restore it from git (git checkout -- {path}) or re-record it with "
+                                "--perf-update-baselines")
+        return cls(path, data["tests"])
+
+    def get(self, test_id: str) -> dict | None:
+        return self.tests.get(test_id)
+
+    def save(self, updates: dict[str, dict]) -> None:
+        from filelock import FileLock
+
+        from .instructions import _atomic_write
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(f"{self.path}.lock", timeout=60):
+            current = {**SettingsFile.load(self.path).tests, **updates}
+            _atomic_write(self.path, {"schema": SCHEMA, "tests": dict(sorted(current.items()))})
+            self.tests = current
+
+
+def entry(settings: dict, workers: int) -> dict:
+    return {"settings": settings, "workers": workers, "date": datetime.date.today().isoformat()}
+
+
+def _validate(data) -> str | None:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("tests"), dict):
+        return f"expected {{\"schema\": {SCHEMA}, \"tests\": {{...}}}}"
+    for test_id, e in data["tests"].items():
+        settings = e.get("settings") if isinstance(e, dict) else None
+        if not isinstance(settings, dict) or not all(isinstance(v, SCALARS) for v in settings.values()):
+            return f"{test_id!r}: 'settings' is {_short(settings, 60)}, expected an object of plain values"
+        workers = e.get("workers")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            return f"{test_id!r}: 'workers' is {workers!r}, expected the --perf-workers it was recorded with"
+    return None
+
+
+def validate_unit(unit) -> str | None:
+    """A baseline entry's 'loader_unit' (UnitCost.entry), or None where it is sound."""
+    if unit is None:
+        return None
+    if not isinstance(unit, dict):
+        return f"'loader_unit' is {_short(unit, 60)}, expected an object"
+    for name in ("wall_us", "cpu_us", "blocks"):
+        value = unit.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e12:
+            return f"'loader_unit' {name!r} is {_short(value, 60)}, expected a non-negative number"
+    if unit["wall_us"] <= 0 or not isinstance(unit.get("wait_us"), (int, float)) or isinstance(unit.get("wait_us"), bool):
+        return f"'loader_unit' is {_short(unit, 80)}, expected a positive 'wall_us' and a number 'wait_us'"
+    return None
+
+
+def observe(members, folder: Path | None, what: str) -> tuple[dict | None, Timer | None, str | None]:
+    """(settings, timer, note) of a workload's loader: described (Undescribable where it cannot be), and timed per
+    sample where `folder` is given (not in a smoke run) and the loader allows it; the note says why it is not timed."""
+    if members.loader is None:
+        if members.loader_step is not None:
+            raise Undescribable(f"{what} has a loader_step but no `loader`: give it the DataLoader its batches come "
+                                "from, so that the loader's settings are compared and its samples timed")
+        return None, None, None
+    settings = describe(members.loader, f"{what}'s loader")
+    if folder is None:
+        return settings, None, None
+    timer = Timer(folder)
+    if not timer.attach(members.loader):
+        return settings, None, f"loader cost per sample not timed: {timer.why_not}"
+    return settings, timer, None
+
+
+def timer_folder(base: str | os.PathLike, test_id: str) -> Path:
+    """A test's records, under the session's folder: one folder a test (its name made safe for the file system)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in test_id)[-150:]
+    return Path(base) / safe
+
