@@ -137,16 +137,35 @@ def record(n=10, wall=1000_000, cpu=900_000, switches=0, end=5):
     return (end, n, wall, cpu, 100_000, 100_000, switches)  # items, then collate: 1,100 µs wall, 1,000 CPU a batch
 
 
-def test_the_unit_cost_is_the_median_of_the_batches_per_sample_figures():
-    unit = loader.unit_cost([record(), record(), record(wall=9_000_000, cpu=900_000, switches=10)])
-    assert (unit.batches, unit.samples) == (3, 30)
-    assert unit.wall_us == pytest.approx(110.0) and unit.cpu_us == pytest.approx(100.0) and unit.wait_us == pytest.approx(10.0)
-    assert unit.blocks == pytest.approx(10 / 30)
-    assert loader.unit_cost([]) is None
+def test_in_the_workers_a_sample_is_the_median_batchs_and_blocks_are_counted_over_all():
+    assert loader.in_workers([record(), record(), record(wall=9_000_000, switches=10)]) == (3, pytest.approx(10 / 30),
+                                                                                         pytest.approx(110.0))
+    assert loader.in_workers([]) is None
+
+
+def test_a_sample_alone_is_timed_on_one_thread_and_a_nap_is_waiting():
+    import torch
+
+    threads = torch.get_num_threads()
+    samples, wall, cpu, wait = loader.solo(Squares(size=50, nap_s=0.001), default_collate, seconds=0.0)
+    assert samples == loader.SOLO_LEAST and torch.get_num_threads() == threads  # restored
+    assert wait > 900 and wall > wait and cpu < 900 and wall == pytest.approx(cpu + wait, rel=0.2)
+
+
+def test_a_sample_alone_sees_one_in_twenty_made_twice():
+    class OneInTwenty(Squares):
+        def __getitem__(self, i):
+            if i % 20 == 0:
+                super().__getitem__(i)
+            return super().__getitem__(i)
+
+    base = loader.solo(Squares(size=1000, nap_s=0.0005), default_collate, seconds=0.0)
+    more = loader.solo(OneInTwenty(size=1000, nap_s=0.0005), default_collate, seconds=0.0)
+    assert more[1] > base[1] * 1.02  # 5% more naps on average: a chunk's mean sees it
 
 
 def recorded(**changed):
-    return {"wall_us": 1000.0, "cpu_us": 900.0, "wait_us": 100.0, "blocks": 0.03, **changed}
+    return {"wall_us": 1000.0, "cpu_us": 900.0, "wait_us": 100.0, "blocks": 0.03, "crowd_us": 1200.0, **changed}
 
 
 def test_the_same_cost_passes():
@@ -156,25 +175,25 @@ def test_the_same_cost_passes():
 def test_more_cpu_time_than_allowed_fails_and_within_it_passes():
     assert loader.unit_failure(recorded(cpu_us=940.0), recorded(), 5.0, timed=True, against="REF") is None
     message = loader.unit_failure(recorded(cpu_us=950.0), recorded(), 5.0, timed=True, against="REF")
-    assert "CPU time 950.0 µs a sample, 900.0 at REF (+5.6%; allowed +5%)" in message
+    assert "CPU time 950.0 µs a sample alone, 900.0 at REF (+5.6%; allowed +5%)" in message
 
 
 def test_waiting_is_judged_as_a_share_of_a_samples_time():
     assert loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, timed=True, against="REF") is None
     message = loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, timed=True, against="REF")
-    assert "waiting 260.0 µs a sample (wall minus CPU time), 100.0 at REF: +160.0 µs, 16.0% of a sample's" in message
+    assert "waiting 260.0 µs a sample alone (wall minus CPU time), 100.0 at REF: +160.0 µs, 16.0% of a sample's" in message
 
 
 def test_new_blocks_fail_on_any_host_and_times_only_where_timed():
     now = recorded(blocks=1.03, cpu_us=2000.0)
     assert loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, timed=False, against="the baseline") is None
     message = loader.unit_failure(now, recorded(), 5.0, timed=False, against="the baseline")
-    assert "blocks 1.03 times a sample" in message and "CPU time" not in message
+    assert "blocks 1.03 times a sample in the workers" in message and "CPU time" not in message
     assert "CPU time" in loader.unit_failure(now, recorded(), 5.0, timed=True, against="REF")
 
 
 def test_the_unit_verdict_says_why_not_where_it_cannot_compare():
-    unit = loader.unit_cost([record()])
+    unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 5, 0.03, 1200.0)
     assert loader.unit_verdict(unit, {}, 5.0, why_not_timed="", against="REF x") == (
         None, "loader cost per sample not compared: REF x recorded none")
     assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF x") == (
@@ -186,10 +205,12 @@ def test_the_unit_verdict_says_why_not_where_it_cannot_compare():
 
 
 def test_parallelism_compares_what_the_workers_could_make_with_what_was_delivered():
-    assert loader.parallelism({"wall_us": 1000.0}, 4, 3800.0) == (
+    assert loader.parallelism({"wall_us": 1000.0, "crowd_us": 1100.0}, 4, 3800.0) == (
         "4 worker(s) at 1,000 µs a sample could make 4,000 samples/s; the loader delivered 3,800 (95%)")
-    assert loader.parallelism({"wall_us": 1000.0}, 4, 2000.0).endswith(
-        "(50%): parallelism lost to the main process (collecting and moving batches) or CPU contention")
+    assert loader.parallelism({"wall_us": 1000.0, "crowd_us": 1100.0}, 4, 2000.0).endswith(
+        "(50%): parallelism lost to the main process (collecting, pinning and moving batches)")
+    assert loader.parallelism({"wall_us": 1000.0, "crowd_us": 2000.0}, 4, 2000.0).endswith(
+        "(50%): parallelism lost to CPU contention (a sample takes 2.00x as long in the workers as alone)")
 
 
 # --- the timer, in real worker processes --------------------------------------------------------------
@@ -205,8 +226,8 @@ def test_the_timer_sees_each_batch_in_the_workers_and_a_nap_as_waiting(tmp_path,
     unit = timer.cost(since, time.monotonic_ns())
     timer.detach()
     assert len(batches) == 8 and torch.equal(batches[1][1], torch.arange(8, 16))  # the same batches as untimed
-    assert unit.batches == 8 and unit.samples == 64
-    assert unit.wait_us > 1500 and unit.blocks >= 1.0  # each item naps 2 ms: waiting, and a block a sample
+    assert unit.batches == 8 and unit.samples >= loader.SOLO_LEAST
+    assert unit.wait_us > 1500 and unit.blocks >= 1.0 and unit.crowd_us > 1500  # each item naps 2 ms: waiting, blocks
     assert loader.describe(dl)["collate_fn"] == "torch.utils.data._utils.collate.default_collate"
     assert "__getitems__" not in vars(dl.dataset) and dl.collate_fn is default_collate
 
@@ -218,8 +239,8 @@ def test_the_timer_reads_only_the_window_it_is_asked_for(tmp_path):
     list(dl)
     middle = time.monotonic_ns()
     list(dl)
-    assert timer.cost(middle, time.monotonic_ns()).batches == 8
-    assert timer.cost(0, middle).batches == 8
+    assert len(timer.records(middle, time.monotonic_ns())) == 8 and len(timer.records(0, middle)) == 8
+    assert timer.cost(time.monotonic_ns(), time.monotonic_ns()) is None  # no batch in that window: nothing to say
 
 
 def test_an_iterable_dataset_is_not_timed_and_says_why(tmp_path):
@@ -250,12 +271,12 @@ def test_the_file_keeps_other_tests_and_refuses_a_broken_one(tmp_path):
 
 
 @pytest.mark.parametrize("unit, problem", [
-    ({"wall_us": 0, "cpu_us": 1, "wait_us": 0, "blocks": 0}, "expected a positive 'wall_us'"),
-    ({"wall_us": 5, "cpu_us": -1, "wait_us": 0, "blocks": 0}, "'cpu_us' is -1"),
-    ({"wall_us": 5, "cpu_us": 1, "blocks": 0}, "a number 'wait_us'"),
+    ({"wall_us": 0, "cpu_us": 1, "wait_us": 0, "blocks": 0, "crowd_us": 1}, "expected a positive 'wall_us'"),
+    ({"wall_us": 5, "cpu_us": -1, "wait_us": 0, "blocks": 0, "crowd_us": 1}, "'cpu_us' is -1"),
+    ({"wall_us": 5, "cpu_us": 1, "blocks": 0, "crowd_us": 1}, "a number 'wait_us'"),
     ([1], "expected an object"),
 ])
 def test_a_broken_unit_entry_is_named(unit, problem):
     assert problem in loader.validate_unit(unit)
     assert loader.validate_unit(None) is None
-    assert loader.validate_unit({"wall_us": 5, "cpu_us": 4, "wait_us": 1.0, "blocks": 0.1}) is None
+    assert loader.validate_unit({"wall_us": 5, "cpu_us": 4, "wait_us": 1.0, "blocks": 0.1, "crowd_us": 6}) is None

@@ -32,6 +32,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .instructions import STRIDE  # the same spread of indices as the instructions are counted over
+
 SCALARS = (bool, int, float, str, type(None))
 BLOCKS_MARGIN = 0.05  # blocks per sample that may appear before it counts as a new wait (a count, not a timing)
 LOST_PARALLELISM = 0.8  # below this share of what its workers could make, the loader says what holds it back
@@ -236,37 +238,64 @@ class _TimedCollate:
 
 @dataclass(frozen=True)
 class UnitCost:
-    """One sample's cost inside the loader's workers, over a window: medians over its batches of each batch's
-    per-sample figures (microseconds), and the voluntary context switches per sample (a count)."""
+    """One sample's cost. Alone (`solo`: the dataset's items and the collate made one after the other on one thread, with
+    nothing else running): wall, CPU and waiting microseconds, the medians over `samples`; these are what a timed
+    verdict compares, since inside 16 busy workers a sample's CPU time moves with its neighbours (+8% between two
+    identical runs on one H100 host). In the workers, over the window's `batches`: the thread's voluntary context
+    switches per sample (`blocks`, a count) and a sample's wall time there (`crowd_us`)."""
 
-    batches: int
     samples: int
     wall_us: float
     cpu_us: float
     wait_us: float
+    batches: int
     blocks: float
-    spread_pct: float  # the interquartile range of the batches' per-sample wall time, in percent of its median
+    crowd_us: float
 
     def entry(self) -> dict:
         return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
     def line(self) -> str:
-        return (f"{self.wall_us:,.0f} µs a sample in the workers ({self.cpu_us:,.0f} µs CPU, {self.wait_us:,.0f} µs "
-                f"waiting, {self.blocks:.2f} blocks), {self.batches} batches")
+        return (f"a sample alone: {self.wall_us:,.0f} µs ({self.cpu_us:,.0f} µs CPU, {self.wait_us:,.0f} µs waiting); in "
+                f"the workers: {self.crowd_us:,.0f} µs, {self.blocks:.2f} blocks ({self.batches} batches)")
 
 
-def unit_cost(records: list[tuple]) -> UnitCost | None:
-    """The UnitCost of these records (RECORD's fields); None where there are none."""
+def in_workers(records: list[tuple]) -> tuple[int, float, float] | None:
+    """(batches, blocks per sample, median wall µs a sample) of RECORD's fields; None where there are none."""
     if not records:
         return None
-    wall = [(r[2] + r[4]) / r[1] / 1e3 for r in records]
-    cpu = [(r[3] + r[5]) / r[1] / 1e3 for r in records]
-    wait = [w - c for w, c in zip(wall, cpu)]
-    quartiles = statistics.quantiles(wall, n=4) if len(wall) > 1 else [wall[0]] * 3
-    mid = statistics.median(wall)
     samples = sum(r[1] for r in records)
-    return UnitCost(len(records), samples, mid, statistics.median(cpu), statistics.median(wait),
-                    sum(r[6] for r in records) / samples, 100 * (quartiles[2] - quartiles[0]) / mid if mid else 0.0)
+    return len(records), sum(r[6] for r in records) / samples, statistics.median((r[2] + r[4]) / r[1] / 1e3 for r in records)
+
+
+SOLO_S = 2.0  # seconds of samples timed alone, at least SOLO_LEAST of them
+SOLO_LEAST, SOLO_MOST, CHUNK = 64, 8000, 32  # samples; timed and collated CHUNK at a time
+
+
+def solo(dataset, collate, seconds: float = SOLO_S) -> tuple[int, float, float, float]:
+    """(samples, wall, CPU, waiting µs) of one sample made alone on this thread, torch on one thread as in a worker:
+    the median over chunks of CHUNK fixed indices of each chunk's items and collate per sample. A chunk's mean, not a
+    sample's median: one sample in twenty made twice is 5% more work, which a median of samples would not see."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    chunks = []
+    try:
+        size = len(dataset)
+        for i in range(4):
+            dataset[i * STRIDE % size]
+        deadline, i = time.perf_counter() + seconds, 0
+        while (i < SOLO_LEAST or time.perf_counter() < deadline) and i < SOLO_MOST:
+            cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
+            collate([dataset[(i + k) * STRIDE % size] for k in range(CHUNK)])
+            wall, cpu = time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
+            chunks.append((wall / CHUNK / 1e3, cpu / CHUNK / 1e3))
+            i += CHUNK
+    finally:
+        torch.set_num_threads(threads)
+    return (i, statistics.median(w for w, _ in chunks), statistics.median(c for _, c in chunks),
+            statistics.median(w - c for w, c in chunks))
 
 
 class Timer:
@@ -303,36 +332,44 @@ class Timer:
             loader.dataset.__dict__.pop("__getitems__", None)
             loader.collate_fn = loader.collate_fn.original
 
-    def cost(self, since_ns: int, until_ns: int) -> UnitCost | None:
-        records = []
+    def records(self, since_ns: int, until_ns: int) -> list[tuple]:
+        found = []
         for f in self.folder.glob("*.bin"):
             data = f.read_bytes()
             whole = len(data) - len(data) % RECORD.size  # a record being written as this reads: left for the next read
-            records += [r for r in RECORD.iter_unpack(data[:whole]) if since_ns <= r[0] <= until_ns]
-        return unit_cost(records)
+            found += [r for r in RECORD.iter_unpack(data[:whole]) if since_ns <= r[0] <= until_ns]
+        return found
+
+    def cost(self, since_ns: int, until_ns: int) -> UnitCost | None:
+        """The batches made in the workers in that window, then samples made alone here; None where no batch was."""
+        crowd = in_workers(self.records(since_ns, until_ns))
+        if crowd is None:
+            return None
+        collate = self.loader.collate_fn
+        return UnitCost(*solo(self.loader.dataset, getattr(collate, "original", collate)), *crowd)
 
 
 def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool, against: str) -> str | None:
-    """The unit cost against a recorded one: more blocks per sample (a count, any host), and, where `timed` (REF, or a
-    baseline of this host), more CPU time per sample or more waiting per sample than `tolerance_pct` allows (waiting
-    in percent of a sample's recorded wall time, since a loader that never waits has nothing to take a ratio of)."""
+    """The unit cost against a recorded one: more blocks per sample in the workers (a count, any host), and, where
+    `timed` (REF, or a baseline of this host), more CPU time or more waiting per sample alone than `tolerance_pct`
+    allows (waiting in percent of a sample's recorded wall time: a loader that never waits has no ratio to take)."""
     lines = []
     if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN:
-        lines.append(f"blocks {now['blocks']:.2f} times a sample (sleep, I/O, a lock: voluntary context switches), "
-                     f"{recorded['blocks']:.2f} at {against}")
+        lines.append(f"blocks {now['blocks']:.2f} times a sample in the workers (sleep, I/O, a lock: voluntary context "
+                     f"switches), {recorded['blocks']:.2f} at {against}")
     if timed:
         cpu = 100 * (now["cpu_us"] / recorded["cpu_us"] - 1)
         if cpu > tolerance_pct:
-            lines.append(f"CPU time {now['cpu_us']:,.1f} µs a sample, {recorded['cpu_us']:,.1f} at {against} "
+            lines.append(f"CPU time {now['cpu_us']:,.1f} µs a sample alone, {recorded['cpu_us']:,.1f} at {against} "
                          f"({cpu:+.1f}%; allowed +{tolerance_pct:g}%): more work per sample")
         waited = 100 * (now["wait_us"] - recorded["wait_us"]) / recorded["wall_us"]
         if waited > tolerance_pct:
-            lines.append(f"waiting {now['wait_us']:,.1f} µs a sample (wall minus CPU time), {recorded['wait_us']:,.1f} at "
+            lines.append(f"waiting {now['wait_us']:,.1f} µs a sample alone (wall minus CPU time), {recorded['wait_us']:,.1f} at "
                          f"{against}: +{now['wait_us'] - recorded['wait_us']:,.1f} µs, {waited:.1f}% of a sample's "
                          f"{recorded['wall_us']:,.1f} µs (allowed {tolerance_pct:g}%): sleep, I/O or a lock")
     if not lines:
         return None
-    return "the loader's cost per sample inside its workers rose:\n" + "\n".join("  " + line for line in lines)
+    return "the loader's cost per sample rose:\n" + "\n".join("  " + line for line in lines)
 
 
 def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float, *, why_not_timed: str,
@@ -348,13 +385,15 @@ def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float
 
 
 def parallelism(unit: dict, workers: int, delivered: float) -> str:
-    """The rate `workers` processes could reach at this cost a sample, beside what the loader delivered."""
+    """The rate `workers` processes could reach at a sample's cost alone, beside what the loader delivered."""
     could = max(workers, 1) * 1e6 / unit["wall_us"]
     share = delivered / could
     line = (f"{max(workers, 1)} worker(s) at {unit['wall_us']:,.0f} µs a sample could make {could:,.0f} samples/s; "
             f"the loader delivered {delivered:,.0f} ({100 * share:.0f}%)")
     if share < LOST_PARALLELISM:
-        held = "the main process (collecting and moving batches) or CPU contention" if workers else "the main process"
+        slower = unit["crowd_us"] / unit["wall_us"]
+        held = (f"CPU contention (a sample takes {slower:.2f}x as long in the workers as alone)" if slower > 1 / LOST_PARALLELISM
+                else "the main process (collecting, pinning and moving batches)")
         line += f": parallelism lost to {held}"
     return line
 
@@ -428,7 +467,7 @@ def validate_unit(unit) -> str | None:
         return None
     if not isinstance(unit, dict):
         return f"'loader_unit' is {_short(unit, 60)}, expected an object"
-    for name in ("wall_us", "cpu_us", "blocks"):
+    for name in ("wall_us", "cpu_us", "blocks", "crowd_us"):
         value = unit.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e12:
             return f"'loader_unit' {name!r} is {_short(value, 60)}, expected a non-negative number"
