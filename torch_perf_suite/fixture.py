@@ -452,38 +452,54 @@ class Perf:
     # --- the baseline ---------------------------------------------------------------------------
 
     def assert_baseline(self, result: Result, loader_changes: tuple[str, ...] = ()) -> None:
-        """Each part against this GPU's baseline entry: the GPU-side number at `tolerance`, loader and
-        pipeline numbers at `host_tolerance` where the entry was recorded on this host class; the loader's
-        settings (any machine, smoke runs too) and cost per sample. `loader_changes`: loader settings this
-        change makes on purpose (compared, noted, not failed)."""
-        self._assert_instructions(result)  # counted on any machine, in smoke runs too
+        """Each part against this GPU's baseline entry (or REF): the GPU-side number at `tolerance`, loader and
+        pipeline numbers at `host_tolerance` where the entry was recorded on this host; what was counted; the loader's
+        settings and instructions (any machine, smoke runs too) and its cost per sample. `loader_changes`: loader
+        settings this change makes on purpose (compared, noted, not failed). Every failure is said at once."""
+        failures = [self._instructions_failure(result), self._settings_failure(result, tuple(loader_changes))]
+        entry = self._entry(result)  # None where nothing timed is compared: a note or a warning says why
+        if entry is not None:
+            failures += [self._count_failures(result, entry), self._unit_failure(result, entry),
+                         self._timed_failure(result, entry)]
+        self._fail("\n".join(filter(None, failures)), result)
+        if entry is not None:
+            self._timed_notes(result)
+
+    def _settings_failure(self, result: Result, expected: tuple[str, ...]) -> str | None:
         session = self._session
-        if not session.settings.update_baselines:  # the loader's settings, on any machine too
-            self._fail(self._note(loader.settings_verdict(
-                result.loader_settings, session.loader_record(self.test_id), workers=self.workers,
-                worker_start=self.worker_start, expected=tuple(loader_changes), against=session.against_label,
-                recorded_any=bool(session.ref or session.loaders_file and session.loaders_file.tests)), result))
+        if session.settings.update_baselines:
+            return None
+        return self._note(loader.settings_verdict(
+            result.loader_settings, session.loader_record(self.test_id), workers=self.workers, worker_start=self.worker_start,
+            expected=expected, against=session.against_label,
+            recorded_any=bool(session.ref or session.loaders_file and session.loaders_file.tests)), result)
+
+    def _entry(self, result: Result) -> dict | None:
+        """This test's baseline entry (REF's under --perf-against), where its timed numbers are to be compared."""
+        session = self._session
         if session.ref and session.ref.status.get(self.test_id) != "passed":  # new in this change, or failed at REF
             result.notes.append(session.ref.why_missing(self.test_id))
-            return
+            return None
         if self.smoke:
-            return
-        bf = session.baseline_file
-        entry = bf.get(self.test_id) if bf else None
+            return None
+        entry = session.baseline_file.get(self.test_id) if session.baseline_file else None
         if session.settings.update_baselines:
             result.notes.append("baseline recorded" if entry is None else "baseline re-recorded")
-            return  # recorded at the end of the test if it passed
-        if entry is None and session.ref:  # passed at REF, yet recorded nothing there
+        elif entry is None and session.ref:  # passed at REF, yet recorded nothing there
             result.notes.append(f"not compared: {session.ref.label} recorded nothing for it")
-            return
-        if entry is None:
-            self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {bf.path}, throughput not checked")
-            return
-        counted = self._count_failures(result, entry)  # said with the timed parts' verdicts, both at once
+        elif entry is None:
+            self._missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {session.baseline_file.path}, "
+                                  "throughput not checked")
+        return None if session.settings.update_baselines else entry
+
+    def _unit_failure(self, result: Result, entry: dict) -> str | None:
+        session = self._session
         same_host = "" if session.ref else host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host"))
-        counted = "\n".join(filter(None, [counted, self._note(loader.unit_verdict(
-            result.unit, entry, self.measure_settings.unit_tolerance, why_not_timed=same_host,
-            against=session.against_label), result)]))
+        return self._note(loader.unit_verdict(result.unit, entry, self.measure_settings.unit_tolerance,
+                                              why_not_timed=same_host, against=session.against_label), result)
+
+    def _timed_failure(self, result: Result, entry: dict) -> str | None:
+        session = self._session
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The gates")
             if result.parts.get(part) is None or part in result.parts.measured_in:
                 continue  # a shared measurement is checked by the test that measured it
@@ -494,20 +510,20 @@ class Perf:
                 v.confirmation = compare(self._confirm(result, part).rounds, base.get("rounds") or [base["samples_per_s"]],
                                          v.comparison.factor)
         failed = [v for v in result.verdicts.values() if v.failed]
-        if failed or counted:
-            lines = [
-                f"  {v.part}: {result.parts.get(v.part).median:,.1f} samples/s against a baseline of {v.baseline_sps:,.1f} "
-                f"({v.change_pct:+.1f}%; allowed {100 * (v.comparison.factor - 1):+.0f}%"
-                + (f", {v.scope}" if v.scope else "") + f", {v.comparison.method}); "
-                f"measured again: {100 * (v.confirmation.ratio - 1):+.1f}%\n"
-                f"    this run's rounds: {_rounds(result.parts.get(v.part))}; baseline's: {_rounds_of(entry['parts'][v.part])}"
-                for v in failed
-            ]
-            timed = failed and (
-                f"throughput regression in {', '.join(v.part for v in failed)}:\n" + "\n".join(lines)
-                + f"\n  baseline: {session.reference}, recorded {entry['env'].get('date')} with torch "
-                f"{entry['env'].get('torch')} on {host.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}")
-            self._fail("\n".join(filter(None, (counted, timed))), result)
+        if not failed:
+            return None
+        lines = "\n".join(
+            f"  {v.part}: {result.parts.get(v.part).median:,.1f} samples/s against a baseline of {v.baseline_sps:,.1f} "
+            f"({v.change_pct:+.1f}%; allowed {100 * (v.comparison.factor - 1):+.0f}%" + (f", {v.scope}" if v.scope else "")
+            + f", {v.comparison.method}); measured again: {100 * (v.confirmation.ratio - 1):+.1f}%\n"
+            f"    this run's rounds: {_rounds(result.parts.get(v.part))}; baseline's: {_rounds_of(entry['parts'][v.part])}"
+            for v in failed)
+        return (f"throughput regression in {', '.join(v.part for v in failed)}:\n{lines}\n  baseline: {session.reference}, "
+                f"recorded {entry['env'].get('date')} with torch {entry['env'].get('torch')} on "
+                f"{host.describe(entry['env'].get('host'))}\n  {_parts_line(result.parts)}")
+
+    def _timed_notes(self, result: Result) -> None:
+        """What the timed verdicts that passed say: a shortfall not confirmed, a number reported, a part not compared."""
         result.notes.extend(v.describe() for v in result.verdicts.values() if v.qualified)
         result.notes.extend(f"{v.part} {v.reported}" for v in result.verdicts.values() if v.reported)
         why_not: dict[str, list[str]] = {}  # one note for the parts not compared for one reason
@@ -544,7 +560,7 @@ class Perf:
             return None
         return f"counted at this GPU model's baseline ({self._session.reference}):\n" + "\n".join(failures)
 
-    def _assert_instructions(self, result: Result) -> None:
+    def _instructions_failure(self, result: Result) -> str | None:
         """The loader's instructions per sample against the count recorded in this environment (instructions.key)."""
         session, counted = self._session, result.instructions
         if counted is None:
@@ -568,7 +584,7 @@ class Perf:
             result.notes.append(f"loader instructions not comparable: recorded for {recorded['source']}, this test counts "
                                 f"{counted.source}; " + self._rerecord())
             return
-        self._fail(checks.instructions(counted.per_sample, recorded["per_sample"], self.measure_settings.count_margin))
+        return checks.instructions(counted.per_sample, recorded["per_sample"], self.measure_settings.count_margin)
 
     @staticmethod
     def _note(verdict: tuple[str | None, str | None], result: Result | None = None) -> str | None:

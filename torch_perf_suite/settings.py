@@ -93,9 +93,9 @@ class Measure:
                                     "GPU model")
     host_tolerance: float = setting(10.0, percent, "PCT", "the same for loader and pipeline numbers, against a baseline "
                                     "from this machine")
-    unit_tolerance: float = setting(5.0, percent, "PCT", "how far, in percent, the loader's CPU time per sample inside "
-                                    "its workers may rise, and its waiting per sample grow as a share of a sample's "
-                                    "time, against REF or a baseline from this machine")
+    unit_tolerance: float = setting(5.0, percent, "PCT", "how far the loader's waiting per sample (a sample made alone: "
+                                    "wall minus CPU time) may grow, in percent of a sample's time, against REF or a "
+                                    "baseline from this machine")
     count_margin: float = setting(1.0, percent, "PCT", "how far, in percent, over the record bytes copied a step, the "
                                   "steps' peak GPU memory and the loader's instructions per sample may go; kernel "
                                   "launches and compile graphs are compared exactly")

@@ -12,8 +12,8 @@ def test_lightning_training_loop(perf):
     trainer = pl.Trainer(accelerator="gpu" if gpu else "cpu", devices=1, precision="bf16-mixed" if gpu else "32-true",
                          max_steps=-1, max_epochs=-1, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False)
-    loader = torch.utils.data.DataLoader(lit.Images(4096), batch_size=256, num_workers=2, pin_memory=gpu,
-                                         persistent_workers=True)
+    loader = torch.utils.data.DataLoader(lit.Images(4096), batch_size=256, num_workers=2, pin_memory=True,
+                                         persistent_workers=True)  # the same settings on any machine
     loop = lightning_fit(trainer, lit.Classifier(), loader, perf.device)
     result = perf.measure(loop)
     perf.assert_syncs(result, per_step=0)
