@@ -116,7 +116,8 @@ def broken_baseline(draw):
         kernels = st.dictionaries(NAMES, WRONG_TYPE | NEGATIVE, min_size=1)
         entry["counts"] = draw(st.one_of(WRONG_TYPE.filter(lambda v: not isinstance(v, dict)),
                                          st.fixed_dictionaries({"kernels_per_step": kernels}),
-                                         st.fixed_dictionaries({"step_peak_bytes": st.one_of(WRONG_TYPE, NEGATIVE, ABSURD_BYTES)})))
+                                         st.fixed_dictionaries(
+                                             {"step_peak_bytes": st.one_of(WRONG_TYPE, NEGATIVE, ABSURD_BYTES)})))
     elif how == "no parts":
         entry["parts"] = draw(st.one_of(st.just({}), WRONG_TYPE.filter(lambda v: not isinstance(v, dict)), st.none()))
     return data, test

@@ -422,7 +422,7 @@ def test_a_bad_entry_is_named_and_the_counts_are_to_be_re_recorded(tmp_path, ent
     path.write_text('{"schema": 1, "environments": {"k": {"t": %s}}}' % entry)
     with pytest.raises(InstructionsError) as e:
         InstructionsFile.load(path)
-    assert problem in str(e.value) and str(e.value).endswith("or re-record the counts with --perf-update-baselines")
+    assert problem in str(e.value) and str(e.value).endswith("or re-record it with --perf-update-baselines")
 
 
 def test_any_positive_count_below_1e15_is_accepted(tmp_path):

@@ -37,7 +37,8 @@ def test_a_dataloader_is_described_by_its_settings_sampler_collate_and_dataset()
     dl = DataLoader(FakeCIFAR(size=100), batch_size=16, sampler=EndlessShuffle(100, seed=3), num_workers=2,
                     prefetch_factor=3, drop_last=True, multiprocessing_context="spawn")
     d = loader.describe(dl)
-    assert (d["num_workers"], d["batch_size"], d["prefetch_factor"], d["drop_last"], d["start_method"]) == (2, 16, 3, True, "spawn")
+    got = (d["num_workers"], d["batch_size"], d["prefetch_factor"], d["drop_last"], d["start_method"])
+    assert got == (2, 16, 3, True, "spawn")
     assert d["pin_memory"] is False and d["persistent_workers"] is False
     assert d["sampler"] == "fixtures.data.EndlessShuffle(length=100, seed=3)"
     assert d["collate_fn"] == "torch.utils.data._utils.collate.default_collate"

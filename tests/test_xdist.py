@@ -470,10 +470,10 @@ def test_only_this_reports_partial_files_are_found(tmp_path):
     for name in ["perf.gw0.md", "perf.gw0.json", "perf.gw12.json", "perf.json", "perf.gwx.json", "other.gw0.json",
                  "perf.gw0.json.tmp", "perfX.gw1.json"]:
         (tmp_path / name).write_text("")
-    found = sharding.partial_reports(tmp_path / "perf")
+    found = report.partial_reports(tmp_path / "perf")
     assert {wid: sorted(f.name for f in files) for wid, files in found.items()} == {
         "gw0": ["perf.gw0.json", "perf.gw0.md"], "gw12": ["perf.gw12.json"]}
-    assert sharding.partial_reports(tmp_path / "missing" / "perf") == {}
+    assert report.partial_reports(tmp_path / "missing" / "perf") == {}
 
 
 # --- baselines under -n --------------------------------------------------------------------------------------------

@@ -281,17 +281,8 @@ class InstructionsFile:
 
     @classmethod
     def load(cls, path: Path) -> "InstructionsFile":
-        if not path.exists():
-            return cls(path, {})
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
-            raise InstructionsError(f"{path}: not valid JSON ({e}); restore it from git (git checkout -- {path})") from None
-        problem = _validate(data)
-        if problem:
-            raise InstructionsError(f"{path}: {problem}; restore it from git (git checkout -- {path}) or re-record the "
-                                    "counts with --perf-update-baselines")
-        return cls(path, data["environments"])
+        data = read_checked(path, _validate, InstructionsError)
+        return cls(path, data["environments"] if data else {})
 
     def get(self, env_key: str, test_id: str) -> dict | None:
         return self.environments.get(env_key, {}).get(test_id)
@@ -314,6 +305,22 @@ class InstructionsFile:
             current[env_key] = dict(sorted(merged.items()))
             _atomic_write(self.path, {"schema": SCHEMA, "environments": dict(sorted(current.items()))})
             self.environments = current
+
+
+def read_checked(path: Path, validate, error: type[Exception]) -> dict | None:
+    """A recorded JSON file, checked by `validate` (what is wrong, or None); None where it does not exist; `error`
+    naming the file, what is wrong and what to do where it cannot be used."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
+        raise error(f"{path}: not valid JSON ({e}); restore it from git (git checkout -- {path})") from None
+    problem = validate(data)
+    if problem:
+        raise error(f"{path}: {problem}; restore it from git (git checkout -- {path}) or re-record it with "
+                    "--perf-update-baselines")
+    return data
 
 
 def entry(counted: Counted) -> dict:

@@ -24,7 +24,6 @@ The verdicts are plain functions (`settings_failure`, `unit_failure`); the `perf
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import statistics
 import struct
@@ -429,17 +428,10 @@ class SettingsFile:
 
     @classmethod
     def load(cls, path: Path) -> "SettingsFile":
-        if not path.exists():
-            return cls(path, {})
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-            raise SettingsError(f"{path}: not valid JSON ({e}); restore it from git (git checkout -- {path})") from None
-        problem = _validate(data)
-        if problem:
-            raise SettingsError(f"{path}: {problem}; restore it from git (git checkout -- {path}) or re-record it with "
-                                "--perf-update-baselines")
-        return cls(path, data["tests"])
+        from .instructions import read_checked
+
+        data = read_checked(path, _validate, SettingsError)
+        return cls(path, data["tests"] if data else {})
 
     def get(self, test_id: str) -> dict | None:
         return self.tests.get(test_id)

@@ -36,7 +36,7 @@ def pytest_configure(config):
     sharding.pin_worker(config)
     sharding.confine_to_its_gpu(config)
     syncs.user_sources = sync_sources(config)
-    perf = config.stash[SESSION] = PerfSession(config)
+    perf = config.stash[SESSION] = PerfSession(config, sharding.xdist_workers(config))
     sharding.shard(config, perf)
     if not perf.worker and (perf.settings.smoke or perf.device.is_gpu):
         config.pluginmanager.register(sharding.Clock(perf), "perf_clock")

@@ -363,3 +363,14 @@ def write(path: Path, doc: dict, images: bool = True) -> list[Path]:
         if title in charts and table and png(image, title, table, charts[title]):
             drawn.append(image)
     return [md, js, *drawn]
+
+
+def partial_reports(path: Path) -> dict[str, list[Path]]:
+    """The xdist workers' reports beside --perf-report PATH: worker id -> its PATH.<id>.md and PATH.<id>.json."""
+    found: dict[str, list[Path]] = {}
+    if path.parent.is_dir():
+        for f in sorted(path.parent.iterdir()):
+            m = re.fullmatch(re.escape(path.name) + r"\.(gw\d+)\.(md|json)", f.name)
+            if m:
+                found.setdefault(m[1], []).append(f)
+    return found

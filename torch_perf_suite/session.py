@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import against, baselines, device, host, instructions, loader, report, settings, sharding, syncs
+from . import against, baselines, device, host, instructions, loader, report, settings, syncs
 from .fixture import PerfWarning, Result
 
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
@@ -27,13 +27,14 @@ BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' be
 
 
 class PerfSession:
-    def __init__(self, config):
+    def __init__(self, config, shards: int = 0):
+        """`shards`: the pytest-xdist workers this process starts, as the controller of a sharded run (sharding.py)."""
         self.settings = settings.SessionSettings.from_config(config)
         workerinput = getattr(config, "workerinput", {})
         self.worker: str | None = workerinput.get("workerid")  # the pytest-xdist worker this process is, if one
         self.gpu: str | None = workerinput.get("perf_gpu")  # the CUDA_VISIBLE_DEVICES its controller gave it, if any
         self.cores: list[int] = workerinput.get("perf_cores") or []  # the cores its controller gave it, if any
-        self.shards = sharding.xdist_workers(config)  # the workers this process starts, as the controller of a sharded run
+        self.shards = shards
         self.worker_outputs: dict[str, dict] = {}  # the controller's: what each worker sent at its end
         self.merged: dict | None = None  # the controller's: the workers' reports as one
         self.written: list[Path] = []  # the controller's: the merged report's files
@@ -231,7 +232,7 @@ class PerfSession:
         (PATH.<worker id>.md and .json) are removed once merged; kept, and said so, where one cannot be read (the
         others are merged) or the merge failed."""
         docs = {wid: out["report"] for wid, out in self.worker_outputs.items() if out.get("report")}
-        partial = sharding.partial_reports(self.settings.report) if self.settings.report else {}
+        partial = report.partial_reports(self.settings.report) if self.settings.report else {}
         unread: dict[str, str] = {}  # worker id -> why its partial report could not be read
         for wid, files in partial.items():
             js = next((f for f in files if f.suffix == ".json"), None)

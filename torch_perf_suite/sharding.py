@@ -8,13 +8,11 @@ files by the seconds they took last time (Clock, durations.py); a worker pins it
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from . import device, durations, host, nvml
+from . import device, durations, host, nvml, report
 
 if TYPE_CHECKING:
     from .session import PerfSession
@@ -93,7 +91,8 @@ def shard(config, session: PerfSession) -> None:
     if not workers:
         return
     s = session.settings
-    for files in partial_reports(s.report).values() if s.report else ():  # an earlier run's: not to be merged into this one's
+    # an earlier run's partial reports: not to be merged into this one's
+    for files in report.partial_reports(s.report).values() if s.report else ():
         for f in files:
             f.unlink(missing_ok=True)
     gpus = device.gpu_count()
@@ -169,14 +168,3 @@ def auto_num_workers(config) -> int | None:
     if config.getoption("--perf-smoke") or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return device.gpu_count() or None
-
-
-def partial_reports(path: Path) -> dict[str, list[Path]]:
-    """The xdist workers' reports beside --perf-report PATH: worker id -> its PATH.<id>.md and PATH.<id>.json."""
-    found: dict[str, list[Path]] = {}
-    if path.parent.is_dir():
-        for f in sorted(path.parent.iterdir()):
-            m = re.fullmatch(re.escape(path.name) + r"\.(gw\d+)\.(md|json)", f.name)
-            if m:
-                found.setdefault(m[1], []).append(f)
-    return found
