@@ -230,6 +230,8 @@ def test_step_memory_exactly_at_the_margin_passes_and_against_nothing_recorded_f
 def test_loader_instructions_exactly_at_the_margin_pass():
     assert checks.instructions(1_500_000, 1_000_000, 50.0) is None
     assert checks.instructions(1_500_001, 1_000_000, 50.0) is not None
+    assert checks.instructions(49_035 + 2_000, 49_035, 1.0) is None  # a light loader: the floor, not the percent
+    assert checks.instructions(49_035 + 2_001, 49_035, 1.0) is not None
 
 
 BREAK_2 = Event("graph break", "Dynamic control flow is not supported", "fixtures/recipes.py:203")

@@ -65,15 +65,17 @@ def content(source: tuple[str, dict], root: Path | None = None) -> str:
 
     root = (root or Path.cwd()).resolve()
     called: set[str] = set()
-    previous = sys.getprofile()
+
     def profile(frame, event, arg):  # a function's call; a module's body, run by an import, is not the loader's code
         if event == "call" and frame.f_code.co_name != "<module>":
             called.add(frame.f_code.co_filename)
 
+    factory, kwargs = source
+    build = _load(factory)  # before the profile: the harness's own code is not the loader's
+    previous = sys.getprofile()
     sys.setprofile(profile)
     try:
-        factory, kwargs = source
-        dataset, collate = _load(factory)(**kwargs)
+        dataset, collate = build(**kwargs)
         collate([dataset[i * STRIDE % len(dataset)] for i in range(SAMPLES)])
     finally:
         sys.setprofile(previous)
