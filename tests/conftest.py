@@ -10,6 +10,8 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("ci", max_examples=40, derandomize=True, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# once in a while, to find the next broken input: HYPOTHESIS_PROFILE=thorough pytest tests/test_inputs.py
+settings.register_profile("thorough", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
