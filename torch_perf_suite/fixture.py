@@ -190,7 +190,11 @@ class Perf:
         """Time the workload's parts (all it has, or `parts`), then count its syncs in a profiled window."""
         session, dev = self._session, self._session.device
         windows = self._windows = Windows(workload, self.measure_settings, dev, self.smoke)
-        folder = None if self.smoke else session.loader_folder(self.test_id)
+        # the same loader, or the same GPU-side step, measured the same way is measured once a session
+        keys = {part: (part, key, self.measure_settings)
+                for part, key in (("loader", windows.members.loader_key), ("gpu", windows.members.gpu_key)) if key is not None}
+        # the loader's cost per sample comes with its window: timed where that window is measured in this test
+        folder = None if self.smoke or keys.get("loader") in session.shared else session.loader_folder(self.test_id)
         try:
             described, windows.timer, unit_note = loader.observe(windows.members, folder, "the workload")
         except loader.Undescribable as e:
@@ -203,9 +207,6 @@ class Perf:
         timed_by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
         dev.reset_peak_memory()
         measured, measured_in = {}, {}
-        # the same loader, or the same GPU-side step, measured the same way is measured once a session
-        keys = {part: (part, key, self.measure_settings)
-                for part, key in (("loader", windows.members.loader_key), ("gpu", windows.members.gpu_key)) if key is not None}
         with compiled.watch() as compile_count:
             for part in wanted:
                 if keys.get(part) in session.shared:

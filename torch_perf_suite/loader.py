@@ -9,12 +9,13 @@ loader's verdicts rest on three other things:
   (`num_workers 16 -> 4`), unless the test declares it (`assert_baseline(result, loader_changes=...)`). Settings
   are compared properties of a test, never part of its identity, so a changed one never turns a comparison into
   "no baseline". `num_workers` that follows `--perf-workers` (one per core) is compared as that.
-- **What one sample costs inside the workers** (`Timer`): each batch's items (`dataset[i]`, transforms) and its
-  collate, timed in whichever process makes it, as wall time and as the thread's CPU time, with the thread's
-  voluntary context switches (`getrusage(RUSAGE_THREAD)`: a sleep, a read that waits for the disk, a contended
-  lock). Per sample: the median over the window's batches. Wall minus CPU time is the loader's waiting. The
-  blocks per sample are a count, compared on any host; the CPU and waiting times follow the core and are
-  compared only with REF or a baseline recorded on this host, at `unit_tolerance`.
+- **What one sample costs** (`Timer`): in the workers, each batch's items (`dataset[i]`, transforms) and collate,
+  in whichever process makes it, with the thread's voluntary context switches (`getrusage(RUSAGE_THREAD)`: a sleep,
+  a read that waits for the disk, a contended lock): blocks per sample, a count compared on any host. Alone, before
+  any window (`solo`: chunks of fixed samples on one thread, no worker alive): wall and CPU time, and wall minus CPU
+  time, the loader's waiting, compared only with REF or a baseline recorded on this host, at `unit_tolerance`. The
+  CPU time is reported, not judged: it moved +5% and +47% between identical processes on one H100 host, and the
+  instruction count judges the CPU's work exactly (docs/loader.md).
 - **Parallelism explained** (`parallelism`): the rate the workers could reach at that cost, beside the rate the
   loader delivered; a gap is lost parallelism (the main process, the pin-memory thread, CPU contention).
 
@@ -131,8 +132,8 @@ def changes(now: dict, recorded: dict, workers: tuple[int | None, int],
     method chosen on the command line (`worker_start`, --perf-worker-start) is the user's choice, not compared."""
     then_workers, now_workers = workers
     found = []
-    for name in sorted(set(now) | set(recorded)):
-        old, new = recorded.get(name, "(none)"), now.get(name, "(none)")
+    for name in sorted(set(now) & set(recorded)):  # a field one torch has and another lacks is no change of the loader
+        old, new = recorded[name], now[name]
         if name == "num_workers" and then_workers is not None and old == then_workers and new == now_workers:
             continue
         if name == "start_method" and worker_start is not None and new == worker_start:
@@ -220,6 +221,8 @@ class _TimedItems:
 
 
 class _TimedCollate:
+    """Set as the loader's `collate_fn`: the batch collated as before, timed, and the batch's record written."""
+
     def __init__(self, original, sink: _Sink):
         self.original, self.sink = original, sink
 
@@ -237,11 +240,11 @@ class _TimedCollate:
 
 @dataclass(frozen=True)
 class UnitCost:
-    """One sample's cost. Alone (`solo`: the dataset's items and the collate made one after the other on one thread, with
-    nothing else running): wall, CPU and waiting microseconds, the medians over `samples`; these are what a timed
-    verdict compares, since inside 16 busy workers a sample's CPU time moves with its neighbours (+8% between two
-    identical runs on one H100 host). In the workers, over the window's `batches`: the thread's voluntary context
-    switches per sample (`blocks`, a count) and a sample's wall time there (`crowd_us`)."""
+    """One sample's cost. Alone (`solo`: the dataset's items and the collate made one after the other on one thread, no
+    worker alive): wall, CPU and waiting microseconds over `samples`; the waiting is judged, the CPU time reported.
+    Inside 16 busy workers a sample's CPU time moves with its neighbours (+8% between two identical runs on one H100
+    host), so only these come from the workers, over the window's `batches`: the thread's voluntary context switches
+    per sample (`blocks`, a count, judged) and a sample's wall time there (`crowd_us`, for `parallelism`)."""
 
     samples: int
     wall_us: float
