@@ -287,3 +287,17 @@ def test_utilization_not_sampled_or_not_readable_is_noted():
     assert checks.utilization(unread, 80, "gpu") == (None, "utilization not checked: NVML: Insufficient Permissions")
     empty = SimpleNamespace(unavailable="", gpu_util_pct=None)
     assert checks.utilization(empty, 80, "gpu") == (None, "utilization not checked: no utilization sampled in the gpu window")
+
+
+def test_every_count_of_a_test_is_checked_against_its_entry_and_said_together():
+    recorded = {"kernels_per_step": dict(FUSED), "copies_per_step": {"HtoD Pinned": 1000}, "step_peak_bytes": 10**9}
+    assert checks.counted({}, recorded, 1.0, CompileCount()) is None  # nothing counted (a loader alone)
+    assert checks.counted(dict(recorded), None, 1.0, CompileCount()) is None  # nothing recorded: said by the caller
+    assert checks.counted(dict(recorded), recorded, 1.0, CompileCount()) is None
+    now = {**recorded, "kernels_per_step": {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0},
+           "step_peak_bytes": 2 * 10**9}
+    lines = checks.counted(now, recorded, 1.0, CompileCount()).splitlines()
+    assert lines[0].startswith("56 kernel launches per step, 55 recorded (+1)") and "peak GPU memory" in lines[-1]
+    gone = checks.counted(dict(recorded), {**recorded, "compile": {"graphs": 1, "breaks": 0, "recompiles": 0}}, 1.0,
+                          CompileCount())
+    assert gone is not None and "graph" in gone  # compiled when recorded, not now

@@ -128,6 +128,21 @@ def compile_counts(now, recorded: dict) -> str | None:
     return "\n".join(problems) or None
 
 
+def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count) -> str | None:
+    """Every count of a test (Result.counts: kernel launches, bytes copied, step memory, compile graphs) against its
+    recorded entry: each failure on a line of its own, or None. Nothing counted, or nothing recorded: None."""
+    if not now or not recorded:
+        return None
+    failures = [f for f in (
+        "kernels_per_step" in now and kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {})),
+        "copies_per_step" in now and copies(now["copies_per_step"], recorded.get("copies_per_step", {}), margin_pct),
+        "step_peak_bytes" in now and "step_peak_bytes" in recorded
+        and step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct),
+        ("compile" in now or "compile" in recorded) and compile_counts(compile_count, recorded.get("compile", {})),
+    ) if f]
+    return "\n".join(failures) or None
+
+
 INSTRUCTIONS_FLOOR = 2_000  # per sample: a loader of 49,035 counted 49,818 in a second callgrind process (+783, +1.6%)
 
 

@@ -538,28 +538,15 @@ class Perf:
             result.notes.extend(notes)
 
     def _count_failures(self, result: Result, entry: dict) -> str | None:
-        """What the profiled window and torch.compile counted, against the entry (exact on any machine of this model):
-        what differs, or None."""
-        recorded, now = entry.get("counts"), result.counts()
-        if not now:
-            return None  # nothing profiled or compiled (a loader alone): nothing to count
-        if not recorded:
+        """What the profiled window and torch.compile counted, against the entry (exact on any machine of this model)."""
+        now, recorded = result.counts(), entry.get("counts")
+        if now and not recorded:
             self._not_checked(result, "kernels, copies, step memory and compile graphs not checked: the baseline entry was "
                                       "recorded before they were counted; " + self._rerecord())
             return None
-        margin = self.measure_settings.count_margin
-        compiled_now = result.compile is not None and result.compile.compiled
-        failures = [f for f in (
-            "kernels_per_step" in now and checks.kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {})),
-            "copies_per_step" in now and checks.copies(now["copies_per_step"], recorded.get("copies_per_step", {}), margin),
-            "step_peak_bytes" in now and "step_peak_bytes" in recorded
-            and checks.step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin),
-            (compiled_now or "compile" in recorded) and checks.compile_counts(result.compile or compiled.CompileCount(),
-                                                                              recorded.get("compile", {})),
-        ) if f]
-        if not failures:
-            return None
-        return f"counted at this GPU model's baseline ({self._session.reference}):\n" + "\n".join(failures)
+        failure = checks.counted(now, recorded, self.measure_settings.count_margin,
+                                 result.compile or compiled.CompileCount())
+        return failure and f"counted at this GPU model's baseline ({self._session.reference}):\n{failure}"
 
     def _instructions_failure(self, result: Result) -> str | None:
         """The loader's instructions per sample against the count recorded in this environment (instructions.key)."""
