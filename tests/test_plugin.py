@@ -1562,3 +1562,11 @@ def test_the_installed_plugin_registers_its_markers_in_a_project_of_its_own(pyte
     shown = pytester.runpytest("--markers").stdout.str()
     assert "@pytest.mark.perf(**settings): per-test measurement settings by name (warmup, rounds," in shown
     assert "count_margin" in shown
+
+
+def test_a_recording_run_counts_the_loader_afresh_even_where_its_code_is_unchanged(suite, counted_loader):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    counted_loader["now"] = 6_400_000  # the same code ("c0"), another count: a recording run records what it measured
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    recorded = json.loads((suite.path / "baselines" / "instructions.json").read_text())["environments"]
+    assert next(iter(recorded.values()))["test_copy.py::test_copy"]["per_sample"] == 6_400_000

@@ -143,10 +143,11 @@ class PerfSession:
 
     def count_instructions(self, source: tuple[str, dict]) -> instructions.Counted:
         """The loader's instructions per sample: a count recorded for the same code, environment and loader (in this
-        run's instructions file, or the committed one) where there is one; else counted now, under callgrind."""
+        run's instructions file, or the committed one) where there is one; else counted now, under callgrind. A
+        recording run (--perf-update-baselines) counts afresh: it records what it measured."""
         described = instructions.describe_source(source)
         digest = self.digests[described] = self.digests.get(described) or instructions.content(source)
-        files = [self.instructions_file, self.committed_instructions]
+        files = [] if self.settings.update_baselines else [self.instructions_file, self.committed_instructions]
         found = next((e for f in files if f is not None and (e := f.reusable(self.instructions_key, described, digest))), None)
         if found is not None:
             return instructions.Counted(found["per_sample"], found["samples"], described, digest, reused=True)
