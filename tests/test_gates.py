@@ -148,5 +148,6 @@ def test_a_host_bound_number_against_ref_is_reported_not_gated():
     assert gated.compared and gated.scope == "" and gated.comparison.factor == pytest.approx(0.90)
     v = gates.decide("pipeline", NOW, entry_of("GPU-2"), M, env, host_gated=False)
     assert (v.part, v.baseline_sps, v.comparison, v.reported) == (
-        "pipeline", 1000.0, None, "-5.0% (host-bound: reported, not gated)")
+        "pipeline", 1000.0, None,
+        "-5.0% (host-bound, a reading: the loader's settings, instructions, blocks and waiting are judged)")
     assert not v.failed

@@ -31,7 +31,7 @@ class Verdict:
     why_not: str = ""  # why it was not compared
     confirmation: Comparison | None = None  # a second measurement's comparison, made when the first failed
     scope: str = ""  # what the baseline was recorded on, where that set a wider tolerance
-    reported: str = ""  # a change reported, not gated (a host-bound number against REF)
+    reported: str = ""  # a change read, not judged (a host-bound number against REF: loader.py judges the loader)
 
     @property
     def compared(self) -> bool:
@@ -113,11 +113,13 @@ def verdict(part: str, now: list[float], entry: dict, tolerance_pct: float, why_
 def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, host_gated: bool = True) -> Verdict:
     """One part of this run (`parts`, on the GPU and host of `env`) against the baseline entry: at the tolerance its
     kind and the entry's chip and host allow, or not compared, saying why. Without `host_gated` (against REF) a
-    host-bound part's change is reported, not gated: loader and pipeline numbers move 7-21% between rounds."""
+    host-bound part's change is a reading: loader and pipeline numbers move 7-21% between rounds, so the loader is
+    judged by what does not move (loader.py: its settings, blocks and waiting per sample; its instructions)."""
     tolerance, host_bound = tolerance_for(part, parts, entry, measure, env.get("gpu_uuid"))
     scope = "" if host_bound or same_chip(entry, env.get("gpu_uuid")) else chip_scope(entry)
     why_not = why_not_comparable(part, entry, env.get("host"), host_bound)
     v = verdict(part, list(parts.get(part).rounds), entry, tolerance, why_not, scope)
     if host_bound and not host_gated and v.compared:
-        return Verdict(part, v.baseline_sps, reported=f"{v.change_pct:+.1f}% (host-bound: reported, not gated)")
+        return Verdict(part, v.baseline_sps, reported=f"{v.change_pct:+.1f}% (host-bound, a reading: the loader's settings, "
+                       "instructions, blocks and waiting are judged)")
     return v
