@@ -467,3 +467,18 @@ def test_a_recorded_count_is_reused_only_for_the_same_source_and_content(tmp_pat
                                                                         "content": "abc"}}})
     assert f.reusable("k", "s", "abc")["per_sample"] == 5.0
     assert f.reusable("k", "s", "abd") is None and f.reusable("k", "s2", "abc") is None and f.reusable("k2", "s", "abc") is None
+
+
+def test_a_count_is_judged_against_its_own_environment_and_loader_only(tmp_path):
+    entry = {"per_sample": 1000.0, "samples": 16, "source": "s"}
+    f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"t": entry}})
+    now = instructions.Counted(1005.0, 16, "s")
+    assert instructions.verdict(now, f, "k", "t", 1.0, "record: x") == (None, None, None)
+    failure, _, _ = instructions.verdict(instructions.Counted(1e6, 16, "s"), f, "k", "t", 1.0, "record: x")
+    assert failure.startswith("the loader runs 1,000,000 instructions per sample")
+    assert instructions.verdict(now, f, "k2", "t", 1.0, "record: x") == (
+        None, "loader instructions not comparable: recorded with k; this is k2", None)
+    assert instructions.verdict(instructions.Counted(1e6, 16, "s2"), f, "k", "t", 1.0, "record: x")[1].startswith(
+        "loader instructions not comparable: recorded for s, this test counts s2")
+    assert instructions.verdict(now, f, "k", "t2", 1.0, "record: x") == (
+        None, None, f"no loader instruction count for k in {f.path}; record: x")

@@ -501,7 +501,7 @@ class Perf:
 
     def _timed_failure(self, result: Result, entry: dict) -> str | None:
         session = self._session
-        for part in ("gpu", "loader", "pipeline"):  # not loader_cpu: reported, not gated (README, "The gates")
+        for part in ("gpu", "loader", "pipeline"):  # not loader_cpu, a reading: the instruction count judges that work
             if result.parts.get(part) is None or part in result.parts.measured_in:
                 continue  # a shared measurement is checked by the test that measured it
             v = result.verdicts[part] = gates.decide(part, result.parts, entry, self.measure_settings, session.device.env,
@@ -559,20 +559,13 @@ class Perf:
         if session.settings.update_baselines:
             result.notes.append("loader instructions recorded")
             return
-        key, file = session.instructions_key, session.instructions_file
-        recorded = file.get(key, self.test_id)
-        if recorded is None:
-            others = file.keys_for(self.test_id)
-            if others:  # another environment's count says nothing of this one's
-                result.notes.append(f"loader instructions not comparable: recorded with {', '.join(others)}; this is {key}")
-                return
-            self._not_checked(result, f"no loader instruction count for {key} in {file.path}; " + self._rerecord())
-            return
-        if recorded["source"] != counted.source:
-            result.notes.append(f"loader instructions not comparable: recorded for {recorded['source']}, this test counts "
-                                f"{counted.source}; " + self._rerecord())
-            return
-        return checks.instructions(counted.per_sample, recorded["per_sample"], self.measure_settings.count_margin)
+        failure, note, missing = instructions.verdict(counted, session.instructions_file, session.instructions_key,
+                                                      self.test_id, self.measure_settings.count_margin, self._rerecord())
+        if note:
+            result.notes.append(note)
+        if missing:
+            self._not_checked(result, missing)
+        return failure
 
     @staticmethod
     def _note(verdict: tuple[str | None, str | None], result: Result | None = None) -> str | None:

@@ -309,6 +309,25 @@ class InstructionsFile:
             self.environments = current
 
 
+def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, margin_pct: float,
+            rerecord: str) -> tuple[str | None, str | None, str | None]:
+    """(failure, note, not checked) of a loader's count against the one recorded for `test_id` under `key`: a failure
+    beyond the margin (checks.instructions); a note where the record is another environment's or another loader's;
+    why not, where nothing was recorded (`rerecord` says how to record it)."""
+    from .checks import instructions as check
+
+    recorded = file.get(key, test_id)
+    if recorded is None:
+        others = file.keys_for(test_id)
+        if others:  # another environment's count says nothing of this one's
+            return None, f"loader instructions not comparable: recorded with {', '.join(others)}; this is {key}", None
+        return None, None, f"no loader instruction count for {key} in {file.path}; {rerecord}"
+    if recorded["source"] != counted.source:
+        return None, (f"loader instructions not comparable: recorded for {recorded['source']}, this test counts "
+                      f"{counted.source}; {rerecord}"), None
+    return check(counted.per_sample, recorded["per_sample"], margin_pct), None, None
+
+
 def read_checked(path: Path, validate, error: type[Exception]) -> dict | None:
     """A recorded JSON file, checked by `validate` (what is wrong, or None); None where it does not exist; `error`
     naming the file, what is wrong and what to do where it cannot be used."""
