@@ -34,11 +34,11 @@ def test_what_was_not_measured_is_none_in_the_entry():
 
 
 def test_the_loaders_cost_per_sample_comes_from_the_loader_window_else_the_pipelines():
-    unit = loader.UnitCost(100, 1000.0, 666.6666, 333.3333, 1, 1 / 3, 1200.0)
+    unit = loader.UnitCost(100, 1000.0, 666.6666, 333.3333, 0.66666, 1, 1 / 3, 1200.0)
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit))
     entry = Result("t", parts, None, None, None).baseline_entry({"gpu": "cpu"})
-    assert entry["loader_unit"] == {"samples": 100, "wall_us": 1000.0, "cpu_us": 666.667, "wait_us": 333.333, "batches": 1,
-                                    "blocks": 0.333, "crowd_us": 1200.0}
+    assert entry["loader_unit"] == {"samples": 100, "wall_us": 1000.0, "cpu_us": 666.6666, "wait_us": 333.3333, "cpu_ratio": 0.6667,
+                                    "batches": 1, "blocks": 0.3333, "crowd_us": 1200.0}
     alone = Parts(batch_size=100, pipeline=Throughput(100, (0.3,), unit=unit))
     assert Result("t", alone, None, None, None).unit is unit
 

@@ -149,9 +149,10 @@ def test_a_sample_alone_is_timed_on_one_thread_and_a_nap_is_waiting():
     import torch
 
     threads = torch.get_num_threads()
-    samples, wall, cpu, wait = loader.solo(Squares(size=50, nap_s=0.001), default_collate, seconds=0.0)
+    samples, wall, cpu, wait, ratio = loader.solo(Squares(size=50, nap_s=0.001), default_collate, seconds=0.0)
     assert samples == loader.SOLO_LEAST and torch.get_num_threads() == threads  # restored
     assert wait > 900 and wall > wait and cpu < 900 and wall == pytest.approx(cpu + wait, rel=0.2)
+    assert ratio > 0  # a sample's CPU time over the yardsticks timed beside it
 
 
 def test_a_sample_alone_sees_one_in_twenty_made_twice():
@@ -167,51 +168,83 @@ def test_a_sample_alone_sees_one_in_twenty_made_twice():
 
 
 def recorded(**changed):
-    return {"wall_us": 1000.0, "cpu_us": 900.0, "wait_us": 100.0, "blocks": 0.03, "crowd_us": 1200.0, **changed}
+    return {"wall_us": 1000.0, "cpu_us": 900.0, "wait_us": 100.0, "cpu_ratio": 0.9, "blocks": 0.03, "crowd_us": 1200.0, **changed}
 
 
 def test_the_same_cost_passes_and_says_the_cpu_time():
-    unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 5, 0.03, 1200.0)
-    assert loader.unit_verdict(unit, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF") == (
-        None, "loader CPU time a sample alone 900 µs, 900 at REF (+0.0%; the instruction count judges the work)")
+    unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 0.9, 5, 0.03, 1200.0)
+    assert loader.unit_verdict(unit, {"loader_unit": recorded()}, 5.0, 3.0, why_not_timed="", against="REF") == (
+        None, "loader CPU time a sample alone 900 µs, 900 at REF (+0.0%; 0.900 yardsticks, +0.0%)")
 
 
 def test_the_same_cost_passes():
-    assert loader.unit_failure(recorded(), recorded(), 5.0, timed=True, against="REF") is None
+    assert loader.unit_failure(recorded(), recorded(), 5.0, 3.0, timed=True, against="REF") is None
 
 
-def test_more_cpu_time_is_reported_not_judged():
-    assert loader.unit_failure(recorded(cpu_us=1800.0, wall_us=1900.0), recorded(), 5.0, timed=True, against="REF") is None
-    assert loader.cpu_line(recorded(cpu_us=950.0), recorded(), "REF") == (
-        "loader CPU time a sample alone 950 µs, 900 at REF (+5.6%; the instruction count judges the work)")
+def test_cpu_time_is_judged_in_yardsticks_not_microseconds():
+    # a host that runs the thread 2x slower: twice the microseconds, the same yardsticks
+    assert loader.unit_failure(recorded(cpu_us=1800.0, wall_us=1900.0), recorded(), 5.0, 3.0, timed=True, against="REF") is None
+    assert loader.unit_failure(recorded(cpu_ratio=0.9269), recorded(), 5.0, 3.0, timed=True, against="REF") is None  # +2.99%
+    message = loader.unit_failure(recorded(cpu_ratio=0.945, cpu_us=945.0), recorded(), 5.0, 3.0, timed=True, against="REF")
+    assert message == ("the loader's cost per sample rose:\n  CPU time a sample alone 0.945 yardsticks (945 µs), 0.900 at "
+                       "REF: +5.0% (allowed 3%): more work per sample")
+    assert loader.unit_failure(recorded(cpu_ratio=0.945), recorded(), 5.0, 6.0, timed=True, against="REF") is None
+    # a host-bound figure: not judged against another host's record
+    assert loader.unit_failure(recorded(cpu_ratio=1.8), recorded(), 5.0, 3.0, timed=False, against="the baseline") is None
+    assert loader.cpu_line(recorded(cpu_us=950.0, cpu_ratio=0.918), recorded(), "REF") == (
+        "loader CPU time a sample alone 950 µs, 900 at REF (+5.6%; 0.918 yardsticks, +2.0%)")
+
+
+def test_a_record_without_yardsticks_leaves_the_cpu_time_uncompared():
+    old = {k: v for k, v in recorded().items() if k != "cpu_ratio"}
+    assert loader.cpu_rise_pct(recorded(cpu_ratio=2.0), old) is None
+    assert loader.unit_failure(recorded(cpu_ratio=2.0), old, 5.0, 3.0, timed=True, against="REF") is None
+    assert loader.cpu_line(recorded(), old, "REF").endswith("(+0.0%; no yardsticks recorded)")
+    assert loader.validate_unit(old) is None
+    assert "'cpu_ratio' is -1.0" in loader.validate_unit(recorded(cpu_ratio=-1.0))
+
+
+def test_a_sample_alone_is_timed_beside_its_yardsticks():
+    class Busy(Squares):
+        rounds = 20_000
+
+        def __getitem__(self, i):
+            return sum(range(self.rounds)), i
+
+    class TwiceAsBusy(Busy):
+        rounds = 40_000
+
+    base = loader.solo(Busy(size=1000), default_collate, seconds=0.3)
+    more = loader.solo(TwiceAsBusy(size=1000), default_collate, seconds=0.3)
+    assert base[4] > 0 and 1.6 < more[4] / base[4] < 2.4  # the same yardsticks, twice the work a sample
 
 
 def test_waiting_is_judged_as_a_share_of_a_samples_time_above_a_floor():
-    assert loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, timed=True, against="REF") is None
-    assert loader.unit_failure(recorded(wait_us=119.0, wall_us=200.0), recorded(wall_us=200.0), 5.0, timed=True,
+    assert loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, 3.0, timed=True, against="REF") is None
+    assert loader.unit_failure(recorded(wait_us=119.0, wall_us=200.0), recorded(wall_us=200.0), 5.0, 3.0, timed=True,
                                against="REF") is None  # 9.5% of a short sample, but under the floor
-    message = loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, timed=True, against="REF")
+    message = loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, 3.0, timed=True, against="REF")
     assert "waiting 260.0 µs a sample alone (wall minus CPU time), 100.0 at REF: +160.0 µs, 16.0% of a sample's" in message
 
 
 def test_new_blocks_fail_on_any_host_and_waiting_only_where_timed():
     now = recorded(blocks=1.03, wait_us=2000.0)
-    assert loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, timed=False, against="the baseline") is None
-    message = loader.unit_failure(now, recorded(), 5.0, timed=False, against="the baseline")
+    assert loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, 3.0, timed=False, against="the baseline") is None
+    message = loader.unit_failure(now, recorded(), 5.0, 3.0, timed=False, against="the baseline")
     assert "blocks 1.03 times a sample in the workers" in message and "waiting" not in message
-    assert "waiting" in loader.unit_failure(now, recorded(), 5.0, timed=True, against="REF")
+    assert "waiting" in loader.unit_failure(now, recorded(), 5.0, 3.0, timed=True, against="REF")
 
 
 def test_the_unit_verdict_says_why_not_where_it_cannot_compare():
-    unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 5, 0.03, 1200.0)
-    assert loader.unit_verdict(unit, {}, 5.0, why_not_timed="", against="REF x") == (
+    unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 0.9, 5, 0.03, 1200.0)
+    assert loader.unit_verdict(unit, {}, 5.0, 3.0, why_not_timed="", against="REF x") == (
         None, "loader cost per sample not compared: REF x recorded none")
-    assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF x") == (
+    assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, 3.0, why_not_timed="", against="REF x") == (
         None, "loader cost per sample not compared: none measured here")
-    assert loader.unit_verdict(None, {}, 5.0, why_not_timed="", against="REF x") == (None, None)
-    failure, note = loader.unit_verdict(unit, {"loader_unit": recorded(cpu_us=10.0)}, 5.0,
+    assert loader.unit_verdict(None, {}, 5.0, 3.0, why_not_timed="", against="REF x") == (None, None)
+    failure, note = loader.unit_verdict(unit, {"loader_unit": recorded(cpu_us=10.0)}, 5.0, 3.0,
                                         why_not_timed="not comparable: another host", against="the baseline")
-    assert failure is None and note == "loader waiting per sample: not comparable: another host"
+    assert failure is None and note == "loader waiting and CPU time per sample: not comparable: another host"
 
 
 def test_parallelism_compares_what_the_workers_could_make_with_what_was_delivered():

@@ -132,12 +132,12 @@ def test_an_interval_exactly_as_wide_as_wanted_is_not_extended():
     assert t.extended == 0
 
 
-def test_window_is_the_wall_time_of_the_whole_measurement(monkeypatch):
-    wall = iter([100.0, 103.5])
+def test_window_is_the_wall_time_of_the_whole_measurement_and_warm_up_its_start(monkeypatch):
+    wall = iter([100.0, 101.25, 103.5])  # start, warm-up done, window done
     monkeypatch.setattr(timing.time, "perf_counter", lambda: next(wall))
     clock = FakeClock([1.0])
     t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=1, steps=1, clock=clock)
-    assert t.window_s == 3.5
+    assert t.window_s == 3.5 and t.warmup_s == 1.25
 
 
 def test_runner_message_says_what_to_check():
@@ -227,3 +227,18 @@ def test_the_monitor_watches_the_timed_rounds_only_and_its_summary_is_kept():
     assert events == ["step"] * 2 + ["watch"] + ["step"] * 4 + ["stop"]
     assert t.extended == 1 and t.util == "97% busy"
     assert measure_throughput(step=lambda: None, sync=lambda: None, batch_size=1, warmup=0, rounds=1, steps=1).util is None
+
+
+def test_laps_add_each_stretch_to_its_phase_and_split_moves_a_known_share():
+    from torch_perf_suite.timing import Laps
+
+    ticks = iter([0.0, 1.0, 3.5, 4.0, 10.0])
+    laps = Laps(clock=lambda: next(ticks))
+    laps.lap("build")  # 0 -> 1
+    laps.lap("timed")  # 1 -> 3.5
+    laps.lap("build")  # 3.5 -> 4: a phase that recurs adds up
+    laps.lap("timed")  # 4 -> 10
+    assert laps.seconds == {"build": 1.5, "timed": 8.5}
+    laps.split("timed", compile=2.0, **{"warm-up": 7.0})  # more than is left: what is left
+    assert laps.seconds == {"build": 1.5, "timed": 0.0, "compile": 2.0, "warm-up": 6.5}
+    assert sum(laps.seconds.values()) == 10.0

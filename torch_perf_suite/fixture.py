@@ -70,6 +70,7 @@ class Result:
     instructions_note: str | None = None  # why they were not counted, where the workload has a loader_source
     mfu: dict | None = None  # model FLOPs, achieved TFLOP/s and MFU of each part (flops.StepFlops.reading): a reading
     loader_settings: dict | None = None  # what the workload's DataLoader is (loader.describe)
+    seconds: dict[str, float] = field(default_factory=dict)  # where the test's time went, by phase (timing.Laps)
 
     @property
     def unit(self) -> loader.UnitCost | None:
@@ -189,6 +190,8 @@ class Perf:
     def measure(self, workload, parts: tuple[str, ...] | None = None) -> Result:
         """Time the workload's parts (all it has, or `parts`), then count its syncs in a profiled window."""
         session, dev = self._session, self._session.device
+        laps = session.laps_of(self.test_id)
+        laps.lap("build")
         windows = self._windows = Windows(workload, self.measure_settings, dev, self.smoke)
         # the same loader, or the same GPU-side step, measured the same way is measured once a session
         keys = {part: (part, key, self.measure_settings)
@@ -201,6 +204,7 @@ class Perf:
             described, unit_note = None, str(e)
         if described is None and unit_note:  # failed outside the handler: the message once
             pytest.fail(f"{self.test_id}: {unit_note}", pytrace=False)
+        laps.lap("loader alone")
         # the GPU-side window first: the loader's workers do not exist yet to compete for the CPU; the
         # pipeline last: how it is timed depends on which of the other two is faster
         wanted = tuple(p for p in ("gpu", "loader", "pipeline") if p in (parts or windows.available()))  # this order
@@ -222,6 +226,9 @@ class Perf:
                              measured_in=measured_in)
         if wanted == ("pipeline",) and windows.available() == ("pipeline",):
             result_parts.gpu = result_parts.pipeline  # a resident batch: the pipeline is the GPU-side step
+        laps.lap("timed")
+        warm = sum(t.warmup_s for part, t in measured.items() if part not in measured_in)
+        laps.split("timed", compile=compile_count.compile_s, **{"warm-up": warm - compile_count.compile_s})
         peak = dev.peak_memory_gb()
         trace = syncs = None
         if not self.smoke and "pipeline" in wanted:
@@ -233,11 +240,15 @@ class Perf:
                 result_parts.gpu_busy_s = syncs.gpu_busy_s
         if windows.timer is not None:
             windows.timer.detach()
-        result = Result(self.test_id, result_parts, syncs, peak, trace, compile=compile_count, loader_settings=described)
+        laps.lap("profiled")
+        result = Result(self.test_id, result_parts, syncs, peak, trace, compile=compile_count, loader_settings=described,
+                        seconds=laps.seconds)
         result.notes.extend(filter(None, [unit_note, result.unit and self._parallelism(result, windows.members.loader)]))
         self._count_instructions(result, windows.members.loader_source)
+        laps.lap("instructions")
         if syncs is not None or self.smoke:  # a smoke run counts them too, to try the counting on every scenario
             self._count_flops(result, windows.members, workload)
+        laps.lap("FLOPs")
         for part, test in measured_in.items():
             result.notes.append(f"{part} measured in {test.rsplit('::', 1)[-1]}")
         power = _power_note(result_parts.gpu, dev.env.get("power_limit_w"))
@@ -496,8 +507,9 @@ class Perf:
     def _unit_failure(self, result: Result, entry: dict) -> str | None:
         session = self._session
         same_host = "" if session.ref else host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host"))
-        return self._note(loader.unit_verdict(result.unit, entry, self.measure_settings.unit_tolerance,
-                                              why_not_timed=same_host, against=session.against_label), result)
+        m = self.measure_settings
+        return self._note(loader.unit_verdict(result.unit, entry, m.unit_tolerance, m.cpu_tolerance, why_not_timed=same_host,
+                                              against=session.against_label), result)
 
     def _timed_failure(self, result: Result, entry: dict) -> str | None:
         session = self._session

@@ -12,10 +12,11 @@ loader's verdicts rest on three other things:
 - **What one sample costs** (`Timer`): in the workers, each batch's items (`dataset[i]`, transforms) and collate,
   in whichever process makes it, with the thread's voluntary context switches (`getrusage(RUSAGE_THREAD)`: a sleep,
   a read that waits for the disk, a contended lock): blocks per sample, a count compared on any host. Alone, before
-  any window (`solo`: chunks of fixed samples on one thread, no worker alive): wall and CPU time, and wall minus CPU
-  time, the loader's waiting, compared only with REF or a baseline recorded on this host, at `unit_tolerance`. The
-  CPU time is reported, not judged: it moved +5% and +47% between identical processes on one H100 host, and the
-  instruction count judges the CPU's work exactly (docs/loader.md).
+  any window (`solo`: chunks of fixed samples on one thread, no worker alive): wall minus CPU time, the loader's
+  waiting, and the CPU time in yardsticks (a fixed piece of CPU work timed alternately with the samples on the same
+  thread), both compared only with REF or a baseline recorded on this host. A sample's CPU time in microseconds
+  moved +5% and +47% between identical processes on one H100 host: what moves the sample moves the yardstick timed
+  beside it, so their ratio is the figure judged (docs/loader.md); the instruction count judges the same work exactly.
 - **Parallelism explained** (`parallelism`): the rate the workers could reach at that cost, beside the rate the
   loader delivered; a gap is lost parallelism (the main process, the pin-memory thread, CPU contention).
 
@@ -241,25 +242,28 @@ class _TimedCollate:
 @dataclass(frozen=True)
 class UnitCost:
     """One sample's cost. Alone (`solo`: the dataset's items and the collate made one after the other on one thread, no
-    worker alive): wall, CPU and waiting microseconds over `samples`; the waiting is judged, the CPU time reported.
-    Inside 16 busy workers a sample's CPU time moves with its neighbours (+8% between two identical runs on one H100
-    host), so only these come from the workers, over the window's `batches`: the thread's voluntary context switches
-    per sample (`blocks`, a count, judged) and a sample's wall time there (`crowd_us`, for `parallelism`)."""
+    worker alive): wall, CPU and waiting microseconds over `samples`, and the CPU time in yardsticks (`cpu_ratio`);
+    the waiting and the ratio are judged. Inside 16 busy workers a sample's CPU time moves with its neighbours (+8%
+    between two identical runs on one H100 host), so only these come from the workers, over the window's `batches`:
+    the thread's voluntary context switches per sample (`blocks`, a count, judged) and a sample's wall time there
+    (`crowd_us`, for `parallelism`)."""
 
     samples: int
     wall_us: float
     cpu_us: float
     wait_us: float
+    cpu_ratio: float
     batches: int
     blocks: float
     crowd_us: float
 
     def entry(self) -> dict:
-        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
     def line(self) -> str:
-        return (f"a sample alone: {self.wall_us:,.0f} µs ({self.cpu_us:,.0f} µs CPU, {self.wait_us:,.0f} µs waiting); in "
-                f"the workers: {self.crowd_us:,.0f} µs, {self.blocks:.2f} blocks ({self.batches} batches)")
+        return (f"a sample alone: {self.wall_us:,.0f} µs ({self.cpu_us:,.0f} µs CPU = {self.cpu_ratio:.3f} yardsticks, "
+                f"{self.wait_us:,.0f} µs waiting); in the workers: {self.crowd_us:,.0f} µs, {self.blocks:.2f} blocks "
+                f"({self.batches} batches)")
 
 
 def in_workers(records: list[tuple]) -> tuple[int, float, float] | None:
@@ -270,34 +274,64 @@ def in_workers(records: list[tuple]) -> tuple[int, float, float] | None:
     return len(records), sum(r[6] for r in records) / samples, statistics.median((r[2] + r[4]) / r[1] / 1e3 for r in records)
 
 
-SOLO_S = 2.0  # seconds of samples timed alone, at least SOLO_LEAST of them
+SOLO_S = 2.0  # seconds of samples and yardsticks timed alone, at least SOLO_LEAST samples
 SOLO_LEAST, SOLO_MOST, CHUNK = 64, 8000, 32  # samples; timed and collated CHUNK at a time
 
 
-def solo(dataset, collate, seconds: float = SOLO_S) -> tuple[int, float, float, float]:
-    """(samples, wall, CPU, waiting µs) of one sample made alone on this thread, torch on one thread as in a worker:
-    the median over chunks of CHUNK fixed indices of each chunk's items and collate per sample. A chunk's mean, not a
-    sample's median: one sample in twenty made twice is 5% more work, which a median of samples would not see."""
+class Yardstick:
+    """A fixed piece of CPU work of a loader's kind: a 64x64 RGB image resized to 224x224 (PIL, bilinear) and made a
+    normalised float tensor. Timed on the same thread between chunks of samples, it moves as they do with what the
+    host does to that thread (clock, a busy sibling core), so a sample's CPU time over its is a figure of the work."""
+
+    def __init__(self):
+        import numpy as np
+        from PIL import Image
+
+        self.image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8))
+
+    def __call__(self) -> None:
+        import numpy as np
+        import torch
+        from PIL import Image
+
+        pixels = np.array(self.image.resize((224, 224), Image.BILINEAR))
+        torch.from_numpy(pixels).permute(2, 0, 1).float().div_(255).sub_(0.5)
+
+
+def _cpu_ns(work, times: int) -> int:
+    cpu = time.thread_time_ns()
+    for _ in range(times):
+        work()
+    return time.thread_time_ns() - cpu
+
+
+def solo(dataset, collate, seconds: float = SOLO_S) -> tuple[int, float, float, float, float]:
+    """(samples, wall, CPU, waiting µs, CPU in yardsticks) of one sample made alone on this thread, torch on one
+    thread as in a worker: the median over chunks of CHUNK fixed indices of each chunk's items and collate per
+    sample, each chunk followed by CHUNK yardsticks (`Yardstick`), the ratio the median of each chunk's CPU time over
+    its yardsticks'. A chunk's mean, not a sample's median: one sample in twenty made twice is 5% more work, which a
+    median of samples would not see."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    chunks = []
+    chunks, yardstick = [], Yardstick()
     try:
         size = len(dataset)
         for i in range(4):
             dataset[i * STRIDE % size]
+            yardstick()
         deadline, i = time.perf_counter() + seconds, 0
         while (i < SOLO_LEAST or time.perf_counter() < deadline) and i < SOLO_MOST:
             cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
             collate([dataset[(i + k) * STRIDE % size] for k in range(CHUNK)])
             wall, cpu = time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
-            chunks.append((wall / CHUNK / 1e3, cpu / CHUNK / 1e3))
+            chunks.append((wall / CHUNK / 1e3, cpu / CHUNK / 1e3, cpu / max(_cpu_ns(yardstick, CHUNK), 1)))
             i += CHUNK
     finally:
         torch.set_num_threads(threads)
-    return (i, statistics.median(w for w, _ in chunks), statistics.median(c for _, c in chunks),
-            statistics.median(w - c for w, c in chunks))
+    return (i, statistics.median(w for w, _, _ in chunks), statistics.median(c for _, c, _ in chunks),
+            statistics.median(w - c for w, c, _ in chunks), statistics.median(r for _, _, r in chunks))
 
 
 class Timer:
@@ -358,12 +392,14 @@ class Timer:
 WAIT_FLOOR_US = 20.0  # waiting per sample below this much more is no verdict: a sleep or a read waits far longer
 
 
-def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool, against: str) -> str | None:
+def unit_failure(now: dict, recorded: dict, tolerance_pct: float, cpu_tolerance_pct: float, *, timed: bool,
+                 against: str) -> str | None:
     """The unit cost against a recorded one: more blocks per sample in the workers (a count, any host), and, where
     `timed` (REF, or a baseline of this host), more waiting per sample alone than `tolerance_pct` of a sample's
-    recorded wall time (and WAIT_FLOOR_US) allows. Waiting is wall minus CPU time of the same samples, so a host that
-    runs the thread slower moves both and leaves it; the CPU time alone is not judged: between two identical processes
-    on one H100 host it moved +5% and +47%, and the instruction count judges the CPU's work exactly."""
+    recorded wall time (and WAIT_FLOOR_US) allows, or more CPU time in yardsticks than `cpu_tolerance_pct` allows.
+    Waiting is wall minus CPU time of the same samples, and the yardsticks are timed beside them, so a host that runs
+    the thread slower moves both sides of each and leaves the figure. A record without `cpu_ratio` (made before it
+    was measured) leaves the CPU time uncompared."""
     lines = []
     if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN:
         lines.append(f"blocks {now['blocks']:.2f} times a sample in the workers (sleep, I/O, a lock: voluntary context "
@@ -374,27 +410,42 @@ def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool
         lines.append(f"waiting {now['wait_us']:,.1f} µs a sample alone (wall minus CPU time), {recorded['wait_us']:,.1f} at "
                      f"{against}: +{more:,.1f} µs, {waited:.1f}% of a sample's {recorded['wall_us']:,.1f} µs (allowed "
                      f"{tolerance_pct:g}%): sleep, I/O or a lock")
+    rise = cpu_rise_pct(now, recorded)
+    if timed and rise is not None and rise > cpu_tolerance_pct:
+        lines.append(f"CPU time a sample alone {now['cpu_ratio']:.3f} yardsticks ({now['cpu_us']:,.0f} µs), "
+                     f"{recorded['cpu_ratio']:.3f} at {against}: {rise:+.1f}% (allowed {cpu_tolerance_pct:g}%): more "
+                     "work per sample")
     if not lines:
         return None
     return "the loader's cost per sample rose:\n" + "\n".join("  " + line for line in lines)
 
 
+def cpu_rise_pct(now: dict, recorded: dict) -> float | None:
+    """How much more CPU time a sample takes alone, in yardsticks, in percent; None where either side has no ratio."""
+    if not now.get("cpu_ratio") or not recorded.get("cpu_ratio"):
+        return None
+    return 100 * (now["cpu_ratio"] / recorded["cpu_ratio"] - 1)
+
+
 def cpu_line(now: dict, recorded: dict, against: str) -> str:
-    """A sample's CPU time alone against the recorded one: reported, not judged (unit_failure says why)."""
+    """A sample's CPU time alone against the recorded one, as the note of a comparison that passed."""
+    rise = cpu_rise_pct(now, recorded)
+    ratio = "no yardsticks recorded" if rise is None else f"{now['cpu_ratio']:.3f} yardsticks, {rise:+.1f}%"
     return (f"loader CPU time a sample alone {now['cpu_us']:,.0f} µs, {recorded['cpu_us']:,.0f} at {against} "
-            f"({100 * (now['cpu_us'] / recorded['cpu_us'] - 1):+.1f}%; the instruction count judges the work)")
+            f"({100 * (now['cpu_us'] / recorded['cpu_us'] - 1):+.1f}%; {ratio})")
 
 
-def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float, *, why_not_timed: str,
-                 against: str) -> tuple[str | None, str | None]:
+def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float, cpu_tolerance_pct: float, *,
+                 why_not_timed: str, against: str) -> tuple[str | None, str | None]:
     """(failure, note) of the loader's cost per sample against a baseline `entry`'s: blocks on any host, CPU and waiting
     time only where `why_not_timed` is empty (REF, or a baseline recorded on this host)."""
     recorded = (entry or {}).get("loader_unit")
     if unit is None or recorded is None:
         why = "none measured here" if unit is None else f"{against} recorded none"
         return None, (f"loader cost per sample not compared: {why}" if unit is not None or recorded is not None else None)
-    failure = unit_failure(unit.entry(), recorded, tolerance_pct, timed=not why_not_timed, against=against)
-    return failure, (f"loader waiting per sample: {why_not_timed}" if why_not_timed
+    failure = unit_failure(unit.entry(), recorded, tolerance_pct, cpu_tolerance_pct, timed=not why_not_timed,
+                           against=against)
+    return failure, (f"loader waiting and CPU time per sample: {why_not_timed}" if why_not_timed
                      else cpu_line(unit.entry(), recorded, against))
 
 
@@ -474,8 +525,8 @@ def validate_unit(unit) -> str | None:
         return None
     if not isinstance(unit, dict):
         return f"'loader_unit' is {_short(unit, 60)}, expected an object"
-    for name in ("wall_us", "cpu_us", "blocks", "crowd_us"):
-        value = unit.get(name)
+    for name in ("wall_us", "cpu_us", "blocks", "crowd_us", "cpu_ratio"):
+        value = unit.get(name, 0.0)  # cpu_ratio: absent from a record made before it was measured
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e12:
             return f"'loader_unit' {name!r} is {_short(value, 60)}, expected a non-negative number"
     if unit["wall_us"] <= 0 or not isinstance(unit.get("wait_us"), (int, float)) or isinstance(unit.get("wait_us"), bool):

@@ -91,6 +91,16 @@ def perf_session(request) -> PerfSession:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    perf = item.config.stash.get(SESSION, None)
+    if perf:
+        perf.call_started(item)
+    yield
+    if perf:
+        perf.call_ended(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     rep = (yield).get_result()
     if rep.when == "call" and SESSION in item.config.stash:

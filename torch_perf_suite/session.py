@@ -10,13 +10,14 @@ import json
 import math
 import shutil
 import tempfile
+import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from . import against, baselines, device, host, instructions, loader, report, settings, syncs
+from . import against, baselines, device, host, instructions, loader, report, settings, syncs, timing
 from .fixture import PerfWarning, Result
 
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
@@ -30,6 +31,9 @@ class PerfSession:
     def __init__(self, config, shards: int = 0):
         """`shards`: the pytest-xdist workers this process starts, as the controller of a sharded run (sharding.py)."""
         self.settings = settings.SessionSettings.from_config(config)
+        self.started = time.perf_counter()
+        self.ref_s = 0.0  # what measuring REF took (--perf-against), cached or not
+        self.laps: dict[str, timing.Laps] = {}  # test id -> where its call's seconds went
         workerinput = getattr(config, "workerinput", {})
         self.worker: str | None = workerinput.get("workerid")  # the pytest-xdist worker this process is, if one
         self.gpu: str | None = workerinput.get("perf_gpu")  # the CUDA_VISIBLE_DEVICES its controller gave it, if any
@@ -125,11 +129,30 @@ class PerfSession:
             return
         cache = self.settings.against_cache or (config.cache.mkdir("perf-against") if getattr(config, "cache", None)
                                                 else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
+        started = time.perf_counter()
         self.ref = against.measure(self.settings.against, config, test_ids, self.device.env, cache)
+        self.ref_s = time.perf_counter() - started
         self._load_baselines(self.ref.folder)
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
             reporter.write_line(f"Compared {self.ref.describe()}; the working tree's tests follow")
+
+    def call_started(self, item) -> None:
+        """A perf test's call starts: its seconds are lapped from here (`laps_of`), the rest of it lapped as checks."""
+        if "perf" in getattr(item, "fixturenames", ()):
+            self.laps[item.nodeid] = timing.Laps()
+
+    def call_ended(self, item) -> None:
+        if item.nodeid in self.laps:
+            self.laps[item.nodeid].lap("checks")
+
+    def laps_of(self, test_id: str) -> timing.Laps:
+        return self.laps.setdefault(test_id, timing.Laps())
+
+    def seconds(self) -> dict:
+        """The session's seconds: in all, measuring REF, and in the perf tests' calls."""
+        tests = sum(sum(laps.seconds.values()) for laps in self.laps.values())
+        return {"total": round(time.perf_counter() - self.started, 1), "REF": round(self.ref_s, 1), "tests": round(tests, 1)}
 
     @property
     def reference(self) -> str:

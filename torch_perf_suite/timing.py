@@ -25,6 +25,7 @@ class Throughput:
     durations_s: tuple[float, ...]
     extended: int = 0  # rounds added because the median's interval was too wide
     window_s: float = 0.0  # wall time of the whole window: warm-up, probe and rounds
+    warmup_s: float = 0.0  # of which the warm-up and the probe, before the first round
     energy_j: float | None = None  # the device's energy over the timed rounds, where it has a meter
     cpu_s: tuple[float, ...] | None = None  # CPU seconds of the loader's workers in each round, where read
     util: object | None = None  # what a monitor saw over the timed rounds (nvml.Utilization on a GPU)
@@ -122,6 +123,7 @@ def measure_throughput(
             step()
         sync()
         steps = steps_per_round(clock() - t0, cycle, steps=steps, cycle=cycle, round_s=round_s, least_step_s=least_step_s)
+    warmup_s = time.perf_counter() - start
     durations: list[float] = []
     joules: list[float | None] = []
     cpu_s: list[float | None] = []
@@ -149,5 +151,27 @@ def measure_throughput(
             plain_rounds(one_round, sync, 1)
     energy_j = None if None in joules else sum(joules)
     return Throughput(steps * batch_size, tuple(durations), extended=len(durations) - first,
-                      window_s=time.perf_counter() - start, energy_j=energy_j,
+                      window_s=time.perf_counter() - start, warmup_s=warmup_s, energy_j=energy_j,
                       cpu_s=None if None in cpu_s else tuple(cpu_s), util=watching.summary() if monitor else None)
+
+
+class Laps:
+    """Where a test's seconds went: each `lap(phase)` adds the time since the last lap (or the start) to `phase`, so
+    the phases of a test add up to its duration; `split` moves a known share of a phase to others."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
+        self.last = clock()
+        self.seconds: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        now = self.clock()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self.last
+        self.last = now
+
+    def split(self, phase: str, **shares: float) -> None:
+        """Move `shares` (phase name -> seconds, each at most what is left) out of `phase`, in the order given."""
+        for name, seconds in shares.items():
+            moved = min(max(seconds, 0.0), self.seconds.get(phase, 0.0))
+            self.seconds[phase] = self.seconds.get(phase, 0.0) - moved
+            self.seconds[name] = self.seconds.get(name, 0.0) + moved
