@@ -3,8 +3,9 @@
 from types import SimpleNamespace
 
 from torch_perf_suite import loader
-from torch_perf_suite.fixture import Result, _power_note
 from torch_perf_suite.parts import Parts
+from torch_perf_suite.result import Result
+from torch_perf_suite.result import power_note as _power_note
 from torch_perf_suite.timing import Throughput
 
 
@@ -37,8 +38,8 @@ def test_the_loaders_cost_per_sample_comes_from_the_loader_window_else_the_pipel
     unit = loader.UnitCost(100, 1000.0, 666.6666, 333.3333, 0.66666, 1, 1 / 3, 1200.0)
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit))
     entry = Result("t", parts, None, None, None).baseline_entry({"gpu": "cpu"})
-    assert entry["loader_unit"] == {"samples": 100, "wall_us": 1000.0, "cpu_us": 666.6666, "wait_us": 333.3333, "cpu_ratio": 0.6667,
-                                    "batches": 1, "blocks": 0.3333, "crowd_us": 1200.0}
+    assert entry["loader_unit"] == {"samples": 100, "wall_us": 1000.0, "cpu_us": 666.6666, "wait_us": 333.3333,
+                                    "cpu_ratio": 0.6667, "batches": 1, "blocks": 0.3333, "crowd_us": 1200.0}
     alone = Parts(batch_size=100, pipeline=Throughput(100, (0.3,), unit=unit))
     assert Result("t", alone, None, None, None).unit is unit
 
@@ -51,3 +52,19 @@ def test_the_power_note_starts_at_95_percent_of_the_limit():
     assert _power_note(gpu(664.0), 700.0) is None
     assert _power_note(gpu(700.0), None) is None and _power_note(Throughput(100, (1.0,)), 700.0) is None
     assert _power_note(None, 700.0) is None
+
+
+def test_a_loaders_cost_is_judged_only_by_the_test_that_timed_its_window():
+    from torch_perf_suite.judging import Judge
+    from torch_perf_suite.settings import Measure
+
+    unit = loader.UnitCost(100, 1000.0, 900.0, 400.0, 0.9, 5, 1.0, 1200.0)  # waiting and blocks far above the entry's
+    entry = {"loader_unit": {"wall_us": 1000.0, "cpu_us": 900.0, "wait_us": 100.0, "blocks": 0.0, "crowd_us": 1200.0},
+             "env": {}}
+    session = SimpleNamespace(ref=object(), against_label="REF")
+    judge = Judge(session, "t", Measure(), confirm=None)
+    mine = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit))
+    assert "blocks 1.00 times a sample" in judge._unit(Result("t", mine, None, None, None), entry)
+    shared = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit),
+                   measured_in={"loader": "t0"})
+    assert judge._unit(Result("t", shared, None, None, None), entry) is None  # t0 judged it

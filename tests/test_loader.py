@@ -162,8 +162,8 @@ def test_a_sample_alone_sees_one_in_twenty_made_twice():
                 super().__getitem__(i)
             return super().__getitem__(i)
 
-    base = loader.solo(Squares(size=1000, nap_s=0.0005), default_collate, seconds=0.0)
-    more = loader.solo(OneInTwenty(size=1000, nap_s=0.0005), default_collate, seconds=0.0)
+    base = loader.solo(Squares(size=1000, nap_s=0.0005), default_collate, seconds=0.3)
+    more = loader.solo(OneInTwenty(size=1000, nap_s=0.0005), default_collate, seconds=0.3)
     assert more[1] > base[1] * 1.02  # 5% more naps on average: a chunk's mean sees it
 
 
@@ -173,24 +173,18 @@ def recorded(**changed):
 
 def test_the_same_cost_passes_and_says_the_cpu_time():
     unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 0.9, 5, 0.03, 1200.0)
-    assert loader.unit_verdict(unit, {"loader_unit": recorded()}, 5.0, 3.0, why_not_timed="", against="REF") == (
+    assert loader.unit_verdict(unit, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF") == (
         None, "loader CPU time a sample alone 900 µs, 900 at REF (+0.0%; 0.900 yardsticks, +0.0%)")
 
 
 def test_the_same_cost_passes():
-    assert loader.unit_failure(recorded(), recorded(), 5.0, 3.0, timed=True, against="REF") is None
+    assert loader.unit_failure(recorded(), recorded(), 5.0, timed=True, against="REF") is None
 
 
-def test_cpu_time_is_judged_in_yardsticks_not_microseconds():
-    # a host that runs the thread 2x slower: twice the microseconds, the same yardsticks
-    assert loader.unit_failure(recorded(cpu_us=1800.0, wall_us=1900.0), recorded(), 5.0, 3.0, timed=True, against="REF") is None
-    assert loader.unit_failure(recorded(cpu_ratio=0.9269), recorded(), 5.0, 3.0, timed=True, against="REF") is None  # +2.99%
-    message = loader.unit_failure(recorded(cpu_ratio=0.945, cpu_us=945.0), recorded(), 5.0, 3.0, timed=True, against="REF")
-    assert message == ("the loader's cost per sample rose:\n  CPU time a sample alone 0.945 yardsticks (945 µs), 0.900 at "
-                       "REF: +5.0% (allowed 3%): more work per sample")
-    assert loader.unit_failure(recorded(cpu_ratio=0.945), recorded(), 5.0, 6.0, timed=True, against="REF") is None
-    # a host-bound figure: not judged against another host's record
-    assert loader.unit_failure(recorded(cpu_ratio=1.8), recorded(), 5.0, 3.0, timed=False, against="the baseline") is None
+def test_cpu_time_is_reported_in_microseconds_and_yardsticks_not_judged():
+    assert loader.unit_failure(recorded(cpu_us=1800.0, wall_us=1900.0), recorded(), 5.0, timed=True, against="REF") is None
+    assert loader.unit_failure(recorded(cpu_ratio=1.8), recorded(), 5.0, timed=True, against="REF") is None
+    assert loader.cpu_rise_pct(recorded(cpu_ratio=0.945), recorded()) == pytest.approx(5.0)
     assert loader.cpu_line(recorded(cpu_us=950.0, cpu_ratio=0.918), recorded(), "REF") == (
         "loader CPU time a sample alone 950 µs, 900 at REF (+5.6%; 0.918 yardsticks, +2.0%)")
 
@@ -198,7 +192,6 @@ def test_cpu_time_is_judged_in_yardsticks_not_microseconds():
 def test_a_record_without_yardsticks_leaves_the_cpu_time_uncompared():
     old = {k: v for k, v in recorded().items() if k != "cpu_ratio"}
     assert loader.cpu_rise_pct(recorded(cpu_ratio=2.0), old) is None
-    assert loader.unit_failure(recorded(cpu_ratio=2.0), old, 5.0, 3.0, timed=True, against="REF") is None
     assert loader.cpu_line(recorded(), old, "REF").endswith("(+0.0%; no yardsticks recorded)")
     assert loader.validate_unit(old) is None
     assert "'cpu_ratio' is -1.0" in loader.validate_unit(recorded(cpu_ratio=-1.0))
@@ -220,31 +213,31 @@ def test_a_sample_alone_is_timed_beside_its_yardsticks():
 
 
 def test_waiting_is_judged_as_a_share_of_a_samples_time_above_a_floor():
-    assert loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, 3.0, timed=True, against="REF") is None
-    assert loader.unit_failure(recorded(wait_us=119.0, wall_us=200.0), recorded(wall_us=200.0), 5.0, 3.0, timed=True,
+    assert loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, timed=True, against="REF") is None
+    assert loader.unit_failure(recorded(wait_us=119.0, wall_us=200.0), recorded(wall_us=200.0), 5.0, timed=True,
                                against="REF") is None  # 9.5% of a short sample, but under the floor
-    message = loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, 3.0, timed=True, against="REF")
+    message = loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, timed=True, against="REF")
     assert "waiting 260.0 µs a sample alone (wall minus CPU time), 100.0 at REF: +160.0 µs, 16.0% of a sample's" in message
 
 
 def test_new_blocks_fail_on_any_host_and_waiting_only_where_timed():
     now = recorded(blocks=1.03, wait_us=2000.0)
-    assert loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, 3.0, timed=False, against="the baseline") is None
-    message = loader.unit_failure(now, recorded(), 5.0, 3.0, timed=False, against="the baseline")
+    assert loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, timed=False, against="the baseline") is None
+    message = loader.unit_failure(now, recorded(), 5.0, timed=False, against="the baseline")
     assert "blocks 1.03 times a sample in the workers" in message and "waiting" not in message
-    assert "waiting" in loader.unit_failure(now, recorded(), 5.0, 3.0, timed=True, against="REF")
+    assert "waiting" in loader.unit_failure(now, recorded(), 5.0, timed=True, against="REF")
 
 
 def test_the_unit_verdict_says_why_not_where_it_cannot_compare():
     unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 0.9, 5, 0.03, 1200.0)
-    assert loader.unit_verdict(unit, {}, 5.0, 3.0, why_not_timed="", against="REF x") == (
+    assert loader.unit_verdict(unit, {}, 5.0, why_not_timed="", against="REF x") == (
         None, "loader cost per sample not compared: REF x recorded none")
-    assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, 3.0, why_not_timed="", against="REF x") == (
+    assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF x") == (
         None, "loader cost per sample not compared: none measured here")
-    assert loader.unit_verdict(None, {}, 5.0, 3.0, why_not_timed="", against="REF x") == (None, None)
-    failure, note = loader.unit_verdict(unit, {"loader_unit": recorded(cpu_us=10.0)}, 5.0, 3.0,
+    assert loader.unit_verdict(None, {}, 5.0, why_not_timed="", against="REF x") == (None, None)
+    failure, note = loader.unit_verdict(unit, {"loader_unit": recorded(cpu_us=10.0)}, 5.0,
                                         why_not_timed="not comparable: another host", against="the baseline")
-    assert failure is None and note == "loader waiting and CPU time per sample: not comparable: another host"
+    assert failure is None and note == "loader waiting per sample: not comparable: another host"
 
 
 def test_parallelism_compares_what_the_workers_could_make_with_what_was_delivered():

@@ -6,6 +6,7 @@ trace recorded on an H200, so every message the suite prints is exercised here.
 
 import contextlib
 import dataclasses
+import fnmatch
 import json
 import re
 import shutil
@@ -171,6 +172,15 @@ def suite(pytester, monkeypatch):
     return Suite
 
 
+def details(text: str, summary: str, test: str | None = None) -> list[str]:
+    """The lines of one test's <details> block in a report (PATH.md, or its copy in the terminal): the block whose
+    summary is `summary`, the test's short id and verdict ("copy: passed"), and, where given, whose full id is `test`."""
+    blocks = [block.split("</details>")[0].splitlines() for block in text.split("<details><summary>")[1:]]
+    found = [lines for lines in blocks if lines[0] == f"{summary}</summary>" and (test is None or f"`{test}`" in lines)]
+    assert len(found) == 1, f"{len(found)} details blocks of {summary!r}" + (f" ({test})" if test else "")
+    return found[0]
+
+
 def test_without_a_gpu_the_scenarios_skip_naming_perf_smoke(suite):
     suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
     result = suite.run("-rs")
@@ -286,7 +296,8 @@ def test_longer_rounds(perf, perf_session):
     result = suite.run("-p", "no:randomly")
     result.assert_outcomes(passed=3)
     out = result.stdout.str()
-    assert out.count("loader measured in test_copy") == 1  # test_again's; test_longer_rounds measured its own
+    # test_again's (a note of its own, not one said once for several tests); test_longer_rounds measured its own
+    assert "- loader measured in test_copy" in details(out, "again: passed") and out.count("loader measured in test_copy") == 1
     assert dev.steps["loader"] == 3 * 5 + (1 + 3 * 5)  # test_copy's rounds; test_longer_rounds', after a probe
 
 
@@ -327,8 +338,9 @@ def test_smoke_mode_shrinks_every_window_and_checks_nothing(suite):
     assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2 + 1, "loader": 1 + 2}
     assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
     result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on "
-                                 "NVIDIA H200; nothing was timed. torch *", "", "| test | notes |", "|---|---|",
-                                 "| test_copy.py::test_copy | passed |"])
+                                 "NVIDIA H200; nothing was timed. torch *", "", "| test | verdict | counted |",
+                                 "|------|---------|---------|", "| copy | passed  | -       |"])
+    assert "`test_copy.py::test_copy`" in details(result.stdout.str(), "copy: passed")
 
 
 def test_a_smoke_run_on_a_cpu_shows_no_throughput_and_compares_nothing(suite):
@@ -427,8 +439,9 @@ def test_a_shortfall_that_is_not_significant_passes_saying_so(suite):
     suite.gpu(FakeGPU(slow={"gpu": 1.05}, slow_steps=3 + 2 * 5))
     result = suite.run("--perf-rounds=3", "--perf-max-rounds=3")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*| gpu -4.8%, loader +0.0%*| passed; gpu -4.8% (below the allowed -3%, not significant: "
-                                 "median intervals) |"])
+    result.stdout.fnmatch_lines(["| copy | passed  | 5,000 +0.0% | 9,524 -4.8% | 20,000 +0.0% | *"])
+    assert "- gpu -4.8% (below the allowed -3%, not significant: median intervals)" in details(result.stdout.str(),
+                                                                                              "copy: passed")
 
 
 def test_loader_numbers_from_another_machine_are_not_compared(suite):
@@ -436,10 +449,8 @@ def test_loader_numbers_from_another_machine_are_not_compared(suite):
     suite.gpu(FakeGPU(host={**HOST, "machine": "9b1d0c2e"}, slow={"loader": 2.0, "pipeline": 2.0}))
     result = suite.run()
     result.assert_outcomes(passed=1)  # half the loader's speed, but on another host: no verdict
-    result.stdout.fnmatch_lines([
-        "*passed; loader, pipeline: not comparable: recorded on machine 4c4c4544, this is machine 9b1d0c2e "
-        "(the same CPU class) |"
-    ])
+    assert ("- loader, pipeline: not comparable: recorded on machine 4c4c4544, this is machine 9b1d0c2e "
+            "(the same CPU class)") in details(result.stdout.str(), "copy: passed")
     strict = suite.run("--perf-strict")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*--perf-strict: no comparable baseline: *not comparable*"])
@@ -461,7 +472,9 @@ def test_the_loaders_cpu_cost_is_reported_and_recorded_not_gated(suite):
     suite.gpu(FakeGPU(slow={"loader_cpu": 1.15}))
     result = suite.run()
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*| 5,000 | 10,000 | 20,000 | 8,696 | GPU | 0.50 | gpu +0.0%, loader +0.0%, pipeline +0.0% |*"])
+    result.stdout.fnmatch_lines(["| copy | passed  | 5,000 +0.0% | 10,000 +0.0% | 20,000 +0.0% |       0.00 |"])
+    assert "- bottleneck GPU; efficiency 0.50; spread 0.0/0.0/0.0/0.0%; loader/CPU s 8,696" in details(
+        result.stdout.str(), "copy: passed")
 
 
 def test_an_old_baseline_file_loads_and_says_what_was_not_checked(suite):
@@ -539,7 +552,7 @@ def test_a_smoke_run_counts_the_model_flops_of_every_scenario_and_times_nothing(
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert row["mfu"] == {"gflops_per_sample": 0.02, "dtype": "float32", "peak_tflops": 66.9,
                           "peak_source": "NVIDIA's H100/H200 SXM datasheets, dense"}
-    result.stdout.fnmatch_lines(["| test_copy.py::test_copy | model 0.02 GFLOP/sample (float32); passed |"])
+    result.stdout.fnmatch_lines(["| copy | passed  | model 0.02 GFLOP/sample (float32) |"])
 
 
 def test_a_step_without_matmuls_has_no_mfu(suite):
@@ -554,9 +567,10 @@ def test_report_is_written_as_markdown_and_json(suite):
     suite.run("--perf-report=out/perf.md").assert_outcomes(passed=1)
     md = (suite.path / "out" / "perf.md").read_text()
     data = json.loads((suite.path / "out" / "perf.json").read_text())
-    assert "| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline |" in md
-    assert ("| test_copy.py::test_copy | 5,000 | 10,000 | 20,000 | 10,000 | GPU | 0.50 | gpu +0.0%, loader +0.0%, "
-            "pipeline +0.0% |") in md
+    assert "| test | verdict | pipeline    | GPU-side     | loader       | syncs/step |\n" in md
+    assert "| copy | passed  | 5,000 +0.0% | 10,000 +0.0% | 20,000 +0.0% |       0.00 |\n" in md
+    assert details(md, "copy: passed")[2:5] == [
+        "`test_copy.py::test_copy`", "", "- bottleneck GPU; efficiency 0.50; spread 0.0/0.0/0.0/0.0%; loader/CPU s 10,000"]
     assert "GPU: NVIDIA H200" in md and "host Intel(R) Xeon(R) Platinum 8480+ x 16 cores" in md
     [row] = data["tests"]
     assert row["test"] == "test_copy.py::test_copy" and row["syncs_per_step"] == 0
@@ -576,7 +590,7 @@ def test_a_report_without_measurements_says_so(suite):
     result.stdout.fnmatch_lines(["*perf report written to *out/perf.md, *out/perf.json (no test was measured: no CUDA GPU "
                                  "and no --perf-smoke)"])
     assert json.loads((suite.path / "out" / "perf.json").read_text())["tests"] == []
-    assert "| test | pipeline |" in (suite.path / "out" / "perf.md").read_text()
+    assert "| test | verdict | pipeline | GPU-side | loader | syncs/step |\n" in (suite.path / "out" / "perf.md").read_text()
     clean(result)
 
 
@@ -689,8 +703,9 @@ def test_a_trace_that_cannot_be_kept_says_where_it_still_is(suite, tmp_path):
     (tmp_path / "test_copy.py_test_copy.json.gz").mkdir()  # a write error after the start
     result = suite.run(f"--perf-trace-dir={tmp_path}")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*expected 0 (a new sync appeared)*",
-                                 "*| FAILED; trace not kept (*Is a directory*); it is still at *test_copy.py_test_copy.json |"])
+    result.stdout.fnmatch_lines(["*expected 0 (a new sync appeared)*", "| copy | FAILED  | *"])
+    assert fnmatch.filter(details(result.stdout.str(), "copy: FAILED"),
+                          "- trace not kept (*Is a directory*); it is still at *test_copy.py_test_copy.json")
     clean(result)
 
 
@@ -831,12 +846,16 @@ def test_a_single_round_records_no_spread(suite, pytester):
         assert {p: (v["rounds"], v["spread_pct"]) for p, v in parts.items()} == {
             "pipeline": ([5000.0], None), "gpu": ([10000.0], None), "loader": ([20000.0], None),
             "loader_cpu": ([10000.0], None)}
-    line = "| - | 0.00 | 97/97% | 45/141 GB, 640/700 W, 1,980 MHz | 1.50 GB |"  # spread "-", then the fake GPU's NVML figures
-    assert line in (suite.path / "out" / "perf.md").read_text()
+    md = (suite.path / "out" / "perf.md").read_text()
+    assert "| copy | passed  |    5,000 |   10,000 | 20,000 |       0.00 |\n" in md
+    # no spread, then the fake GPU's NVML figures
+    assert details(md, "copy: passed")[4:6] == ["- bottleneck GPU; efficiency 0.50; loader/CPU s 10,000",
+                                                "- GPU-Util 97/97%; 45/141 GB, 640/700 W, 1,980 MHz; peak mem 1.50 GB"]
     clean(result)
     again = suite.run("--perf-rounds=1")  # the file with null spreads reads back, and checks
     again.assert_outcomes(passed=1)
-    assert "gpu +0.0%" in clean(again)
+    clean(again)
+    again.stdout.fnmatch_lines(["| copy | passed  | 5,000 +0.0% | 10,000 +0.0% | 20,000 +0.0% |       0.00 |"])
 
 
 def test_a_failing_baseline_write_fails_the_session_and_keeps_the_file(suite, monkeypatch):
@@ -867,7 +886,8 @@ def test_xdist_runs_smoke_scenarios_on_a_cpu_and_merges_their_report(suite, monk
     monkeypatch.setattr(device, "gpu_count", lambda: 0)
     result = suite.run("-n", "2", "--perf-smoke", "--perf-report=out/perf", "--perf-update-baselines")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["| test_copy.py::test_copy | passed; ran on gw? |",
+    result.stdout.fnmatch_lines(["| copy | passed  | -       |", "<details><summary>copy: passed</summary>", "",
+                                 "`test_copy.py::test_copy`", "", "- ran on gw?",
                                  "--perf-update-baselines recorded nothing: *",
                                  "perf report written to out/perf.md, out/perf.json"])
     assert sorted(p.name for p in (suite.path / "out").iterdir()) == ["perf.json", "perf.md"]
@@ -906,7 +926,7 @@ def test_a_gain_over_a_predecessor_is_checked_on_the_named_part(suite, pytester,
             "*test_copy's rounds: 10,000, 10,000, 10,000",
         ])
     else:
-        result.stdout.fnmatch_lines(["*| test_copy.py::test_other |*| gpu vs test_copy 2.00x; passed*"])
+        assert "- gpu vs test_copy 2.00x" in details(result.stdout.str(), "other: passed", "test_copy.py::test_other")
 
 
 @pytest.mark.parametrize("speed, failed", [(0.8, False), (1.0, True)])
@@ -929,8 +949,8 @@ def test_a_predecessor_not_measured_warns_and_fails_in_strict_mode(suite, pytest
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "*: PerfWarning: test_copy.py::test_other: the gpu number of test_copy.py::test_gone was "
-        "not measured in this run, so gpu vs test_gone is not checked",
-        "*| test_copy.py::test_other |*| passed; not compared with test_gone |"])
+        "not measured in this run, so gpu vs test_gone is not checked"])
+    assert "- not compared with test_gone" in details(result.stdout.str(), "other: passed", "test_copy.py::test_other")
     strict = claim(pytester, suite, 2.0, check, "--perf-strict")
     strict.stdout.fnmatch_lines(["*test_other: the gpu number of*was not measured in this run*"])
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
@@ -946,8 +966,9 @@ def test_a_predecessor_left_out_by_a_marker_is_a_note_even_in_strict_mode(suite,
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines([
         "*: PerfWarning: test_copy.py::test_other: test_copy.py::test_copy was deselected (-k or -m) in this run, "
-        "so gpu vs test_copy is not checked",
-        "*| test_copy.py::test_other |*| passed; not compared with test_copy (deselected) |"])
+        "so gpu vs test_copy is not checked"])
+    assert "- not compared with test_copy (deselected)" in details(result.stdout.str(), "other: passed",
+                                                                   "test_copy.py::test_other")
 
 
 EFFICIENCY_FAILS = {  # pipeline 5,000 samples/s; GPU-side 10,000; loader 20,000
@@ -984,7 +1005,8 @@ def test_a_host_bound_claim_is_checked_only_where_its_baseline_was_recorded(suit
     suite.baseline.write_text(json.dumps(data))
     result = claim(pytester, suite, 1.0, check, "-W", "ignore::UserWarning")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*| test_copy.py::test_other |*: not checked: *; it does not hold here*"])
+    assert fnmatch.filter(details(result.stdout.str(), "other: passed", "test_copy.py::test_other"),
+                          "- *: not checked: *; it does not hold here")
 
 
 def test_a_bottleneck_claim_names_the_parts(suite, pytester):
@@ -1020,7 +1042,7 @@ def test_ladder(perf, perf_session, step):
 """)
     result = suite.run("-p", "no:randomly")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*| test_copy.py::test_ladder[[]fast[]] |*| gpu vs slow 3.00x; passed*"])
+    assert "- gpu vs slow 3.00x" in details(result.stdout.str(), "ladder[fast]: passed", "test_copy.py::test_ladder[fast]")
 
 
 def test_a_marker_applied_after_collection_fails_the_test_naming_it(suite, pytester):
@@ -1120,10 +1142,10 @@ def test_a_layout_conversion_fails_naming_its_kernel(suite, pytester):
 
 
 @pytest.mark.parametrize("util, at_least, outcome, shown", [
-    (UTIL, 90, "passed", "| 97/97% | 45/141 GB, 640/700 W, 1,980 MHz |"),
+    (UTIL, 90, "passed", "- GPU-Util 97/97%; 45/141 GB, 640/700 W, 1,980 MHz; peak mem 1.50 GB"),
     (UTIL, 99, "failed", "*GPU-Util 97% over the gpu rounds (NVML, 5 samples), expected at least 99%*"),
     (nvml.Utilization(unavailable="NVML refused: Not Supported"), 90, "passed",
-     "| unavailable: NVML refused: Not Supported | - |"),
+     "- GPU-Util unavailable: NVML refused: Not Supported; peak mem 1.50 GB"),
 ])
 def test_utilization_is_checked_where_nvml_can_say(suite, pytester, util, at_least, outcome, shown):
     suite.gpu(FakeGPU(util=util))
@@ -1133,7 +1155,7 @@ def test_utilization_is_checked_where_nvml_can_say(suite, pytester, util, at_lea
     if outcome == "failed":
         result.stdout.fnmatch_lines([shown])
     else:
-        assert shown in (suite.path / "out" / "perf.md").read_text()
+        assert shown in details((suite.path / "out" / "perf.md").read_text(), "copy: passed")
     if util.unavailable:
         assert "utilization not checked: NVML refused: Not Supported" in (suite.path / "out" / "perf.md").read_text()
 
@@ -1570,3 +1592,29 @@ def test_a_recording_run_counts_the_loader_afresh_even_where_its_code_is_unchang
     suite.run("--perf-update-baselines").assert_outcomes(passed=1)
     recorded = json.loads((suite.path / "baselines" / "instructions.json").read_text())["environments"]
     assert next(iter(recorded.values()))["test_copy.py::test_copy"]["per_sample"] == 6_400_000
+
+
+def test_the_phases_seconds_add_up_to_the_tests_call(suite):
+    """Each perf test's seconds by phase (timing.Laps) cover its call: their sum is the call's duration as pytest
+    timed it, and each phase measured is there."""
+    result = suite.run("--perf-report=out/perf", "--durations=0", "--durations-min=0", "-vv")
+    result.assert_outcomes(passed=1, warnings=1)
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    [call_s] = [float(line.split("s ")[0]) for line in result.stdout.lines if re.match(r"[\d.]+s call +test_copy", line)]
+    assert {"build", "loader alone", "timed", "profiled", "instructions", "FLOPs", "checks"} <= set(row["seconds"])
+    assert sum(row["seconds"].values()) == pytest.approx(call_s, rel=0.05, abs=0.02)
+    assert row["seconds"]["timed"] > 0 and all(s >= 0 for s in row["seconds"].values())
+
+
+def test_a_recording_into_another_folder_takes_the_committed_count_of_unchanged_code(suite, counted_loader):
+    """REF's run under --perf-against records into a folder of its own: there, as in any run, a loader whose code is
+    unchanged since the committed count is not counted again; only a recording into the committed file counts afresh."""
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    counted_loader["now"] = 6_400_000
+    suite.run("--perf-update-baselines", "--perf-baseline-dir=ref").assert_outcomes(passed=1)
+    ref = json.loads((suite.path / "ref" / "instructions.json").read_text())["environments"]
+    assert next(iter(ref.values()))["test_copy.py::test_copy"]["per_sample"] == 6_353_205.7  # the committed count
+    counted_loader["content"] = "c1"  # the code changed: counted
+    suite.run("--perf-update-baselines", "--perf-baseline-dir=ref").assert_outcomes(passed=1)
+    ref = json.loads((suite.path / "ref" / "instructions.json").read_text())["environments"]
+    assert next(iter(ref.values()))["test_copy.py::test_copy"]["per_sample"] == 6_400_000

@@ -95,6 +95,7 @@ FULL_ROW = {
     "mfu": None,
     "extra": {"gain": 1.5, "workers": 8, "ratio": 0.123},
     "notes": ["passed", "loader measured in test_x"],
+    "seconds": None,
 }
 BARE_ROW = {
     "test": "test_b", "samples_per_s": 1000.0,
@@ -106,16 +107,29 @@ BARE_ROW = {
     "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None, "mfu": None,
     "extra": {},
     "notes": [],
+    "seconds": None,
 }
-FULL_LINE = ("| test_a | 333 | 2,000 | - | - | GPU | 0.17 | gpu -5.0% FAILED, pipeline +0.0% | 15.8/0.0% | 0.50 | 97% "
-             "| 45/141 GB, 640/700 W, 1,980 MHz | 1.23 GB | "
-             "gain 1.50x, workers 8, ratio 0.12x; passed; loader measured in test_x |")
-BARE_LINE = "| test_b | 1,000 | - | - | - | - | - | - | - | - | - | - | - |  |"
+# bare() then full(): the columns padded to their widest cell, each part's number aligned and its change beside it
+TABLE_HEAD = ("| test | verdict | pipeline    | GPU-side           | loader | syncs/step |\n"
+              "|------|---------|-------------|--------------------|--------|-----------:|\n")
+BARE_LINE = "| b    | -       | 1,000       |     -              |      - |          - |"
+FULL_LINE = "| a    | passed  |   333 +0.0% | 2,000 -5.0% FAILED |      - |       0.50 |"
+FULL_DETAILS = ("<details><summary>a: passed</summary>\n\n`test_a`\n\n"
+                "- bottleneck GPU; efficiency 0.17; spread 15.8/0.0%\n"
+                "- GPU-Util 97%; 45/141 GB, 640/700 W, 1,980 MHz; peak mem 1.23 GB\n"
+                "- gain 1.50x, workers 8, ratio 0.12x\n"
+                "- loader measured in test_x\n\n</details>\n")
+BARE_DETAILS = "<details><summary>b</summary>\n\n`test_b`\n\n</details>\n"  # no verdict, nothing measured but the pipeline
 HEAD = ("GPU: NVIDIA H200 | driver 580 | CUDA 13.0 | torch 2.11 | torchvision 0.26 | torchmetrics 1.9 | "
         "host Xeon x 16 cores | 2026-11-22\n\n")
-TABLE_HEAD = ("| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread "
-              "| syncs/step | GPU-Util | memory, power, clock | peak mem | notes |\n"
-              "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|---|\n")
+LEGEND = ("pipeline, GPU-side, loader: samples/s of each part (as trained; the batch already on the GPU; the loader alone, "
+          "to the GPU), then its change against the baseline (REF's, under --perf-against) where compared, FAILED where "
+          "that failed the test; "
+          "syncs/step: the host's waits on the GPU per step. Each test's details (bottleneck, efficiency, spread, GPU-Util, "
+          "MFU, its notes) are at the end\n\n")
+DETAILS = ("### Details\n\nloader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / "
+           "slowest part; spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the "
+           "pipeline / GPU-side rounds (NVML), with the memory used, power and SM clock of the last\n\n")
 LADDER = {"ladder": [{"step": "baseline", "samples/s": 1234.4, "gain": 1.0, "runs": 3},
                      {"step": "workers", "samples/s": 99.5, "note": None}]}
 LADDER_SECTION = ("### ladder\n\n| step | samples/s | gain | runs | note |\n|---|---|---|---|---|\n"
@@ -133,8 +147,8 @@ def test_a_change_that_rounds_to_zero_is_not_negative():
 
 def test_markdown_table():
     md = report.markdown(report.rows([bare(), full()]), ENV)
-    assert md.startswith(HEAD)
-    assert ("\n\n" + TABLE_HEAD + BARE_LINE + "\n" + FULL_LINE + "\n\n### Where the syncs come from\n") in md
+    assert md.startswith(HEAD + LEGEND + TABLE_HEAD + BARE_LINE + "\n" + FULL_LINE + "\n\n### Where the syncs come from\n")
+    assert md.endswith(DETAILS + BARE_DETAILS + "\n" + FULL_DETAILS)
 
 
 def test_markdown_lists_each_sync_with_its_fix_between_the_table_and_the_sections():
@@ -142,7 +156,9 @@ def test_markdown_lists_each_sync_with_its_fix_between_the_table_and_the_section
     unknown.test_id, unknown.syncs = "test_c", SyncCount(steps=2, sources=Counter({UNKNOWN: 2}))
     md = report.markdown(report.rows([full(), bare(), unknown]), ENV, LADDER)
     table, listing = md.split("\n\n### Where the syncs come from\n\n")
-    assert table.endswith(BARE_LINE + "\n" + table.rsplit("\n", 1)[1]) and table.rsplit("\n", 1)[1].startswith("| test_c |")
+    *_, line_a, line_b, line_c = table.splitlines()
+    assert [line.split(" | ")[0] for line in (line_a, line_b, line_c)] == ["| a   ", "| b   ", "| c   "]
+    listing, details = listing.split("\n### Details\n\n")
     assert listing == (
         "- **test_a**: 0.50/step `cudaStreamSynchronize` in `aten::item > aten::_local_scalar_dense` at "
         f"`train.py:3 in step`. Fix: {ITEM.advice.fix} ([more](https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution))\n"
@@ -151,23 +167,29 @@ def test_markdown_lists_each_sync_with_its_fix_between_the_table_and_the_section
         "([more](https://lightning.ai/docs/torchmetrics/stable/aggregation/mean.html))\n"
         f"- **test_c**: 1.00/step `cudaDeviceSynchronize` at `(not seen)`. Fix: {syncs.UNKNOWN_FIX}\n"
         "\n" + LADDER_SECTION)
+    assert details.count("<details>") == 3
 
 
 def test_markdown_of_a_smoke_run_says_so_first_and_shows_no_throughput():
     md = report.markdown(report.rows([full()]), ENV, smoke=True)
     assert md == ("SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on NVIDIA H200; nothing "
                   "was timed. torch 2.11 | torchvision 0.26 | host Xeon x 16 cores | 2026-11-22\n\n"
-                  "| test | notes |\n|---|---|\n| test_a | " + "; ".join(FULL_ROW["notes"]) + " |\n")
+                  "| test | verdict | counted |\n|------|---------|---------|\n| a    | passed  | -       |\n"
+                  "\n### Details\n\n<details><summary>a: passed</summary>\n\n`test_a`\n\n- loader measured in test_x\n\n"
+                  "</details>\n")
 
 
 def test_markdown_without_host_or_results():
     md = report.markdown([], {k: v for k, v in ENV.items() if k != "host"})
-    assert "| host None x None cores |" in md and md.endswith(TABLE_HEAD)
+    assert "| host None x None cores |" in md
+    assert md.endswith("| test | verdict | pipeline | GPU-side | loader | syncs/step |\n"
+                       "|------|---------|----------|----------|--------|-----------:|\n")  # and no details
 
 
 def test_sections_follow_the_table():
     md = report.markdown(report.rows([bare()]), ENV, LADDER)
-    assert md.endswith(BARE_LINE + "\n\n" + LADDER_SECTION)
+    assert md.endswith("| b    | -       |    1,000 |        - |      - |          - |\n\n" + LADDER_SECTION + "\n"
+                       + DETAILS + BARE_DETAILS)
 
 
 @pytest.mark.parametrize("value, cell", [(None, "-"), (1234.4, "1,234"), (100.0, "100"), (-250.0, "-250"), (99.5, "99.50"),
@@ -192,14 +214,8 @@ def test_write_without_sections_writes_an_empty_object(tmp_path):
                                                                 "charts": {}}
 
 
-LEGEND = ("samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
-          "loader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / slowest part; "
-          "spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
-          "rounds (NVML), with the memory used, power and SM clock of the last\n\n")
-
-
 def test_markdown_explains_its_columns_before_the_table():
-    assert report.markdown([], ENV).startswith(HEAD + LEGEND + TABLE_HEAD)
+    assert report.markdown([], ENV).startswith(HEAD + LEGEND + "| test | verdict |")
 
 
 def test_part_rounds_spread_and_interval_to_two_places():
@@ -227,12 +243,14 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
     [row] = report.rows([result])
     assert (row["gpu_busy_pct"], row["syncs_per_step"], row["extra"]) == (83.3, 0.333, {"workers": "8 of 16"})
     assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300
-    # the table shows the row's numbers: the loader's spread 21.6506% is 21.65 there (a binary 21.6499...), "21.6"
-    line = report.markdown(report.rows([result]), ENV).split("\n\n### Where the syncs come from")[0].splitlines()[-1]
+    md = report.markdown(report.rows([result]), ENV)
+    line = md.split("\n\n### Where the syncs come from")[0].splitlines()[-1]
+    assert line == "| c    | -       |    1,000 |    2,000 |    300 |       0.33 |"
+    # the details show the row's numbers: the loader's spread 21.6506% is 21.65 there (a binary 21.6499...), "21.6";
     # the loader's workers: 6 CPU seconds for 600 samples, 5 for 600: 100 and 120 samples per CPU second, median 100,
     # spread 11.5 / 106.7 = 10.8%
-    assert line == ("| test_c | 1,000 | 2,000 | 300 | 100 | loader | 3.33 | - | 0.0/0.0/21.6/10.8% | 0.33 | - | - | - "
-                    "| workers 8 of 16 |")
+    assert md.endswith("`test_c`\n\n- bottleneck loader; efficiency 3.33; spread 0.0/0.0/21.6/10.8%; loader/CPU s 100\n"
+                       "- workers 8 of 16\n\n</details>\n")
 
 
 def test_write_writes_beside_each_file_then_renames(tmp_path, monkeypatch):

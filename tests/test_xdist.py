@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_plugin import TEST_FILE, FakeGPU, suite  # noqa: F401  (suite: the pytester fixture)
+from test_plugin import TEST_FILE, FakeGPU, details, suite  # noqa: F401  (suite: the pytester fixture)
 
 from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report, sharding
 from torch_perf_suite.host import cpu_count
@@ -372,10 +372,12 @@ def test_a_sharded_smoke_run_pins_a_gpu_a_worker_and_merges_their_reports(two_gp
     md = (pytester.path / "out" / "perf.md").read_text()
     on = {w: "the CPU" + (f", cores {host.cpu_list(cores[i])}" if cores[i] else "") for i, w in enumerate(("gw0", "gw1"))}
     assert f"Sharded (pytest-xdist): gw0 on {on['gw0']}, 1 test(s); gw1 on {on['gw1']}, 1 test(s)\n" in md
-    assert "| test_other.py::test_copy | " in md and md.count("; ran on gw") == 2
-    result.stdout.fnmatch_lines(["*= perf report =*", "SMOKE RUN*",
-                                 f"*| test_copy.py::test_copy |*; ran on {ran_on['test_copy']} |",
-                                 "perf report written to out/perf.md, out/perf.json"])
+    # both tests are "copy" in the table: their details name them in full, and the worker each ran on
+    for file in ("test_copy", "test_other"):
+        assert f"- ran on {ran_on[file]}" in details(md, "copy: passed", f"{file}.py::test_copy")
+    assert md.count("| copy | passed  | ") == 2 and md.count("\n- ran on gw") == 2
+    result.stdout.fnmatch_lines(["*= perf report =*", "SMOKE RUN*", "perf report written to out/perf.md, out/perf.json"])
+    assert f"- ran on {ran_on['test_copy']}" in details(result.stdout.str(), "copy: passed", "test_copy.py::test_copy")
     assert "PluggyTeardownRaisedWarning" not in result.stderr.str()  # what each worker sent at its end reached the controller
 
 
@@ -411,7 +413,9 @@ def test_merge_groups_rows_by_file_names_each_rows_worker_and_joins_sections():
     md = report.render(json.loads(json.dumps(merged)))  # from the JSON, as written
     assert ("Sharded (pytest-xdist): gw0 on NVIDIA H200 (GPU-1, CUDA_VISIBLE_DEVICES=0), cores 0-15, 1 test(s); "
             "gw1 on NVIDIA H200 (GPU-2, CUDA_VISIBLE_DEVICES=1), 3 test(s)\n\n") in md
-    assert "| a.py::t[2] | - | - | - | - | - | - | - | - | 0.00 | - | - | - | passed; ran on gw1 (GPU-2) |" in md
+    assert "| t[2] | passed  |        - |        - |      - |       0.00 |\n" in md
+    assert details(md, "t[2]: passed", "a.py::t[2]") == ["t[2]: passed</summary>", "", "`a.py::t[2]`", "",
+                                                         "- ran on gw1 (GPU-2)", ""]
     assert "```mermaid" in md and '"Ladder"' in md  # drawn from the chart the JSON carries
 
 

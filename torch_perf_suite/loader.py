@@ -13,10 +13,10 @@ loader's verdicts rest on three other things:
   in whichever process makes it, with the thread's voluntary context switches (`getrusage(RUSAGE_THREAD)`: a sleep,
   a read that waits for the disk, a contended lock): blocks per sample, a count compared on any host. Alone, before
   any window (`solo`: chunks of fixed samples on one thread, no worker alive): wall minus CPU time, the loader's
-  waiting, and the CPU time in yardsticks (a fixed piece of CPU work timed alternately with the samples on the same
-  thread), both compared only with REF or a baseline recorded on this host. A sample's CPU time in microseconds
-  moved +5% and +47% between identical processes on one H100 host: what moves the sample moves the yardstick timed
-  beside it, so their ratio is the figure judged (docs/loader.md); the instruction count judges the same work exactly.
+  waiting, compared only with REF or a baseline recorded on this host. The CPU time is reported in microseconds and
+  in yardsticks (a fixed piece of CPU work timed alternately with the samples on the same thread, which takes out
+  most of what the host does to the thread), not judged: the first loader timed in a process still moved +9% to +38%
+  in yardsticks between identical runs (docs/loader.md); the instruction count judges the CPU's work exactly.
 - **Parallelism explained** (`parallelism`): the rate the workers could reach at that cost, beside the rate the
   loader delivered; a gap is lost parallelism (the main process, the pin-memory thread, CPU contention).
 
@@ -392,14 +392,14 @@ class Timer:
 WAIT_FLOOR_US = 20.0  # waiting per sample below this much more is no verdict: a sleep or a read waits far longer
 
 
-def unit_failure(now: dict, recorded: dict, tolerance_pct: float, cpu_tolerance_pct: float, *, timed: bool,
-                 against: str) -> str | None:
+def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool, against: str) -> str | None:
     """The unit cost against a recorded one: more blocks per sample in the workers (a count, any host), and, where
     `timed` (REF, or a baseline of this host), more waiting per sample alone than `tolerance_pct` of a sample's
-    recorded wall time (and WAIT_FLOOR_US) allows, or more CPU time in yardsticks than `cpu_tolerance_pct` allows.
-    Waiting is wall minus CPU time of the same samples, and the yardsticks are timed beside them, so a host that runs
-    the thread slower moves both sides of each and leaves the figure. A record without `cpu_ratio` (made before it
-    was measured) leaves the CPU time uncompared."""
+    recorded wall time (and WAIT_FLOOR_US) allows. Waiting is wall minus CPU time of the same samples, so a host that
+    runs the thread slower moves both and leaves it. The CPU time is not judged, in microseconds or in yardsticks:
+    the yardsticks took out most of what the host moved (+63.6% in microseconds, +1.9% in yardsticks), yet the first
+    loader timed in a process still came out +9% to +38% in yardsticks in A/A runs on an H100 (docs/loader.md); the
+    instruction count judges the CPU's work exactly."""
     lines = []
     if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN:
         lines.append(f"blocks {now['blocks']:.2f} times a sample in the workers (sleep, I/O, a lock: voluntary context "
@@ -410,11 +410,6 @@ def unit_failure(now: dict, recorded: dict, tolerance_pct: float, cpu_tolerance_
         lines.append(f"waiting {now['wait_us']:,.1f} µs a sample alone (wall minus CPU time), {recorded['wait_us']:,.1f} at "
                      f"{against}: +{more:,.1f} µs, {waited:.1f}% of a sample's {recorded['wall_us']:,.1f} µs (allowed "
                      f"{tolerance_pct:g}%): sleep, I/O or a lock")
-    rise = cpu_rise_pct(now, recorded)
-    if timed and rise is not None and rise > cpu_tolerance_pct:
-        lines.append(f"CPU time a sample alone {now['cpu_ratio']:.3f} yardsticks ({now['cpu_us']:,.0f} µs), "
-                     f"{recorded['cpu_ratio']:.3f} at {against}: {rise:+.1f}% (allowed {cpu_tolerance_pct:g}%): more "
-                     "work per sample")
     if not lines:
         return None
     return "the loader's cost per sample rose:\n" + "\n".join("  " + line for line in lines)
@@ -428,24 +423,23 @@ def cpu_rise_pct(now: dict, recorded: dict) -> float | None:
 
 
 def cpu_line(now: dict, recorded: dict, against: str) -> str:
-    """A sample's CPU time alone against the recorded one, as the note of a comparison that passed."""
+    """A sample's CPU time alone against the recorded one, in microseconds and yardsticks: reported, not judged."""
     rise = cpu_rise_pct(now, recorded)
     ratio = "no yardsticks recorded" if rise is None else f"{now['cpu_ratio']:.3f} yardsticks, {rise:+.1f}%"
     return (f"loader CPU time a sample alone {now['cpu_us']:,.0f} µs, {recorded['cpu_us']:,.0f} at {against} "
             f"({100 * (now['cpu_us'] / recorded['cpu_us'] - 1):+.1f}%; {ratio})")
 
 
-def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float, cpu_tolerance_pct: float, *,
-                 why_not_timed: str, against: str) -> tuple[str | None, str | None]:
+def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float, *, why_not_timed: str,
+                 against: str) -> tuple[str | None, str | None]:
     """(failure, note) of the loader's cost per sample against a baseline `entry`'s: blocks on any host, CPU and waiting
     time only where `why_not_timed` is empty (REF, or a baseline recorded on this host)."""
     recorded = (entry or {}).get("loader_unit")
     if unit is None or recorded is None:
         why = "none measured here" if unit is None else f"{against} recorded none"
         return None, (f"loader cost per sample not compared: {why}" if unit is not None or recorded is not None else None)
-    failure = unit_failure(unit.entry(), recorded, tolerance_pct, cpu_tolerance_pct, timed=not why_not_timed,
-                           against=against)
-    return failure, (f"loader waiting and CPU time per sample: {why_not_timed}" if why_not_timed
+    failure = unit_failure(unit.entry(), recorded, tolerance_pct, timed=not why_not_timed, against=against)
+    return failure, (f"loader waiting per sample: {why_not_timed}" if why_not_timed
                      else cpu_line(unit.entry(), recorded, against))
 
 

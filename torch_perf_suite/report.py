@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import os
 import re
@@ -46,6 +47,11 @@ def _verdict(v) -> dict:
             "why_not": v.why_not or None}
 
 
+def _seconds(seconds: dict | None) -> dict | None:
+    """Where a test's time went: phase -> seconds, to two places."""
+    return None if seconds is None else {phase: round(s, 2) for phase, s in seconds.items()}
+
+
 def rows(results) -> list[dict]:
     out = []
     for r in results:
@@ -73,6 +79,7 @@ def rows(results) -> list[dict]:
             "mfu": r.mfu,
             "extra": {k: round(v, 3) if isinstance(v, float) else v for k, v in r.extra.items()},
             "notes": r.notes,
+            "seconds": _seconds(getattr(r, "seconds", None)),
         })
     return out
 
@@ -174,16 +181,137 @@ def _gpu_util(row: dict) -> tuple[str, str]:
     return sm, shown(seen[-1]) or "-"
 
 
-def _vs_baseline(row: dict) -> str:
-    shown = [f"{name} {v['change_pct']:+.1f}%" + (" FAILED" if v["failed"] else "")
-             for name, v in row["baseline"].items() if v["compared"]]
-    return ", ".join(shown) or "-"
+WIDEST = 120  # no table cell is wider: a terminal of 120 columns shows a typical row on one line
+FEW = 5  # a note shared by at most this many tests names them
+
+
+def fit(text: str, width: int = WIDEST) -> str:
+    """`text`, cut to `width` characters with "…" where longer (the whole text is in the test's details)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def short_id(test_id: str) -> str:
+    """perf_tests/test_ladder.py::test_ladder[pin_memory] -> ladder[pin_memory]: no path, no leading "test_"."""
+    name = test_id.rsplit("::", 1)[-1]
+    return name[5:] if name.startswith("test_") and len(name) > 5 else name
+
+
+def outcome(row: dict) -> str:
+    """"passed" or "FAILED" where the session knew the outcome (the first note), else "-"."""
+    return row["notes"][0] if row["notes"] and row["notes"][0] in ("passed", "FAILED") else "-"
+
+
+def _own_notes(row: dict) -> list[str]:
+    return row["notes"][1:] if outcome(row) != "-" else row["notes"]
+
+
+def shared_notes(table_rows: list[dict]) -> dict[str, list[str]]:
+    """The notes that two or more rows carry verbatim -> the short ids of those rows, the most shared first."""
+    seen: dict[str, list[str]] = {}
+    for row in table_rows:
+        for note in dict.fromkeys(_own_notes(row)):
+            seen.setdefault(note, []).append(short_id(row["test"]))
+    return dict(sorted(((n, t) for n, t in seen.items() if len(t) > 1), key=lambda item: -len(item[1])))
+
+
+def _said_once(shared: dict[str, list[str]], n_rows: int) -> str:
+    def who(tests: list[str]) -> str:
+        if len(tests) == n_rows:
+            return f"all {n_rows} tests"
+        return f"{len(tests)} tests" + (f" ({', '.join(tests)})" if len(tests) <= FEW else "")
+
+    if not shared:
+        return ""
+    return ("Notes shared by several tests, said once here:\n\n"
+            + "\n".join(f"- {who(tests)}: {note}" for note, tests in shared.items()) + "\n\n")
+
+
+def _table(head: list[str], table: list[list[str]], right: tuple[int, ...] = ()) -> str:
+    """A Markdown table whose columns are padded to one width, so that it reads as a table in a terminal too."""
+    table = [[fit(cell) for cell in line] for line in table]
+    widths = [max(len(line[i]) for line in [head, *table]) for i in range(len(head))]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+
+    rule = "|" + "|".join("-" * (w + 1) + ":" if i in right else "-" * (w + 2) for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(head), rule, *map(line, table)]) + "\n"
+
+
+def _change(v: dict | None) -> str:
+    if not v or not v["compared"]:
+        return ""
+    return f" {v['change_pct']:+.1f}%" + (" FAILED" if v["failed"] else "")
+
+
+def _part_cells(table_rows: list[dict], name: str, header: str) -> list[str]:
+    """Each row's samples/s of the part, then its change against the baseline where compared: the numbers aligned
+    on their right, the changes on their left, the cells as wide as `header` at least."""
+    numbers = [_sps(row["parts"][name]) for row in table_rows]
+    changes = [_change(row["baseline"].get(name)) for row in table_rows]
+    wn, wc = max(map(len, numbers), default=0), max(map(len, changes), default=0)
+    return [(n.rjust(wn) + c.ljust(wc)).rjust(len(header)) for n, c in zip(numbers, changes)]
+
+
+def _pairs(pairs: list[tuple[str, str]]) -> str:
+    return "; ".join(f"{k} {v}".strip() for k, v in pairs if v != "-")
+
+
+def seconds_line(seconds: dict | None) -> str:
+    """seconds: build 3.1 · warm-up 5.2 · … = 26.7 s: where a test's time went, phase by phase (0.0 left out)."""
+    if not seconds:
+        return ""
+    shown = " · ".join(f"{phase} {s:.1f}" for phase, s in seconds.items() if round(s, 1))
+    return f"seconds: {shown} = {sum(seconds.values()):.1f} s" if shown else ""
+
+
+def session_line(seconds: dict) -> str:
+    """session: 412.3 s (REF 143.0 s, tests 269.3 s)."""
+    parts = ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items() if k != "total")
+    return f"session: {seconds['total']:.1f} s" + (f" ({parts})" if parts else "")
+
+
+def _details(table_rows: list[dict], shared: dict, items, workers: dict | None) -> str:
+    """A collapsed block per test (GitHub draws <details>): its full id and `items(row)`, the notes that rows share
+    left out (they are said once above the table)."""
+    blocks = []
+    for row in table_rows:
+        said = [f"- {item}" for item in items(row) if item]
+        said += [f"- {note}" for note in _own_notes(row) if note not in shared]
+        said += [f"- {line}" for line in (seconds_line(row.get("seconds")), _ran_on(row, workers)) if line]
+        v = outcome(row)
+        summary = html.escape(short_id(row["test"]) + ("" if v == "-" else f": {v}"))
+        blocks.append(f"<details><summary>{summary}</summary>\n\n`{row['test']}`\n\n"
+                      + ("\n".join(said) + "\n\n" if said else "") + "</details>\n")
+    return "\n".join(blocks)
+
+
+PART_HEADS = {"pipeline": "pipeline", "gpu": "GPU-side", "loader": "loader"}  # the parts in the table, their headers
+LEGEND = ("pipeline, GPU-side, loader: samples/s of each part (as trained; the batch already on the GPU; the loader alone, "
+          "to the GPU), then its change against the baseline (REF's, under --perf-against) where compared, FAILED where "
+          "that failed the test; "
+          "syncs/step: the host's waits on the GPU per step. Each test's details (bottleneck, efficiency, spread, GPU-Util, "
+          "MFU, its notes) are at the end\n\n")
+DETAILS = ("### Details\n\nloader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / "
+           "slowest part; spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the "
+           "pipeline / GPU-side rounds (NVML), with the memory used, power and SM clock of the last\n\n")
+
+
+def _measured(row: dict) -> list[str]:
+    """What a measured test's details say besides its notes."""
+    sm, mem = _gpu_util(row)
+    peak = "-" if row["peak_mem_gb"] is None else f"{row['peak_mem_gb']:.2f} GB"
+    return [_pairs([("bottleneck", row["bottleneck"] or "-"), ("efficiency", _fmt(row["efficiency"], ".2f")),
+                    ("spread", _spread(row)), ("loader/CPU s", _sps(row["parts"].get("loader_cpu")))]),
+            _pairs([("GPU-Util", sm), ("", mem), ("peak mem", peak)]), _extra(row["extra"]), _mfu(row.get("mfu"))]
 
 
 def markdown(table_rows: list[dict], env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None,
              workers: dict | None = None) -> str:
     """The report from its JSON rows (rows()), so that one process's report and a sharded run's merged one are drawn
-    alike; `workers` (merge()'s) names the GPU of each pytest-xdist worker, and each row the worker it ran on."""
+    alike; `workers` (merge()'s) names the GPU of each pytest-xdist worker, and each row the worker it ran on. One
+    line a test, the notes several tests share said once above the table, each test's whole story in its details
+    at the end."""
     if smoke:
         return _smoke(table_rows, env, workers)
     host = env.get("host") or {}
@@ -191,40 +319,31 @@ def markdown(table_rows: list[dict], env: dict, sections: dict | None = None, sm
         f"GPU: {env.get('gpu')} | driver {env.get('driver')} | CUDA {env.get('cuda')} | torch {env.get('torch')} | "
         f"torchvision {env.get('torchvision')} | torchmetrics {env.get('torchmetrics')} | "
         f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}"
-        + (f" | GPU topology (nvidia-smi topo -m): {env['topology']}" if env.get("topology") else "") + "\n\n"
-        "samples/s of each part: pipeline (as trained), GPU-side (batch already on the GPU), loader alone (to the GPU); "
-        "loader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / slowest part; "
-        "spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the pipeline / GPU-side "
-        "rounds (NVML), with the memory used, power and SM clock of the last\n\n"
+        + (f" | GPU topology (nvidia-smi topo -m): {env['topology']}" if env.get("topology") else "") + "\n\n" + LEGEND
     )
-    head += _sharded(workers)
-    lines = [
-        "| test | pipeline | GPU-side | loader | loader/CPU s | bottleneck | efficiency | vs baseline | spread | syncs/step "
-        "| GPU-Util | memory, power, clock | peak mem | notes |",
-        "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---:|---|",
-    ]
-    for row in table_rows:
-        notes = _notes(row, workers, row["extra"])
-        parts = row["parts"]
-        lines.append(
-            f"| {row['test']} | " + " | ".join(_sps(parts[name]) for name in PARTS) + " | "
-            f"{row['bottleneck'] or '-'} | {_fmt(row['efficiency'], '.2f')} | {_vs_baseline(row)} | {_spread(row)} | "
-            f"{_fmt(row['syncs_per_step'], '.2f')} | {' | '.join(_gpu_util(row))} | {_fmt(row['peak_mem_gb'], '.2f')} GB "
-            f"| {notes} |"
-        )
-    text = head + "\n".join(lines).replace("| - GB |", "| - |") + "\n"
+    shared = shared_notes(table_rows)
+    head += _sharded(workers) + _said_once(shared, len(table_rows))
+    columns = [[short_id(row["test"]) for row in table_rows], [outcome(row) for row in table_rows],
+               *(_part_cells(table_rows, name, header) for name, header in PART_HEADS.items()),
+               [_fmt(row["syncs_per_step"], ".2f") for row in table_rows]]
+    text = head + _table(["test", "verdict", *PART_HEADS.values(), "syncs/step"],
+                         [list(line) for line in zip(*columns)], right=(5,))
     drawn = [section(t, table, (charts or {}).get(t)) for t, table in (sections or {}).items()]
-    return "\n".join([text, *_sync_sources(table_rows), *drawn])
+    details = [DETAILS + _details(table_rows, shared, _measured, workers)] if table_rows else []
+    return "\n".join([text, *_sync_sources(table_rows), *drawn, *details])
 
 
-def _notes(row: dict, workers: dict | None, extra: dict) -> str:
-    """A row's notes cell: the test's own columns (`extra`), its notes, and the xdist worker it ran on."""
-    shown = ", ".join(f"{k} {v:.2f}x" if isinstance(v, float) else f"{k} {v}" for k, v in extra.items())
-    ran_on = ""
-    if row.get("worker"):
-        uuid = ((workers or {}).get(row["worker"]) or {}).get("gpu_uuid")
-        ran_on = f"ran on {row['worker']}" + (f" ({uuid})" if uuid else "")
-    return "; ".join(filter(None, [shown, _mfu(row.get("mfu")), *row["notes"], ran_on]))
+def _extra(extra: dict) -> str:
+    """The test's own columns: a float as a ratio (1.50x), anything else as it is."""
+    return ", ".join(f"{k} {v:.2f}x" if isinstance(v, float) else f"{k} {v}" for k, v in extra.items())
+
+
+def _ran_on(row: dict, workers: dict | None) -> str:
+    """The xdist worker a row ran on, with its GPU's UUID; "" outside a sharded run."""
+    if not row.get("worker"):
+        return ""
+    uuid = ((workers or {}).get(row["worker"]) or {}).get("gpu_uuid")
+    return f"ran on {row['worker']}" + (f" ({uuid})" if uuid else "")
 
 
 def _mfu(m: dict | None) -> str:
@@ -249,18 +368,25 @@ def _sharded(workers: dict | None) -> str:
                                                   for wid, w in workers.items()) + "\n\n"
 
 
+def _counted(row: dict) -> str:
+    """What a smoke run counted of a test: the loader's instructions per sample and the model's FLOPs."""
+    return "; ".join(filter(None, [_extra({k: v for k, v in row["extra"].items() if k == "loader instructions/sample"}),
+                                   _mfu(row.get("mfu"))]))
+
+
 def _smoke(table_rows: list[dict], env: dict, workers: dict | None) -> str:
     """A smoke run's report: which scenarios were built and trained, and what was counted (the loader's instructions);
     no throughput, bottleneck or efficiency, since nothing was timed that means anything."""
     host = env.get("host") or {}
+    shared = shared_notes(table_rows)
     head = (f"SMOKE RUN (--perf-smoke): {len(table_rows)} scenario(s) built and trained for 2 steps on "
             f"{env.get('gpu')}; nothing was timed. torch {env.get('torch')} | torchvision {env.get('torchvision')} | "
             f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}\n\n") + _sharded(workers)
-    lines = ["| test | notes |", "|---|---|"]
-    for row in table_rows:
-        counted = {k: v for k, v in row["extra"].items() if k == "loader instructions/sample"}
-        lines.append(f"| {row['test']} | {_notes(row, workers, counted)} |")
-    return head + "\n".join(lines) + "\n"
+    head += _said_once(shared, len(table_rows))
+    text = head + _table(["test", "verdict", "counted"],
+                         [[short_id(row["test"]), outcome(row), _counted(row) or "-"] for row in table_rows])
+    details = ["### Details\n\n" + _details(table_rows, shared, lambda row: [], workers)] if table_rows else []
+    return "\n".join([text, *details])
 
 
 def _sync_sources(table_rows: list[dict]) -> list[str]:
@@ -286,14 +412,15 @@ def _worker_device(w: dict) -> str:
 
 
 def document(results, env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None,
-             worker: dict | None = None, against: str | None = None) -> dict:
+             worker: dict | None = None, against: str | None = None, seconds: dict | None = None) -> dict:
     """The report as PATH.json holds it: what render() draws and merge() joins. It carries how each section is
     charted, so that a sharded run's controller can draw the workers' sections; `worker` (an xdist worker's:
     its id and the CUDA_VISIBLE_DEVICES it was given) says where a partial report was measured; `against`, what
-    --perf-against compared with."""
+    --perf-against compared with; `seconds`, where the session's time went ({"total": ..., "REF": ..., "tests": ...})."""
     doc = {"env": env, "smoke": smoke, "tests": rows(results), "sections": sections or {},
            "charts": {title: asdict(chart) for title, chart in (charts or {}).items()}}
-    return {**doc, **({"worker": worker} if worker else {}), **({"against": against} if against else {})}
+    return {**doc, **({"worker": worker} if worker else {}), **({"against": against} if against else {}),
+            **({"seconds": seconds} if seconds is not None else {})}
 
 
 def _charts(doc: dict) -> dict[str, Chart]:
@@ -304,7 +431,8 @@ def _charts(doc: dict) -> dict[str, Chart]:
 def render(doc: dict) -> str:
     """The Markdown of a document (document()'s or merge()'s)."""
     text = markdown(doc["tests"], doc["env"], doc["sections"], doc["smoke"], _charts(doc), doc.get("workers"))
-    return f"Compared {doc['against']}\n\n{text}" if doc.get("against") else text
+    text = f"Compared {doc['against']}\n\n{text}" if doc.get("against") else text
+    return (text + f"\n{session_line(doc['seconds'])}\n") if doc.get("seconds") else text
 
 
 def merge(docs: dict[str, dict]) -> dict:
@@ -312,7 +440,8 @@ def merge(docs: dict[str, dict]) -> dict:
     the worker it ran on; rows are grouped by test file (with --dist loadfile a file runs on one worker), each
     file's in the order they ran; sections with one title are joined, in worker order; "workers" names each
     worker's GPU (model, UUID, the CUDA_VISIBLE_DEVICES it was given) and how many tests it ran; "env" is
-    the first worker's."""
+    the first worker's; "seconds", where the workers' time went: the longest "total" (they ran side by side), the
+    sum of each other phase ("tests", "REF")."""
     order = sorted(docs, key=lambda wid: (len(wid), wid))  # gw2 before gw10
     tests = sorted(({**row, "worker": wid} for wid in order for row in docs[wid]["tests"]),
                    key=lambda row: row["test"].split("::")[0])
@@ -327,8 +456,12 @@ def merge(docs: dict[str, dict]) -> dict:
                      "cores": (docs[wid].get("worker") or {}).get("cores"),
                      "tests": len(docs[wid]["tests"])}
                for wid in order}
+    seconds: dict[str, float] = {}
+    for s in (docs[wid]["seconds"] for wid in order if docs[wid].get("seconds")):
+        for phase, n in s.items():
+            seconds[phase] = max(seconds.get(phase, 0.0), n) if phase == "total" else round(seconds.get(phase, 0.0) + n, 2)
     return {"env": docs[order[0]]["env"] if order else {}, "smoke": any(d["smoke"] for d in docs.values()), "tests": tests,
-            "sections": sections, "charts": charts, "workers": workers}
+            "sections": sections, "charts": charts, "workers": workers, **({"seconds": seconds} if seconds else {})}
 
 
 @contextlib.contextmanager

@@ -166,11 +166,13 @@ class PerfSession:
 
     def count_instructions(self, source: tuple[str, dict]) -> instructions.Counted:
         """The loader's instructions per sample: a count recorded for the same code, environment and loader (in this
-        run's instructions file, or the committed one) where there is one; else counted now, under callgrind. A
-        recording run (--perf-update-baselines) counts afresh: it records what it measured."""
+        run's instructions file, or the committed one) where there is one; else counted now, under callgrind. A run
+        recording into the committed file (--perf-update-baselines) counts afresh: it records what it measured; one
+        recording into another folder (REF's, under --perf-against) takes the committed count of unchanged code."""
         described = instructions.describe_source(source)
         digest = self.digests[described] = self.digests.get(described) or instructions.content(source)
-        files = [] if self.settings.update_baselines else [self.instructions_file, self.committed_instructions]
+        files = [self.committed_instructions] if self.settings.update_baselines else [self.instructions_file,
+                                                                                        self.committed_instructions]
         found = next((e for f in files if f is not None and (e := f.reusable(self.instructions_key, described, digest))), None)
         if found is not None:
             return instructions.Counted(found["per_sample"], found["samples"], described, digest, reused=True)
@@ -233,7 +235,7 @@ class PerfSession:
         cores = host.cpu_list(self.cores) if self.cores else None
         worker = {"id": self.worker, "cuda_visible_devices": self.gpu, "cores": cores} if self.worker else None
         return report.document(self.results.values(), self.device.env, self.sections, self.settings.smoke, self.charts, worker,
-                               against=self.ref.describe() if self.ref else None)
+                               against=self.ref.describe() if self.ref else None, seconds=self.seconds())
 
     def write_report(self, final: bool = False) -> list:
         """After each test (the tables), and at the end (`final`: the charts' images too, drawn once). An xdist worker

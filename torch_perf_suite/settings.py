@@ -96,9 +96,6 @@ class Measure:
     unit_tolerance: float = setting(5.0, percent, "PCT", "how far the loader's waiting per sample (a sample made alone: "
                                     "wall minus CPU time) may grow, in percent of a sample's time, against REF or a "
                                     "baseline from this machine")
-    cpu_tolerance: float = setting(3.0, percent, "PCT", "how far, in percent, a sample's CPU time alone, in yardsticks "
-                                   "(a fixed piece of CPU work timed beside it), may grow against REF or a baseline from "
-                                   "this machine")
     count_margin: float = setting(1.0, percent, "PCT", "how far, in percent, over the record bytes copied a step, the "
                                   "steps' peak GPU memory and the loader's instructions per sample may go; kernel "
                                   "launches and compile graphs are compared exactly")

@@ -1,0 +1,242 @@
+"""What the `perf` fixture compares a result with, and how: the baseline entry (or REF's) found and each of its checks
+asked of the plain functions that decide it (instructions, loader, checks, gates), and a gain over another test of
+this run. A check returns its failure's message (None where it holds) and keeps its notes on the result; the fixture
+fails the test with all of them at once."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+
+from . import checks, compiled, gates, host, instructions, loader
+from .checks import parts_line
+from .result import Result
+from .settings import Measure
+from .stats import compare
+from .timing import Throughput
+
+
+class PerfWarning(UserWarning):
+    """A check that could not be made: no baseline, no predecessor measured in this run."""
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str) -> None:
+    """A PerfWarning shown at the first caller outside this package: the test's line."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(PerfWarning(message), stacklevel=level)
+
+
+@dataclass
+class Judge:
+    session: object  # the PerfSession
+    test_id: str
+    settings: Measure
+    confirm: Callable[[Result, str], Throughput]  # measure a part of this test's workload once more
+
+    @property
+    def strict(self) -> bool:
+        return self.session.settings.strict
+
+    # --- the baseline ---------------------------------------------------------------------------
+
+    def baseline(self, result: Result, loader_changes: tuple[str, ...]) -> tuple[str, dict | None]:
+        """(every failure against the baseline, one per line; the entry compared with, None where none was)."""
+        failures = [self._instructions(result), self._loader_settings(result, loader_changes)]
+        entry = self._entry(result)
+        if entry is not None:
+            failures += [self._counts(result, entry), self._unit(result, entry), self._timed(result, entry)]
+        return "\n".join(filter(None, failures)), entry
+
+    def _instructions(self, result: Result) -> str | None:
+        """The loader's instructions per sample against the count recorded in this environment (instructions.key)."""
+        session, counted = self.session, result.instructions
+        if counted is None:
+            if result.instructions_note:
+                self.not_checked(result, result.instructions_note)
+            return None
+        result.extra["loader instructions/sample"] = round(counted.per_sample)
+        if session.settings.update_baselines:
+            result.notes.append("loader instructions recorded")
+            return None
+        failure, note, missing = instructions.verdict(counted, session.instructions_file, session.instructions_key,
+                                                      self.test_id, self.settings.count_margin, self.rerecord())
+        result.notes.extend(filter(None, [note]))
+        if missing:
+            self.not_checked(result, missing)
+        return failure
+
+    def _loader_settings(self, result: Result, expected: tuple[str, ...]) -> str | None:
+        session = self.session
+        if session.settings.update_baselines:
+            return None
+        recorded_any = bool(session.ref or session.loaders_file and session.loaders_file.tests)
+        return noted(loader.settings_verdict(
+            result.loader_settings, session.loader_record(self.test_id), workers=session.settings.workers,
+            worker_start=session.settings.worker_start, expected=expected, against=session.against_label,
+            recorded_any=recorded_any), result)
+
+    def _entry(self, result: Result) -> dict | None:
+        """This test's baseline entry (REF's under --perf-against), where its timed numbers are to be compared."""
+        session = self.session
+        if session.ref and session.ref.status.get(self.test_id) != "passed":  # new in this change, or failed at REF
+            result.notes.append(session.ref.why_missing(self.test_id))
+            return None
+        if session.settings.smoke:
+            return None
+        entry = session.baseline_file.get(self.test_id) if session.baseline_file else None
+        if session.settings.update_baselines:
+            result.notes.append("baseline recorded" if entry is None else "baseline re-recorded")
+        elif entry is None and session.ref:  # passed at REF, yet recorded nothing there
+            result.notes.append(f"not compared: {session.ref.label} recorded nothing for it")
+        elif entry is None:
+            self.missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {session.baseline_file.path}, "
+                                 "throughput not checked")
+        return None if session.settings.update_baselines else entry
+
+    def _counts(self, result: Result, entry: dict) -> str | None:
+        """What the profiled window and torch.compile counted, against the entry (exact on any machine of this model)."""
+        now, recorded = result.counts(), entry.get("counts")
+        if now and not recorded:
+            self.not_checked(result, "kernels, copies, step memory and compile graphs not checked: the baseline entry was "
+                                     "recorded before they were counted; " + self.rerecord())
+            return None
+        failure = checks.counted(now, recorded, self.settings.count_margin, result.compile or compiled.CompileCount())
+        return failure and f"counted at this GPU model's baseline ({self.session.reference}):\n{failure}"
+
+    def _unit(self, result: Result, entry: dict) -> str | None:
+        """The loader's cost per sample, judged by the test that timed its window (a shared window: by the one that
+        measured it)."""
+        session = self.session
+        if result.parts.loader_from is not None:
+            return None
+        same_host = "" if session.ref else host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host"))
+        return noted(loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
+                                         against=session.against_label), result)
+
+    def _timed(self, result: Result, entry: dict) -> str | None:
+        for part in ("gpu", "loader", "pipeline"):  # not loader_cpu, a reading: the instruction count judges that work
+            if result.parts.get(part) is None or part in result.parts.measured_in:
+                continue  # a shared measurement is checked by the test that measured it
+            v = result.verdicts[part] = gates.decide(part, result.parts, entry, self.settings, self.session.device.env,
+                                                     host_gated=self.session.ref is None)
+            if v.failed:
+                base = entry["parts"][part]
+                v.confirmation = compare(self.confirm(result, part).rounds, base.get("rounds") or [base["samples_per_s"]],
+                                         v.comparison.factor)
+        failed = [v for v in result.verdicts.values() if v.failed]
+        if not failed:
+            return None
+        env = entry["env"]
+        return (f"throughput regression in {', '.join(v.part for v in failed)}:\n"
+                + "\n".join(_shortfall(v, result, entry) for v in failed)
+                + f"\n  baseline: {self.session.reference}, recorded {env.get('date')} with torch {env.get('torch')} on "
+                  f"{host.describe(env.get('host'))}\n  {parts_line(result.parts)}")
+
+    def timed_notes(self, result: Result) -> None:
+        """What the timed verdicts that passed say: a shortfall not confirmed, a number reported, a part not compared."""
+        result.notes.extend(v.describe() for v in result.verdicts.values() if v.qualified)
+        result.notes.extend(f"{v.part} {v.reported}" for v in result.verdicts.values() if v.reported)
+        why_not: dict[str, list[str]] = {}  # one note for the parts not compared for one reason
+        for v in result.verdicts.values():
+            if not v.compared and not v.reported:
+                why_not.setdefault(v.why_not, []).append(v.part)
+        notes = [f"{', '.join(parts)}: {why}" for why, parts in why_not.items()]
+        if notes and self.strict:
+            pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(notes), pytrace=False)
+        result.notes.extend(notes)
+
+    # --- what could not be checked ----------------------------------------------------------------
+
+    def rerecord(self) -> str:
+        smoke = " --perf-smoke" if self.session.settings.smoke else ""
+        return f"record them with: pytest '{self.test_id}'{smoke} --perf-update-baselines"
+
+    def not_checked(self, result: Result, why: str) -> None:
+        """A check that could not be made: a failure under --perf-strict, else a note and a warning."""
+        if self.strict:
+            pytest.fail(f"{self.test_id}: --perf-strict: {why}", pytrace=False)
+        result.notes.append(why)
+        warn(f"{self.test_id}: {why}")
+
+    def missing(self, result: Result, what: str) -> None:
+        msg = f"{self.test_id}: {what}. Record one on this GPU: pytest '{self.test_id}' --perf-update-baselines"
+        if self.session.sharded:  # a worker's loader and pipeline numbers are its share of the cores': recorded without -n, all
+            msg += " -n <as now> --dist loadfile (run sharded, as this run: a worker's host is its share of the cores)"
+        if self.strict:
+            pytest.fail(msg, pytrace=False)
+        result.notes.append("no baseline")
+        warn(msg)
+
+    # --- a gain over another test of this run ---------------------------------------------------------
+
+    def ratio(self, result: Result, other: Result | None, over: str, part: str, over_part: str, *, at_least=None,
+              at_most=None) -> None:
+        """`part` of `result` against `over_part` of test `over` (`other`, None where it was not measured in this run):
+        a failure is measured once more (`confirm`) and fails only if that fails too."""
+        name = over.rsplit("::", 1)[-1]
+        label = f"{part} vs {name}" + (f" {over_part}" if over_part != part else "")
+        if other is None or other.parts.get(over_part) is None or result.parts.get(part) is None:
+            return self._not_compared(result, over, name, label, over_part)
+        ref, mine = other.parts.get(over_part), result.parts.get(part)
+
+        def check(t: Throughput):
+            return compare(t.rounds, ref.rounds, at_least) if at_least is not None else compare(ref.rounds, t.rounds, 1 / at_most)
+
+        wanted = f"at least {at_least:g}x" if at_least is not None else f"at most {at_most:g}x"
+        first, ratio = check(mine), mine.median / ref.median
+        result.extra[label] = ratio
+        if first.inconclusive:
+            result.notes.append(f"{label} {ratio:.3f}x, not {wanted} but not significantly so ({first.method})")
+        again = self.confirm(result, part) if first.failed else None
+        second = again and check(again)
+        if again is not None and not second.reproduces:
+            result.notes.append(f"{label}: {ratio:.3f}x at first, {again.median / ref.median:.3f}x measured again: not confirmed")
+        elif again is not None:
+            pytest.fail(f"{self.test_id}: {part} {mine.median:,.0f} samples/s is {ratio:.3f}x the {over_part} number of "
+                        f"{name} ({ref.median:,.0f} samples/s in this run), expected {wanted} ({first.method}); measured "
+                        f"again: {again.median / ref.median:.3f}x ({second.method}).\n  this test's rounds: {rounds(mine)}\n"
+                        f"  {name}'s rounds: {rounds(ref)}", pytrace=False)
+
+    def _not_compared(self, result: Result, over: str, name: str, label: str, over_part: str) -> None:
+        full = over if "::" in over else f"{self.test_id.split('[', 1)[0]}[{over}]"
+        msg = f"{self.test_id}: the {over_part} number of {over} was not measured in this run, so {label} is not checked"
+        left_out = full in self.session.deselected
+        if left_out:  # -k or -m chose a subset (the merge gate's, say): not a failure, even under --perf-strict
+            msg = f"{self.test_id}: {over} was deselected (-k or -m) in this run, so {label} is not checked"
+        elif self.strict:
+            pytest.fail(msg, pytrace=False)
+        result.notes.append(f"not compared with {name}" + (" (deselected)" if left_out else ""))
+        warn(msg)
+
+
+def noted(verdict: tuple[str | None, str | None], result: Result) -> str | None:
+    """A (failure, note) verdict: the note kept on the result where one is given, the failure returned."""
+    failure, note = verdict
+    if note:
+        result.notes.append(note)
+    return failure
+
+
+def _shortfall(v: gates.Verdict, result: Result, entry: dict) -> str:
+    return (f"  {v.part}: {result.parts.get(v.part).median:,.1f} samples/s against a baseline of {v.baseline_sps:,.1f} "
+            f"({v.change_pct:+.1f}%; allowed {100 * (v.comparison.factor - 1):+.0f}%" + (f", {v.scope}" if v.scope else "")
+            + f", {v.comparison.method}); measured again: {100 * (v.confirmation.ratio - 1):+.1f}%\n"
+            f"    this run's rounds: {rounds(result.parts.get(v.part))}; baseline's: {rounds_of(entry['parts'][v.part])}")
+
+
+def rounds(t: Throughput) -> str:
+    return ", ".join(f"{r:,.0f}" for r in t.rounds)
+
+
+def rounds_of(part: dict) -> str:
+    return ", ".join(f"{r:,.0f}" for r in part["rounds"]) if part.get("rounds") else f"{part['samples_per_s']:,.0f} (median only)"

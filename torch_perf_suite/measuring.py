@@ -1,0 +1,167 @@
+"""How the `perf` fixture measures a workload, phase by phase, each phase's seconds lapped (timing.Laps):
+
+    build          the test's own code before `measure` (the recipe built, the model moved)
+    loader alone   the loader described and a sample's cost timed alone (loader.observe)
+    compile, warm-up, timed
+                   the GPU-side, loader and pipeline windows (a part measured in another test is taken from it)
+    profiled       the profiled steps: syncs, kernels, bytes copied, peak memory
+    instructions   the loader's instructions per sample (callgrind; a recorded count where its code is unchanged)
+    FLOPs          the step's model FLOPs
+
+No verdict is made here; `Measuring.run` returns what was measured as a `Result`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from . import compiled, flops, instructions, loader
+from .parts import PARTS, Parts, Windows
+from .result import Result, part_entry, power_note
+from .settings import Measure
+
+
+@dataclass
+class Measuring:
+    session: object  # the PerfSession
+    test_id: str
+    settings: Measure
+    smoke: bool
+    pedantic: Callable  # pytest-benchmark's pedantic runner, which times the first rounds of one part a test
+    tmp_path: Callable[[], Path]  # where the profiled window's trace is written
+    info: dict  # pytest-benchmark's extra_info
+
+    def run(self, workload, parts: tuple[str, ...] | None) -> tuple[Result, Windows]:
+        laps = self.session.laps_of(self.test_id)
+        laps.lap("build")
+        windows = Windows(workload, self.settings, self.session.device, self.smoke)
+        keys = self._shared_keys(windows)
+        described, unit_note = self._observe(windows, keys)
+        laps.lap("loader alone")
+        wanted = tuple(p for p in ("gpu", "loader", "pipeline") if p in (parts or windows.available()))  # this order
+        with compiled.watch() as compile_count:
+            measured, measured_in = self._time(windows, wanted, keys)
+        laps.lap("timed")
+        warm = sum(t.warmup_s for part, t in measured.items() if part not in measured_in)
+        laps.split("timed", compile=compile_count.compile_s, **{"warm-up": warm - compile_count.compile_s})
+        parts = self._parts(workload, windows, wanted, measured, measured_in)
+        result = self._profile(workload, windows, parts, profiled=not self.smoke and "pipeline" in wanted)
+        laps.lap("profiled")
+        result.compile, result.loader_settings, result.seconds = compile_count, described, laps.seconds
+        result.notes.extend(filter(None, [unit_note, result.unit and _parallelism(result, windows.members.loader)]))
+        self._count_instructions(result, windows.members.loader_source)
+        laps.lap("instructions")
+        if result.syncs is not None or self.smoke:  # a smoke run counts them too, to try the counting on every scenario
+            self._count_flops(result, windows.members, workload)
+        laps.lap("FLOPs")
+        self._note_measured(result, measured, measured_in)
+        return result, windows
+
+    def _shared_keys(self, windows: Windows) -> dict:
+        """The same loader, or the same GPU-side step, measured the same way is measured once a session: its key."""
+        members = windows.members
+        return {part: (part, key, self.settings)
+                for part, key in (("loader", members.loader_key), ("gpu", members.gpu_key)) if key is not None}
+
+    def _observe(self, windows: Windows, keys: dict) -> tuple[dict | None, str | None]:
+        """The loader described, and timed per sample where its window is measured in this test."""
+        shared = keys.get("loader") in self.session.shared
+        folder = None if self.smoke or shared else self.session.loader_folder(self.test_id)
+        try:
+            described, windows.timer, unit_note = loader.observe(windows.members, folder, "the workload")
+        except loader.Undescribable as e:
+            described, unit_note = None, str(e)
+        if described is None and unit_note:  # failed outside the handler: the message once
+            pytest.fail(f"{self.test_id}: {unit_note}", pytrace=False)
+        return described, unit_note
+
+    def _time(self, windows: Windows, wanted: tuple[str, ...], keys: dict) -> tuple[dict, dict]:
+        """Each wanted part timed, or taken from the test that measured it. The GPU-side window first: the loader's
+        workers do not exist yet to compete for the CPU; the pipeline last: how it is timed depends on the others."""
+        shared, measured, measured_in = self.session.shared, {}, {}
+        by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
+        self.session.device.reset_peak_memory()
+        for part in wanted:
+            if keys.get(part) in shared:
+                measured[part], measured_in[part] = shared[keys[part]]
+                continue
+            if part == "pipeline":
+                windows.gpu, windows.loader = measured.get("gpu"), measured.get("loader")
+            measured[part] = windows.time(part, self.pedantic if part == by_benchmark else None)
+            if part in keys:
+                shared[keys[part]] = (measured[part], self.test_id)
+        return measured, measured_in
+
+    @staticmethod
+    def _parts(workload, windows: Windows, wanted: tuple, measured: dict, measured_in: dict) -> Parts:
+        by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]
+        # a loader-only measurement (the worker sweep): what it delivers is its pipeline
+        parts = Parts(workload.batch_size, **{"pipeline": measured[by_benchmark], **measured}, measured_in=measured_in)
+        if wanted == ("pipeline",) and windows.available() == ("pipeline",):
+            parts.gpu = parts.pipeline  # a resident batch: the pipeline is the GPU-side step
+        return parts
+
+    def _profile(self, workload, windows: Windows, parts: Parts, profiled: bool) -> Result:
+        """The steps profiled (syncs, kernels, bytes, peak memory) after the timed windows, never inside them."""
+        dev = self.session.device
+        peak = dev.peak_memory_gb()
+        trace = syncs = None
+        if profiled:
+            trace = self.tmp_path() / (re.sub(r"[^\w.-]+", "_", self.test_id) + ".json")
+            started = time.perf_counter()
+            syncs = dev.count_syncs(workload.step, self.settings.profile_steps, trace, windows.members.all_threads)
+            self.info["profile_window_s"] = round(time.perf_counter() - started, 2)
+            if syncs is not None:
+                parts.gpu_busy_s = syncs.gpu_busy_s
+        if windows.timer is not None:
+            windows.timer.detach()
+        return Result(self.test_id, parts, syncs, peak, trace)
+
+    def _count_instructions(self, result: Result, source: tuple[str, dict] | None) -> None:
+        if source is None or not self.session.settings.instructions:
+            return
+        try:
+            result.instructions = self.session.count_instructions(source)
+        except instructions.Unavailable as e:
+            result.instructions_note = str(e)
+        if result.instructions is not None and result.instructions.reused:
+            result.notes.append(f"loader instructions: its code unchanged since counted ({result.instructions.content}), "
+                                "not counted again")
+
+    def _count_flops(self, result: Result, members, workload) -> None:
+        """The step's model FLOPs, counted in one more GPU-side step after the windows, and the MFU they make."""
+        if members.all_threads:
+            result.notes.append("model FLOPs not counted: the steps run on a thread of their own")
+            return
+        shared, key = self.session.shared, ("flops", members.gpu_key)
+        counted = shared[key] if members.gpu_key is not None and key in shared else flops.count(members.gpu_step or workload.step)
+        if members.gpu_key is not None:
+            shared[key] = counted  # the same GPU-side step: counted once a session
+        if counted is None:  # no matmul or convolution passed the dispatcher
+            return
+        timed = () if self.smoke else ("pipeline", "gpu")
+        rates = {part: t.median for part in timed if (t := result.parts.get(part)) is not None}
+        result.mfu = counted.reading(rates, workload.batch_size, self.session.device.env["gpu"])
+
+    def _note_measured(self, result: Result, measured: dict, measured_in: dict) -> None:
+        """Where a shared part was measured, the power limit, rounds added; the pytest-benchmark record."""
+        env = self.session.device.env
+        result.notes.extend(f"{part} measured in {test.rsplit('::', 1)[-1]}" for part, test in measured_in.items())
+        result.notes.extend(filter(None, [power_note(result.parts.gpu, env.get("power_limit_w"))]))
+        if any(t.extended for t in measured.values()):
+            result.notes.append("rounds added: " + ", ".join(f"{n} +{t.extended}" for n, t in measured.items() if t.extended))
+        self.info.update(samples_per_s=round(result.samples_per_s, 1),
+                         parts={n: part_entry(t) for n in PARTS if (t := result.parts.get(n)) is not None},
+                         bottleneck=result.parts.bottleneck, syncs_per_step=result.syncs.per_step if result.syncs else None,
+                         peak_mem_gb=result.peak_mem_gb, gpu=env["gpu"])
+
+
+def _parallelism(result: Result, dataloader) -> str:
+    window = result.parts.loader or result.parts.pipeline
+    return f"{result.unit.line()}; " + loader.parallelism(asdict(result.unit), dataloader.num_workers, window.median)

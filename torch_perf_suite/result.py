@@ -1,0 +1,85 @@
+"""What a perf test measured (`Result`): its parts, syncs, counts and notes, and its baseline entry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import compiled, gates, instructions, loader
+from .parts import PARTS, Parts
+from .syncs import SyncCount
+from .timing import Throughput
+
+POWER_CAPPED = 0.95  # a GPU-side window that draws this share of the power limit runs at it
+
+
+def part_entry(t: Throughput) -> dict:
+    spread = t.spread_pct
+    entry = {"samples_per_s": round(t.median, 1), "spread_pct": None if spread is None else round(spread, 2),
+             "rounds": [round(r, 1) for r in t.rounds]}
+    if t.watts is not None:
+        entry["watts"] = round(t.watts)
+    return entry
+
+
+def power_note(gpu: Throughput | None, limit_w: float | None) -> str | None:
+    """Say so where the GPU-side rounds ran at the power limit: there, chips of one model differ."""
+    if gpu is None or gpu.watts is None or not limit_w or gpu.watts < POWER_CAPPED * limit_w:
+        return None
+    return f"GPU-side at the power limit: {gpu.watts:,.0f} of {limit_w:,.0f} W"
+
+
+@dataclass
+class Result:
+    test_id: str
+    parts: Parts
+    syncs: SyncCount | None  # None where nothing was profiled (smoke runs, CPU)
+    peak_mem_gb: float | None
+    trace: Path | None
+    notes: list[str] = field(default_factory=list)
+    verdicts: dict[str, gates.Verdict] = field(default_factory=dict)  # part -> comparison with the baseline
+    extra: dict = field(default_factory=dict)  # columns a test adds to its report row
+    compile: compiled.CompileCount | None = None  # what torch.compile did while the windows ran
+    instructions: instructions.Counted | None = None  # the loader's instructions per sample (callgrind)
+    instructions_note: str | None = None  # why they were not counted, where the workload has a loader_source
+    mfu: dict | None = None  # model FLOPs, achieved TFLOP/s and MFU of each part (flops.StepFlops.reading): a reading
+    loader_settings: dict | None = None  # what the workload's DataLoader is (loader.describe)
+    seconds: dict[str, float] = field(default_factory=dict)  # where the test's time went, by phase (timing.Laps)
+
+    @property
+    def unit(self) -> loader.UnitCost | None:
+        """The loader's cost per sample inside its workers, from the loader's window (the pipeline's where none)."""
+        window = self.parts.loader or self.parts.pipeline
+        return window.unit if window is not None else None
+
+    def counts(self) -> dict:
+        """What this test counted, as its baseline entry keeps it: kernel launches a step by family, bytes copied a
+        step by kind, the steps' peak memory, and torch.compile's graphs where it compiled."""
+        found: dict = {}
+        k = self.syncs.kernels if self.syncs is not None else None
+        if k is not None:
+            found["kernels_per_step"] = {f: round(n, 3) for f, n in k.families.items()}
+            found["copies_per_step"] = {kind: round(n) for kind, n in k.copies_per_step.items()}
+        if self.syncs is not None and self.syncs.step_peak_bytes is not None:
+            found["step_peak_bytes"] = self.syncs.step_peak_bytes
+        if self.compile is not None and self.compile.compiled:
+            found["compile"] = self.compile.as_entry()
+        return found
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.parts.pipeline.median
+
+    def baseline_entry(self, env: dict) -> dict:
+        p = self.parts
+        return {
+            "parts": {name: part_entry(t) for name in PARTS if (t := p.get(name)) is not None},
+            "bottleneck": p.bottleneck,
+            "efficiency": None if p.efficiency is None else round(p.efficiency, 3),
+            "gpu_busy_pct": None if p.gpu_busy_pct is None else round(p.gpu_busy_pct, 1),
+            "syncs_per_step": round(self.syncs.per_step, 3) if self.syncs else None,
+            "peak_mem_gb": None if self.peak_mem_gb is None else round(self.peak_mem_gb, 2),
+            "counts": self.counts(),
+            "loader_unit": self.unit.entry() if self.unit else None,
+            "env": env,
+        }
