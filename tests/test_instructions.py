@@ -482,3 +482,15 @@ def test_a_count_is_judged_against_its_own_environment_and_loader_only(tmp_path)
         "loader instructions not comparable: recorded for s, this test counts s2")
     assert instructions.verdict(now, f, "k", "t2", 1.0, "record: x") == (
         None, None, f"no loader instruction count for k in {f.path}; record: x")
+
+
+def test_the_harness_is_not_the_loaders_code(tmp_path, monkeypatch):
+    # Python 3.11 runs a comprehension as a function of its own: content()'s samples are made in one, in instructions.py
+    monkeypatch.chdir(instructions.Path(instructions.__file__).parent.parent)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _write_loader(tmp_path, "return torch.tensor(float(i))")
+    sys.modules.pop("mydata", None)
+    seen = []
+    monkeypatch.setattr(instructions.Path, "read_bytes", lambda self: seen.append(self.name) or b"")
+    instructions.content(("mydata:parts", {}))
+    assert seen == []  # mydata.py lies outside this root; instructions.py, inside it, is the harness's

@@ -80,7 +80,8 @@ def content(source: tuple[str, dict], root: Path | None = None) -> str:
     finally:
         sys.setprofile(previous)
     called.add(sys.modules[factory.partition(":")[0]].__file__)
-    outside = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}}
+    # the interpreter's folders, and the harness's own: on Python 3.11 the comprehension above is a call into this file
+    outside = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(__file__)}}
     digest = hashlib.sha256()
     for name in sorted(called):
         path = Path(name).resolve()
