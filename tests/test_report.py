@@ -14,6 +14,7 @@ from torch_perf_suite import report, syncs
 from torch_perf_suite.gates import Verdict
 from torch_perf_suite.nvml import Utilization
 from torch_perf_suite.parts import Parts
+from torch_perf_suite.report import DETAILS, LEGEND  # the words are the module's; the tests check where they stand
 from torch_perf_suite.stats import Comparison
 from torch_perf_suite.syncs import SyncCount, SyncSource
 from torch_perf_suite.timing import Throughput
@@ -122,14 +123,6 @@ FULL_DETAILS = ("<details><summary>a: passed</summary>\n\n`test_a`\n\n"
 BARE_DETAILS = "<details><summary>b</summary>\n\n`test_b`\n\n</details>\n"  # no verdict, nothing measured but the pipeline
 HEAD = ("GPU: NVIDIA H200 | driver 580 | CUDA 13.0 | torch 2.11 | torchvision 0.26 | torchmetrics 1.9 | "
         "host Xeon x 16 cores | 2026-11-22\n\n")
-LEGEND = ("pipeline, GPU-side, loader: samples/s of each part (as trained; the batch already on the GPU; the loader alone, "
-          "to the GPU), then its change against the baseline (REF's, under --perf-against) where compared, FAILED where "
-          "that failed the test; "
-          "syncs/step: the host's waits on the GPU per step. Each test's details (bottleneck, efficiency, spread, GPU-Util, "
-          "MFU, its notes) are at the end\n\n")
-DETAILS = ("### Details\n\nloader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / "
-           "slowest part; spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the "
-           "pipeline / GPU-side rounds (NVML), with the memory used, power and SM clock of the last\n\n")
 LADDER = {"ladder": [{"step": "baseline", "samples/s": 1234.4, "gain": 1.0, "runs": 3},
                      {"step": "workers", "samples/s": 99.5, "note": None}]}
 LADDER_SECTION = ("### ladder\n\n| step | samples/s | gain | runs | note |\n|---|---|---|---|---|\n"
