@@ -218,7 +218,7 @@ def test_a_gpu_side_number_recorded_on_another_chip_gets_the_chip_tolerance():
     assert gates.chip_scope(entry()) == "recorded on chip GPU-1, not this one"
     assert gates.chip_scope(old) == "recorded before chips were (an old entry)"
     v = gates.verdict("gpu", [850.0] * 5, entry(), 20, "", gates.chip_scope(entry()))
-    assert not v.failed and v.describe() == "gpu -15.0% (recorded on chip GPU-1, not this one: allowed -20%)"
+    assert not v.failed and v.describe() == "gpu against a baseline recorded on chip GPU-1, not this one: allowed -20%"
 
 
 def test_one_decision_picks_the_tolerance_the_scope_and_whether_to_compare():

@@ -56,9 +56,13 @@ class Verdict:
     def describe(self) -> str:
         if self.comparison is None:
             return f"{self.part}: {self.why_not}"
+        allowed = f"allowed {100 * (self.comparison.factor - 1):+.0f}%"
+        if self.scope and not self.comparison.inconclusive and self.confirmation is None:
+            # the change is in the report's table: the same words for every test compared so, said once above it
+            return f"{self.part} against a baseline {self.scope}: {allowed}"
         text = f"{self.part} {self.change_pct:+.1f}%"
         if self.scope:
-            text += f" ({self.scope}: allowed {100 * (self.comparison.factor - 1):+.0f}%)"
+            text += f" ({self.scope}: {allowed})"
         if self.comparison.inconclusive:
             text += f" (below the allowed {100 * (self.comparison.factor - 1):+.0f}%, not significant: {self.comparison.method})"
         if self.confirmation is not None:
