@@ -2,7 +2,6 @@ import datetime
 import json
 import os
 import stat
-import sys
 import types
 from pathlib import Path
 
@@ -320,16 +319,25 @@ def test_saved_file_is_indented_by_one_space_and_ends_with_a_newline(tmp_path):
 
 def test_environment_on_a_machine_without_cuda(monkeypatch):
     import torch
+    import torchmetrics
     import torchvision
 
     from torch_perf_suite import baselines, host
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setitem(sys.modules, "torchmetrics", None)  # not installed: recorded as None
     env = baselines.environment()
     assert env == {"gpu": "cpu", "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__,
-                   "torchvision": torchvision.__version__, "torchmetrics": None, "host": host.host_class(),
-                   "date": datetime.date.today().isoformat()}
+                   "torchvision": torchvision.__version__, "torchmetrics": torchmetrics.__version__,
+                   "host": host.host_class(), "date": datetime.date.today().isoformat()}
+    installed = baselines.importlib.metadata.version
+
+    def without_torchmetrics(name):
+        if name == "torchmetrics":
+            raise baselines.importlib.metadata.PackageNotFoundError(name)
+        return installed(name)
+
+    monkeypatch.setattr(baselines.importlib.metadata, "version", without_torchmetrics)
+    assert baselines.environment()["torchmetrics"] is None  # not installed: recorded as None
 
 
 def test_environment_on_a_gpu_names_it_and_its_driver(monkeypatch):

@@ -26,6 +26,7 @@ host, and the comparison says what it could not check.
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import json
 import math
 import os
@@ -66,11 +67,14 @@ def environment() -> dict:
     import torch
 
     env = {"gpu": "cpu", "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__}
-    for module in ("torchvision", "torchmetrics"):
-        try:
-            env[module] = __import__(module).__version__
-        except ImportError:
-            env[module] = None
+    try:
+        env["torchvision"] = __import__("torchvision").__version__
+    except ImportError:
+        env["torchvision"] = None
+    try:  # from its installed metadata: importing torchmetrics takes seconds, and only the metric scenarios use it
+        env["torchmetrics"] = importlib.metadata.version("torchmetrics")
+    except importlib.metadata.PackageNotFoundError:
+        env["torchmetrics"] = None
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()
         env["gpu_uuid"] = gpu_uuid()
