@@ -1,5 +1,7 @@
 """Model FLOPs per step (flops.py), on the CPU: against a hand count, FlopCounterMode's total and its dtype."""
 
+import sys
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -61,3 +63,24 @@ def test_a_gpu_outside_the_tables_has_no_peak_and_says_why():
     reading = flops.StepFlops(1e9, "bfloat16").reading({"pipeline": 100.0}, 10, "Some GPU")
     assert reading["pipeline_tflops"] == pytest.approx(0.01) and reading["pipeline_mfu"] is None
     assert reading["peak_tflops"] is None and reading["peak_source"]
+
+
+def test_a_peak_comes_from_the_suites_table_then_lightnings_and_on_the_cpu_from_neither(monkeypatch):
+    import types
+
+    import torch
+
+    from torch_perf_suite import flops
+
+    assert flops.peak_flops("NVIDIA H200", "bfloat16") == (989.4e12, flops.OWN_SOURCE)
+    monkeypatch.setitem(sys.modules, "lightning.fabric.utilities.throughput", None)  # an import of it fails
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert flops.peak_flops("cpu", "float32") == (None, "no GPU")  # Lightning not asked
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    peak, source = flops.peak_flops("NVIDIA A100", "float32")
+    assert peak is None and source.endswith("Lightning is not installed)")
+    table = types.ModuleType("throughput")
+    table.get_available_flops = lambda device, dtype: 312e12 if dtype is torch.bfloat16 else None
+    monkeypatch.setitem(sys.modules, "lightning.fabric.utilities.throughput", table)
+    assert flops.peak_flops("NVIDIA A100", "bfloat16") == (312e12, "Lightning's table (lightning.fabric.utilities.throughput)")
+    assert flops.peak_flops("NVIDIA A100", "float16")[0] is None

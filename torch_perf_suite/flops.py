@@ -38,15 +38,18 @@ class StepFlops:
 
 def peak_flops(gpu: str, dtype: str) -> tuple[float | None, str]:
     """(peak FLOP/s, its source): the suite's own table, else Lightning's where it is installed."""
+    import torch
+
     if gpu in PEAKS:
         return PEAKS[gpu].get(dtype), OWN_SOURCE
+    if not torch.cuda.is_available():  # a smoke run on the CPU: no GPU peak, and no 2 s spent importing Lightning
+        return None, "no GPU"
     try:
-        import torch
         from lightning.fabric.utilities.throughput import get_available_flops
     except ImportError:
         return None, f"no peak known for {gpu} (the suite's table has {', '.join(PEAKS)}; Lightning is not installed)"
     wanted = "tfloat32" if dtype == "tfloat32" else getattr(torch, dtype)
-    peak = get_available_flops(torch.device("cuda"), wanted) if torch.cuda.is_available() else None
+    peak = get_available_flops(torch.device("cuda"), wanted)
     return (None if peak is None else float(peak)), "Lightning's table (lightning.fabric.utilities.throughput)"
 
 
