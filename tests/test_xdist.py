@@ -510,7 +510,7 @@ def test_two_processes_recording_into_one_baseline_file_at_once_lose_no_entry(tm
 
 def test_a_baseline_file_locked_too_long_is_not_recorded_and_said_so(tmp_path, monkeypatch):
     """A process stuck holding the lock: the save gives up with an OSError (filelock's Timeout is a TimeoutError),
-    which PerfSession.record reports as "baselines NOT recorded into ..." rather than hanging the run."""
+    which Records.record reports as "baselines NOT recorded into ..." rather than hanging the run."""
     from filelock import FileLock
 
     path = tmp_path / "nvidia-h200.json"

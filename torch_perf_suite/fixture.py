@@ -230,7 +230,7 @@ class Perf:
 
     def _host_claim(self, result: Result, claim: str, failure: str | None) -> None:
         session = self._session
-        entry = session.baseline_file.get(self.test_id) if session.baseline_file else None
+        entry = session.records.baseline(self.test_id)
         same_host = host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host")) if entry else ""
         scope = checks.host_scope(entry, same_host, session.settings.update_baselines, against=session.ref is not None)
         if scope:

@@ -68,7 +68,8 @@ class Judge:
         if session.settings.update_baselines:
             result.notes.append("loader instructions recorded")
             return None
-        failure, note, missing = instructions.verdict(counted, session.instructions_file, session.instructions_key,
+        records = session.records
+        failure, note, missing = instructions.verdict(counted, records.instructions_file, records.instructions_key,
                                                       self.test_id, self.settings.count_margin, self.rerecord())
         result.notes.extend(filter(None, [note]))
         if missing:
@@ -79,9 +80,10 @@ class Judge:
         session = self.session
         if session.settings.update_baselines:
             return None
-        recorded_any = bool(session.ref or session.loaders_file and session.loaders_file.tests)
+        loaders = session.records.loaders_file
+        recorded_any = bool(session.ref or loaders and loaders.tests)
         return noted(loader.settings_verdict(
-            result.loader_settings, session.loader_record(self.test_id), workers=session.settings.workers,
+            result.loader_settings, session.records.loader_record(self.test_id), workers=session.settings.workers,
             worker_start=session.settings.worker_start, expected=expected, against=session.against_label,
             recorded_any=recorded_any), result)
 
@@ -93,13 +95,13 @@ class Judge:
             return None
         if session.settings.smoke:
             return None
-        entry = session.baseline_file.get(self.test_id) if session.baseline_file else None
+        entry = session.records.baseline(self.test_id)
         if session.settings.update_baselines:
             result.notes.append("baseline recorded" if entry is None else "baseline re-recorded")
         elif entry is None and session.ref:  # passed at REF, yet recorded nothing there
             result.notes.append(f"not compared: {session.ref.label} recorded nothing for it")
         elif entry is None:
-            self.missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {session.baseline_file.path}, "
+            self.missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {session.records.baseline_file.path}, "
                                  "throughput not checked")
         return None if session.settings.update_baselines else entry
 

@@ -127,7 +127,7 @@ class Measuring:
         if source is None or not self.session.settings.instructions:
             return
         try:
-            result.instructions = self.session.count_instructions(source)
+            result.instructions = self.session.records.count_instructions(source)
         except instructions.Unavailable as e:
             result.instructions_note = str(e)
         if result.instructions is not None and result.instructions.reused:

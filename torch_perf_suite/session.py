@@ -12,12 +12,11 @@ import shutil
 import tempfile
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from . import against, baselines, device, host, instructions, loader, report, settings, syncs, timing
+from . import against, device, host, loader, records, report, settings, syncs, timing
 from .fixture import PerfWarning, Result
 
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
@@ -55,28 +54,16 @@ class PerfSession:
         # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement of each a session
         self.shared: dict = {}
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
-        self.updates: dict[str, dict] = {}
         self.sections: dict[str, list[dict]] = {}
         self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
-        self.baseline_file: baselines.BaselineFile | None = None
-        self.baseline_note: str | None = None  # a corrupt file moved aside, an old schema
-        self.save_error: str | None = None
         self.report_error: str | None = None
-        self.counter = instructions.Counter()  # the loader's instructions, counted in a callgrind process started on first use
-        self.instructions_file: instructions.InstructionsFile | None = None
-        self.instructions_key = ""
-        self.committed_instructions: instructions.InstructionsFile | None = None  # reusable counts, under --perf-against
-        self.rootdir = config.rootpath
-        self.digests: dict[str, str] = {}  # a loader's source -> the digest of the code it runs (read once a session)
-        self.instructions_recorded = 0
-        self.loaders_recorded = 0
-        self.loaders_file: loader.SettingsFile | None = None  # the loaders' recorded settings (loaders.json)
+        self.records = records.Records(self.settings, self.device, config.rootpath)  # compared with, recorded into
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
         self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
         if self.settings.against:
             self._check_against()
             return  # the baselines are REF's, loaded once it was measured (compare_against)
-        self._load_baselines(self.settings.baseline_dir)
+        self.records.load(self.settings.baseline_dir)
 
     def _check_against(self) -> None:
         if self.settings.update_baselines:
@@ -85,39 +72,6 @@ class PerfSession:
         if self.shards or self.worker:
             raise pytest.UsageError("--perf-against runs without -n: REF and the working tree are measured one after the "
                                     "other on one GPU; drop -n")
-
-    def _load_baselines(self, folder: Path) -> None:
-        """This GPU model's baseline file, the loader instruction counts and the loaders' settings in `folder`."""
-        try:
-            self.loaders_file = loader.SettingsFile.load(folder / "loaders.json")
-        except loader.SettingsError as e:
-            raise pytest.UsageError(str(e)) from None
-        if self.settings.instructions and (self.device.is_gpu or self.settings.smoke):
-            try:
-                self.instructions_file = instructions.InstructionsFile.load(folder / "instructions.json")
-            except instructions.InstructionsError as e:
-                raise pytest.UsageError(str(e)) from None
-            self.instructions_key = instructions.key()
-            committed = Path(self.rootdir) / "baselines" / "instructions.json"
-            if committed != folder / "instructions.json" and committed.is_file():  # REF's folder: the committed counts too
-                with contextlib.suppress(instructions.InstructionsError):  # a broken one is said where it is the run's own
-                    self.committed_instructions = instructions.InstructionsFile.load(committed)
-        if self.device.is_gpu and not self.settings.smoke:
-            gpu = self.device.env["gpu"]
-            path = folder / f"{baselines.gpu_slug(gpu)}.json"
-            try:
-                if self.settings.update_baselines:
-                    self.baseline_file, self.baseline_note = baselines.BaselineFile.load_for_update(path, gpu)
-                else:
-                    self.baseline_file = baselines.BaselineFile.load(path, gpu)
-            except (baselines.BaselineError, OSError) as e:
-                raise pytest.UsageError(str(e)) from None
-            if self.baseline_file.old_schema and not self.settings.update_baselines:
-                self.baseline_note = (
-                    f"{path} is an old baseline file (schema 1): it holds one pipeline number per test and no host, so "
-                    "GPU-side and loader numbers are not checked and pipeline numbers are not comparable. "
-                    + baselines.RERECORD[0].upper() + baselines.RERECORD[1:]
-                )
 
     def compare_against(self, config, items) -> None:
         """--perf-against REF, once the tests are selected: REF's results for the selected perf tests (from the cache,
@@ -132,7 +86,7 @@ class PerfSession:
         started = time.perf_counter()
         self.ref = against.measure(self.settings.against, config, test_ids, self.device.env, cache)
         self.ref_s = time.perf_counter() - started
-        self._load_baselines(self.ref.folder)
+        self.records.load(self.ref.folder)
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
             reporter.write_line(f"Compared {self.ref.describe()}; the working tree's tests follow")
@@ -157,29 +111,12 @@ class PerfSession:
     @property
     def reference(self) -> str:
         """What this run's numbers are compared with, as a failure names it."""
-        return f"REF {self.ref.label}, measured on this GPU" if self.ref else str(self.baseline_file.path)
+        return f"REF {self.ref.label}, measured on this GPU" if self.ref else str(self.records.baseline_file.path)
 
     @property
     def against_label(self) -> str:
         """What the loader's verdicts compare with, in a few words."""
         return f"REF {self.ref.label}" if self.ref else "the baseline"
-
-    def count_instructions(self, source: tuple[str, dict]) -> instructions.Counted:
-        """The loader's instructions per sample: a count recorded for the same code, environment and loader (in this
-        run's instructions file, or the committed one) where there is one; else counted now, under callgrind. A run
-        recording into the committed file (--perf-update-baselines) counts afresh: it records what it measured; one
-        recording into another folder (REF's, under --perf-against) takes the committed count of unchanged code."""
-        described = instructions.describe_source(source)
-        digest = self.digests[described] = self.digests.get(described) or instructions.content(source)
-        files = [self.committed_instructions] if self.settings.update_baselines else [self.instructions_file,
-                                                                                        self.committed_instructions]
-        found = next((e for f in files if f is not None and (e := f.reusable(self.instructions_key, described, digest))), None)
-        if found is not None:
-            return instructions.Counted(found["per_sample"], found["samples"], described, digest, reused=True)
-        return replace(self.counter.count(source), content=digest)
-
-    def loader_record(self, test_id: str) -> dict | None:
-        return self.loaders_file.get(test_id) if self.loaders_file else None
 
     def loader_folder(self, test_id: str) -> Path:
         """A folder for one test's per-batch loader timings, under the session's (removed at its end)."""
@@ -193,42 +130,11 @@ class PerfSession:
         node (marker multi_gpu) skips itself there."""
         return self.gpu is not None
 
-    def record(self, test_id: str, result: Result) -> None:
-        """Save one passed test's baseline entry and loader instruction count at once (atomic): an interrupted run
-        keeps what it recorded."""
-        if self.baseline_file is not None:
-            entry = self.updates[test_id] = result.baseline_entry(self.device.env)
-            try:
-                self.baseline_file.save({test_id: entry})
-            except (OSError, baselines.BaselineError) as e:
-                self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
-        if result.loader_settings is not None and self.loaders_file is not None:
-            try:
-                self.loaders_file.save({test_id: loader.entry(result.loader_settings, self.settings.workers)})
-                self.loaders_recorded += 1
-            except (OSError, loader.SettingsError) as e:
-                self.save_error = f"loader settings NOT recorded into {self.loaders_file.path}: {e}"
-        if result.instructions is not None and self.instructions_file is not None:
-            try:
-                self.instructions_file.save(self.instructions_key, {test_id: instructions.entry(result.instructions)})
-                self.instructions_recorded += 1
-            except (OSError, instructions.InstructionsError) as e:
-                self.save_error = f"loader instruction counts NOT recorded into {self.instructions_file.path}: {e}"
-
     @property
     def clock(self) -> str | None:
         """The table of seconds (durations.py) this run's tests are timed into and a sharded run is ordered by: the
         GPU model's, or the smoke runs' (None); a run that measures nothing (no GPU, no --perf-smoke) has none."""
         return self.device.env["gpu"] if self.device.is_gpu and not self.settings.smoke else None
-
-    def recorded(self) -> dict[str, int]:
-        """The baseline files this process recorded into -> how many entries; empty where it recorded none."""
-        found = {str(self.baseline_file.path): len(self.updates)} if self.updates and not self.save_error else {}
-        if self.instructions_recorded and not self.save_error:
-            found[f"{self.instructions_file.path} ({self.instructions_key})"] = self.instructions_recorded
-        if self.loaders_recorded and not self.save_error:
-            found[str(self.loaders_file.path)] = self.loaders_recorded
-        return found
 
     def document(self) -> dict:
         """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
@@ -317,7 +223,7 @@ class PerfSession:
         if result is None:
             return
         if passed and self.settings.update_baselines:
-            self.record(test_id, result)
+            self.records.record(test_id, result)
         if failed and result.trace and result.trace.exists() and self.settings.trace_dir:
             result.notes.append(self._keep_trace(result.trace))
         if passed and result.trace and result.trace.exists():
@@ -339,20 +245,21 @@ class PerfSession:
         """At the session's end: the callgrind process stopped; an xdist worker hands its report, lines and records
         to its controller; a sharded run's controller merges the workers' reports. True where something asked to be
         written (a baseline, the report) was not."""
-        self.counter.close()
+        self.records.counter.close()
         if self.loader_dir:
             shutil.rmtree(self.loader_dir, ignore_errors=True)
         if self.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers
             config.workeroutput["perf"] = {
                 # through JSON: execnet sends plain types only (torch.__version__ is a str subclass, a column a numpy int)
                 "report": json.loads(json.dumps(self.document(), default=str)) if self.results or self.sections else None,
-                "lines": [line for line in (self.baseline_note, self.save_error, self.report_error) if line],
-                "recorded": self.recorded(),
-                "failed": bool(self.save_error or self.report_error),
+                "lines": [line for line in (self.records.baseline_note, self.records.save_error, self.report_error) if line],
+                "recorded": self.records.recorded(),
+                "failed": bool(self.records.save_error or self.report_error),
             }
         if self.shards:
             self.written = self.merge_reports()
-        return bool(self.save_error or self.report_error or any(out.get("failed") for out in self.worker_outputs.values()))
+        workers_failed = any(out.get("failed") for out in self.worker_outputs.values())
+        return bool(self.records.save_error or self.report_error or workers_failed)
 
     def summary(self) -> tuple[str | None, list[tuple[str, dict]]]:
         """The end of the terminal output: the report (None where nothing was measured) and lines as (line, markup):
@@ -364,14 +271,15 @@ class PerfSession:
         measured = bool(doc and (doc["tests"] or doc["sections"]))
         out: list[tuple[str, dict]] = []
         outputs = self.worker_outputs.values()
-        lines = [self.baseline_note, self.save_error, self.report_error, *(line for o in outputs for line in o.get("lines", []))]
+        own = (self.records.baseline_note, self.records.save_error, self.report_error)
+        lines = [*own, *(line for o in outputs for line in o.get("lines", []))]
         out += [(line, {"red": True, "bold": True}) for line in dict.fromkeys(filter(None, lines))]  # workers say the same
-        recorded = self.recorded()
+        recorded = self.records.recorded()
         for o in outputs:  # a sharded run's workers, each into the file of its GPU model
             for path, n in o.get("recorded", {}).items():
                 recorded[path] = recorded.get(path, 0) + n
         out += [(f"recorded {n} baseline(s) into {path}", {}) for path, n in recorded.items()]
-        if self.settings.update_baselines and self.baseline_file is None and not self.recorded():
+        if self.settings.update_baselines and self.records.baseline_file is None and not self.records.recorded():
             out.append(("--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU outside "
                         "--perf-smoke (loader instruction counts and settings on any machine, where counted and described)",
                         {"yellow": True}))

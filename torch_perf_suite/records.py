@@ -1,0 +1,120 @@
+"""The files a session compares with and records into: this GPU model's baselines (baselines.py), the loaders'
+settings (loader.SettingsFile) and the loader's instruction counts (instructions.InstructionsFile), all in one folder
+(`baselines/`, or REF's under --perf-against), and what this process recorded into them."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from . import baselines, instructions, loader
+
+
+class Records:
+    def __init__(self, settings, device, rootdir: Path):
+        self.settings, self.device, self.rootdir = settings, device, rootdir
+        self.baseline_file: baselines.BaselineFile | None = None
+        self.baseline_note: str | None = None  # a corrupt file moved aside, an old schema
+        self.save_error: str | None = None
+        self.updates: dict[str, dict] = {}  # test id -> the baseline entry recorded for it
+        self.loaders_file: loader.SettingsFile | None = None  # the loaders' recorded settings (loaders.json)
+        self.loaders_recorded = 0
+        self.instructions_file: instructions.InstructionsFile | None = None
+        self.instructions_key = ""
+        self.committed_instructions: instructions.InstructionsFile | None = None  # reusable counts, under --perf-against
+        self.instructions_recorded = 0
+        self.counter = instructions.Counter()  # the loader's instructions, counted in a callgrind process started on first use
+        self.digests: dict[str, str] = {}  # a loader's source -> the digest of the code it runs (read once a session)
+
+    def load(self, folder: Path) -> None:
+        """This GPU model's baseline file, the loader instruction counts and the loaders' settings in `folder`; a file
+        that cannot be used is a usage error naming it."""
+        try:
+            self.loaders_file = loader.SettingsFile.load(folder / "loaders.json")
+        except loader.SettingsError as e:
+            raise pytest.UsageError(str(e)) from None
+        if self.settings.instructions and (self.device.is_gpu or self.settings.smoke):
+            self._load_instructions(folder)
+        if self.device.is_gpu and not self.settings.smoke:
+            self._load_baseline_file(folder / f"{baselines.gpu_slug(self.device.env['gpu'])}.json")
+
+    def _load_instructions(self, folder: Path) -> None:
+        try:
+            self.instructions_file = instructions.InstructionsFile.load(folder / "instructions.json")
+        except instructions.InstructionsError as e:
+            raise pytest.UsageError(str(e)) from None
+        self.instructions_key = instructions.key()
+        committed = Path(self.rootdir) / "baselines" / "instructions.json"
+        if committed != folder / "instructions.json" and committed.is_file():  # REF's folder: the committed counts too
+            with contextlib.suppress(instructions.InstructionsError):  # a broken one is said where it is the run's own
+                self.committed_instructions = instructions.InstructionsFile.load(committed)
+
+    def _load_baseline_file(self, path: Path) -> None:
+        gpu = self.device.env["gpu"]
+        try:
+            if self.settings.update_baselines:
+                self.baseline_file, self.baseline_note = baselines.BaselineFile.load_for_update(path, gpu)
+            else:
+                self.baseline_file = baselines.BaselineFile.load(path, gpu)
+        except (baselines.BaselineError, OSError) as e:
+            raise pytest.UsageError(str(e)) from None
+        if self.baseline_file.old_schema and not self.settings.update_baselines:
+            self.baseline_note = (
+                f"{path} is an old baseline file (schema 1): it holds one pipeline number per test and no host, so "
+                "GPU-side and loader numbers are not checked and pipeline numbers are not comparable. "
+                + baselines.RERECORD[0].upper() + baselines.RERECORD[1:]
+            )
+
+    def baseline(self, test_id: str) -> dict | None:
+        return self.baseline_file.get(test_id) if self.baseline_file else None
+
+    def loader_record(self, test_id: str) -> dict | None:
+        return self.loaders_file.get(test_id) if self.loaders_file else None
+
+    def count_instructions(self, source: tuple[str, dict]) -> instructions.Counted:
+        """The loader's instructions per sample: a count recorded for the same code, environment and loader (in this
+        run's instructions file, or the committed one) where there is one; else counted now, under callgrind. A run
+        recording into the committed file (--perf-update-baselines) counts afresh: it records what it measured; one
+        recording into another folder (REF's, under --perf-against) takes the committed count of unchanged code."""
+        described = instructions.describe_source(source)
+        digest = self.digests[described] = self.digests.get(described) or instructions.content(source)
+        files = [self.committed_instructions] if self.settings.update_baselines else [self.instructions_file,
+                                                                                        self.committed_instructions]
+        found = next((e for f in files if f is not None and (e := f.reusable(self.instructions_key, described, digest))), None)
+        if found is not None:
+            return instructions.Counted(found["per_sample"], found["samples"], described, digest, reused=True)
+        return replace(self.counter.count(source), content=digest)
+
+    def record(self, test_id: str, result) -> None:
+        """Save one passed test's baseline entry, loader settings and instruction count at once (atomic): an
+        interrupted run keeps what it recorded. A file that cannot be written is said (`save_error`), not raised."""
+        if self.baseline_file is not None:
+            entry = self.updates[test_id] = result.baseline_entry(self.device.env)
+            try:
+                self.baseline_file.save({test_id: entry})
+            except (OSError, baselines.BaselineError) as e:
+                self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
+        if result.loader_settings is not None and self.loaders_file is not None:
+            try:
+                self.loaders_file.save({test_id: loader.entry(result.loader_settings, self.settings.workers)})
+                self.loaders_recorded += 1
+            except (OSError, loader.SettingsError) as e:
+                self.save_error = f"loader settings NOT recorded into {self.loaders_file.path}: {e}"
+        if result.instructions is not None and self.instructions_file is not None:
+            try:
+                self.instructions_file.save(self.instructions_key, {test_id: instructions.entry(result.instructions)})
+                self.instructions_recorded += 1
+            except (OSError, instructions.InstructionsError) as e:
+                self.save_error = f"loader instruction counts NOT recorded into {self.instructions_file.path}: {e}"
+
+    def recorded(self) -> dict[str, int]:
+        """The files this process recorded into -> how many entries; empty where it recorded none."""
+        found = {str(self.baseline_file.path): len(self.updates)} if self.updates and not self.save_error else {}
+        if self.instructions_recorded and not self.save_error:
+            found[f"{self.instructions_file.path} ({self.instructions_key})"] = self.instructions_recorded
+        if self.loaders_recorded and not self.save_error:
+            found[str(self.loaders_file.path)] = self.loaders_recorded
+        return found
