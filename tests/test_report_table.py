@@ -127,11 +127,12 @@ def test_a_repeated_note_is_said_once_above_the_table_and_not_in_the_rows_detail
     above = drawn[:drawn.index("| test ")]
     assert above.endswith(
         "Notes shared by several tests, said once here:\n\n"
-        f"- 5 tests (ladder[baseline], ladder[workers], ladder[pin_memory], ladder[compile], ladder[gpu_resize]): "
-        f"{LOADER_PIPELINE}\n"
-        "- 2 tests (ladder[baseline], ladder[workers]): rounds added: gpu +2\n"  # as many: in the order first said
-        f"- 2 tests (channels_last[compiled_channels_last], ddp_metric_placement[cpu_metric_no_sync]): {PIPELINE}\n\n")
-    assert drawn.count(ELSEWHERE) == 2 and drawn.count("rounds added") == 1  # the verdicts' why_not are not drawn
+        f"- {ELSEWHERE}:\n"  # the reason once, with what it kept from being compared in which tests
+        "  - 5 tests (ladder[baseline], ladder[workers], ladder[pin_memory], ladder[compile], ladder[gpu_resize]): "
+        "loader, pipeline\n"
+        "  - 2 tests (channels_last[compiled_channels_last], ddp_metric_placement[cpu_metric_no_sync]): pipeline\n"
+        "- 2 tests (ladder[baseline], ladder[workers]): rounds added: gpu +2\n\n")  # as many: in the order first said
+    assert drawn.count(ELSEWHERE) == 1 and drawn.count("rounds added") == 1  # the verdicts' why_not are not drawn
     said_once = above[above.index("Notes shared"):]
     assert "passed" not in said_once and "FAILED" not in said_once  # though every row has one of them
     # a note of one test stays in its details
@@ -143,6 +144,20 @@ def test_a_note_all_tests_share_says_so_and_many_are_counted_not_named():
             for i in range(8)]
     md = report.markdown(rows, ENV)
     assert "- all 8 tests: shared by all\n- 6 tests: by six\n\n| test " in md
+
+
+def test_notes_that_give_one_reason_are_grouped_under_it_and_the_others_stand_alone():
+    shared = {f"pipeline: {ELSEWHERE}": ["a", "b"], "rounds added: gpu +2": ["a", "c"],
+              f"efficiency floor 0.8: not checked: {ELSEWHERE}": ["b", "c"], ELSEWHERE: ["c", "d"],
+              "not comparable: recorded on machine x": ["a", "d"]}
+    assert report.by_reason(shared) == {
+        ELSEWHERE: [("pipeline", ["a", "b"]), ("efficiency floor 0.8: not checked", ["b", "c"]), ("", ["c", "d"])],
+        "rounds added: gpu +2": [("", ["a", "c"])],
+        "not comparable: recorded on machine x": [("", ["a", "d"])]}
+    said = report._said_once(shared, 5)
+    assert f"- {ELSEWHERE}:\n  - 2 tests (a, b): pipeline\n  - 2 tests (b, c): efficiency floor 0.8: not checked\n" \
+           "  - 2 tests (c, d)\n" in said
+    assert said.endswith("- 2 tests (a, c): rounds added: gpu +2\n- 2 tests (a, d): not comparable: recorded on machine x\n\n")
 
 
 def test_a_note_repeated_in_one_row_is_not_shared():

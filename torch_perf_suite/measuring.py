@@ -54,7 +54,8 @@ class Measuring:
         result = self._profile(workload, windows, parts, profiled=not self.smoke and "pipeline" in wanted)
         laps.lap("profiled")
         result.compile, result.loader_settings, result.seconds = compile_count, described, laps.seconds
-        result.notes.extend(filter(None, [unit_note, result.unit and _parallelism(result, windows.members.loader)]))
+        timed_here = result.unit is not None and result.parts.loader_from is None  # a shared window: said where measured
+        result.notes.extend(filter(None, [unit_note, timed_here and _parallelism(result, windows.members.loader)]))
         self._count_instructions(result, windows.members.loader_source)
         laps.lap("instructions")
         if result.syncs is not None or self.smoke:  # a smoke run counts them too, to try the counting on every scenario

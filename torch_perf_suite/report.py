@@ -214,6 +214,20 @@ def shared_notes(table_rows: list[dict]) -> dict[str, list[str]]:
     return dict(sorted(((n, t) for n, t in seen.items() if len(t) > 1), key=lambda item: -len(item[1])))
 
 
+REASON = "not comparable: "  # where a note says why a number or a claim was not compared: one reason for many numbers
+
+
+def by_reason(shared: dict[str, list[str]]) -> dict[str, list[tuple[str, list[str]]]]:
+    """The shared notes grouped by what they say after REASON ("recorded on machine A, this is machine B"), each as
+    (what was not compared, its tests); a note without REASON is a group of its own, with no head."""
+    groups: dict[str, list[tuple[str, list[str]]]] = {}
+    for note, tests in shared.items():
+        at = note.find(REASON)
+        head, reason = (note[:at].rstrip(": "), note[at:]) if at > 0 else ("", note)
+        groups.setdefault(reason, []).append((head, tests))
+    return groups
+
+
 def _said_once(shared: dict[str, list[str]], n_rows: int) -> str:
     def who(tests: list[str]) -> str:
         if len(tests) == n_rows:
@@ -222,8 +236,13 @@ def _said_once(shared: dict[str, list[str]], n_rows: int) -> str:
 
     if not shared:
         return ""
-    return ("Notes shared by several tests, said once here:\n\n"
-            + "\n".join(f"- {who(tests)}: {note}" for note, tests in shared.items()) + "\n\n")
+    lines = []
+    for reason, heads in by_reason(shared).items():
+        if heads == [("", heads[0][1])]:  # a note of its own
+            lines.append(f"- {who(heads[0][1])}: {reason}")
+        else:  # the reason once, what it kept from being compared under it
+            lines += [f"- {reason}:"] + [f"  - {who(tests)}: {head}" if head else f"  - {who(tests)}" for head, tests in heads]
+    return "Notes shared by several tests, said once here:\n\n" + "\n".join(lines) + "\n\n"
 
 
 def _table(head: list[str], table: list[list[str]], right: tuple[int, ...] = ()) -> str:
