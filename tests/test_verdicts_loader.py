@@ -196,6 +196,11 @@ def test_without_a_context_the_start_method_is_the_process_default(no_start_meth
     assert got == multiprocessing.get_context().get_start_method()
 
 
+def test_reading_the_start_method_leaves_the_process_without_one(no_start_method):
+    loader._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None))
+    assert multiprocessing.get_start_method(allow_none=True) is None  # asked, not fixed: the user's code may still choose
+
+
 def test_without_a_context_the_start_method_is_the_one_the_process_chose(monkeypatch):
     monkeypatch.setattr(multiprocessing.context._default_context, "_actual_context", multiprocessing.get_context("spawn"))
     assert loader._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None)) == "spawn"
@@ -543,3 +548,32 @@ def test_a_unit_too_long_to_show_is_shortened():
     assert problem == f"'loader_unit' is {repr(['u' * 100])[:57]}..., expected an object"
     problem = loader.validate_unit(unit(wall_us=0.0))  # its repr is longer than 80 characters
     assert problem == f"'loader_unit' is {repr(unit(wall_us=0.0))[:77]}..., expected a positive 'wall_us' and a number 'wait_us'"
+
+
+# --- what is recorded -----------------------------------------------------------------------------
+
+
+def test_a_unit_entry_keeps_counts_whole_and_figures_to_four_places():
+    e = loader.UnitCost(100, 1000.123456, 900.5, 99.62346, 1.0000049, 5, 0.0123456, 1200.0).entry()
+    assert e == {"samples": 100, "wall_us": 1000.1235, "cpu_us": 900.5, "wait_us": 99.6235, "cpu_ratio": 1.0,
+                 "batches": 5, "blocks": 0.0123, "crowd_us": 1200.0}
+    assert isinstance(e["samples"], int) and isinstance(e["batches"], int)
+
+
+def test_a_settings_entry_is_dated_and_read_back_by_its_test(tmp_path):
+    e = loader.entry({"num_workers": 4}, 16)
+    assert e == {"settings": {"num_workers": 4}, "workers": 16, "date": loader.datetime.date.today().isoformat()}
+    f = loader.SettingsFile(tmp_path / "loaders.json", {"t": e})
+    assert f.get("t") is e and f.get("u") is None
+
+
+def test_a_value_as_long_as_the_limit_is_shown_whole():
+    assert loader._short("x" * 200) == "x" * 200 and loader._short("x" * 201) == "x" * 197 + "..."
+    assert loader._short(7, limit=1) == "7"
+
+
+def test_a_tests_timings_go_to_a_folder_named_safely_under_the_sessions(tmp_path):
+    folder = loader.timer_folder(tmp_path, "perf_tests/test_ladder.py::test_ladder[pin_memory]")
+    assert folder == tmp_path / "perf_tests_test_ladder.py__test_ladder_pin_memory_"
+    assert loader.timer_folder(str(tmp_path), "a-b_c.d e") == tmp_path / "a-b_c.d_e"
+    assert loader.timer_folder(tmp_path, "t" * 149 + "[x]").name == "t" * 147 + "_x_"  # the last 150 characters

@@ -92,7 +92,7 @@ def _start_method(loader) -> str | None:
         return ctx if isinstance(ctx, str) else ctx.get_start_method()
     import torch.multiprocessing as mp
 
-    return mp.get_start_method(allow_none=True) or mp.get_context().get_start_method()
+    return mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0]  # the default, not fixed by asking
 
 
 def describe(loader, what: str = "the workload's loader") -> dict:
