@@ -2,6 +2,10 @@
 reported, the cost per sample judged at each threshold, and the recorded files refused where they are broken."""
 
 import multiprocessing
+import os
+import pickle
+import stat
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -577,3 +581,206 @@ def test_a_tests_timings_go_to_a_folder_named_safely_under_the_sessions(tmp_path
     assert folder == tmp_path / "perf_tests_test_ladder.py__test_ladder_pin_memory_"
     assert loader.timer_folder(str(tmp_path), "a-b_c.d e") == tmp_path / "a-b_c.d_e"
     assert loader.timer_folder(tmp_path, "t" * 149 + "[x]").name == "t" * 147 + "_x_"  # the last 150 characters
+
+
+# --- the timing hooks, on a clock that ticks by known steps ----------------------------------------
+
+
+class Clock:
+    """What the hooks read: each wall reading 1,000 ns after the last, each CPU reading 600 ns, each count of the
+    thread's voluntary switches one more; a batch ends at 5,000 ns."""
+
+    def __init__(self):
+        self.wall = self.cpu = self.blocks = 0
+
+    def perf_counter_ns(self):
+        self.wall += 1000
+        return self.wall
+
+    def thread_time_ns(self):
+        self.cpu += 600
+        return self.cpu
+
+    def switches(self):
+        self.blocks += 1
+        return self.blocks
+
+    @staticmethod
+    def monotonic_ns():
+        return 5000
+
+
+class Numbers(Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return i
+
+
+class Batched(Numbers):
+    """A dataset that makes a batch's items itself (torch's fetcher calls `__getitems__` where it exists)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def __getitems__(self, indices):
+        self.asked.append(list(indices))
+        return [self[i] for i in indices]
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = Clock()
+    monkeypatch.setattr(loader, "time", c)
+    monkeypatch.setattr(loader, "_switches", c.switches)
+    return c
+
+
+def test_a_batch_is_recorded_with_its_items_and_collate_timed_apart(tmp_path, clock):
+    dl = DataLoader(Numbers(), batch_size=4)
+    timer = loader.Timer(tmp_path / "a" / "b")  # its folder made, parents too
+    assert timer.attach(dl)
+    assert [b.tolist() for b in dl] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+    # (end, samples, items wall, items CPU, collate wall, collate CPU, switches during items and collate)
+    assert timer.records(0, 10**9) == [(5000, 4, 1000, 600, 1000, 600, 2)] * 4
+    dl.collate_fn([1, 2])  # a collate with no items made before it: no batch to record
+    assert len(timer.records(0, 10**9)) == 4
+
+
+def test_a_batch_at_either_end_of_the_window_is_in_it_and_a_record_half_written_is_not(tmp_path, clock):
+    dl = DataLoader(Numbers(), batch_size=8)
+    timer = loader.Timer(tmp_path / "t")
+    timer.attach(dl)
+    list(dl)
+    assert len(timer.records(5000, 5000)) == 2 and timer.records(5001, 10**9) == timer.records(0, 4999) == []
+    (written,) = (tmp_path / "t").glob("*.bin")
+    assert written.name == f"{os.getpid()}.bin" and stat.S_IMODE(written.stat().st_mode) == 0o600
+    with open(written, "ab") as f:
+        f.write(b"\0\1\2")  # a record being written as the window is read
+    assert len(timer.records(0, 10**9)) == 2
+
+
+def test_a_datasets_own_batch_maker_is_the_one_timed_and_is_left_in_place(tmp_path, clock):
+    dl = DataLoader(Batched(), batch_size=8)
+    timer = loader.Timer(tmp_path / "t")
+    assert loader.Timer(tmp_path / "t").attach(DataLoader(Numbers(), batch_size=2))  # a folder that exists: fine
+    timer.attach(dl)
+    assert [b.tolist() for b in dl] == [list(range(8)), list(range(8, 16))]
+    assert dl.dataset.asked == [list(range(8)), list(range(8, 16))] and len(timer.records(0, 10**9)) == 2
+    timer.detach()
+    assert "__getitems__" not in vars(dl.dataset) and dl.dataset.__getitems__([3]) == [3]
+
+
+def test_a_sink_goes_to_a_spawned_worker_as_its_folder_alone(tmp_path):
+    sink = loader._Sink(str(tmp_path))
+    sink.pending = (4, 1, 1, 1)
+    again = pickle.loads(pickle.dumps(sink))
+    assert (again.folder, again.pid, again.fd, again.pending) == (str(tmp_path), None, None, (0, 0, 0, 0))
+
+
+def test_a_timer_says_nothing_until_asked_and_detaches_without_having_attached(tmp_path):
+    timer = loader.Timer(tmp_path / "t")
+    assert (timer.why_not, timer.alone, timer.loader) == ("", None, None)
+    timer.detach()
+
+
+def test_a_dataset_without_a_dict_is_not_timed_and_says_why(tmp_path):
+    class Slots:  # no __dict__ to set a batch maker in
+        __slots__ = ()
+
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return i
+
+    dl = DataLoader(Slots(), batch_size=4)
+    timer = loader.Timer(tmp_path / "t")
+    assert not timer.attach(dl)
+    assert timer.why_not == f"{HERE}.test_a_dataset_without_a_dict_is_not_timed_and_says_why.<locals>.Slots has no " \
+                            "__dict__ (__slots__): its items cannot be timed"
+
+
+# --- a sample alone -------------------------------------------------------------------------------
+
+
+class Seen(Numbers):
+    """Which samples were made, and on how many threads torch ran while they were."""
+
+    def __init__(self, nap_s=0.0):
+        self.seen, self.threads, self.nap_s = [], set(), nap_s
+
+    def __len__(self):
+        return 1000
+
+    def __getitem__(self, i):
+        self.seen.append(i)
+        self.threads.add(torch.get_num_threads())
+        time.sleep(self.nap_s)
+        return i
+
+
+def test_a_sample_alone_is_made_from_fixed_indices_on_one_thread_in_whole_chunks():
+    data, threads = Seen(), torch.get_num_threads()
+    samples, *_ = loader.solo(data, default_collate, seconds=0.0)
+    stride, chunk = loader.STRIDE, loader.CHUNK
+    assert samples == loader.SOLO_LEAST == 2 * chunk
+    assert data.seen == [k * stride % 1000 for k in range(4)] + [(i + k) * stride % 1000 for i in (0, chunk)
+                                                                 for k in range(chunk)]
+    assert data.threads == {1} and torch.get_num_threads() == threads
+
+
+def test_a_sample_alone_is_timed_for_its_seconds_up_to_its_most(monkeypatch):
+    assert loader.solo(Seen(nap_s=0.001), default_collate, seconds=0.3)[0] > loader.SOLO_LEAST  # 0.3 s of 1 ms naps
+    monkeypatch.setattr(loader, "SOLO_MOST", 3 * loader.CHUNK)
+    assert loader.solo(Seen(), default_collate, seconds=60.0)[0] == 3 * loader.CHUNK
+
+
+def test_a_sample_alone_is_in_microseconds_and_its_cpu_time_in_yardsticks():
+    samples, wall, cpu, wait, ratio = loader.solo(Seen(nap_s=0.001), default_collate, seconds=0.0)
+    assert 1000 <= wall < 10_000 and 900 < wait < wall and 0 <= cpu < 500  # a 1 ms nap a sample, little CPU
+    assert 0 < ratio < 1  # a nap's CPU time is a small part of a yardstick's
+
+
+def test_the_yardstick_is_one_fixed_image_resized_and_made_a_normalised_tensor():
+    one, two = loader.Yardstick(), loader.Yardstick()
+    assert one.image.size == (64, 64) and one.image.mode == "RGB" and one.image.tobytes() == two.image.tobytes()
+    made = one()
+    assert made.shape == (3, 224, 224) and made.dtype == torch.float32 and -0.5 <= made.min() < made.max() <= 0.5
+
+
+# --- observe: described, timed where it can be ----------------------------------------------------
+
+
+def test_observe_describes_the_loader_and_times_it_only_where_given_a_folder(tmp_path):
+    dl = DataLoader(Numbers(), batch_size=4)
+    members = SimpleNamespace(loader=dl, loader_step=None)
+    assert loader.observe(members, None, "w") == (loader.describe(dl), None, None)
+    described, timer, note = loader.observe(members, tmp_path / "t", "w")
+    assert described == loader.describe(dl) and note is None
+    assert timer.loader is dl and "__getitems__" in vars(dl.dataset) and len(timer.alone) == 5  # attached, timed alone
+    timer.detach()
+
+
+def test_observe_says_why_a_loader_is_not_timed_and_what_a_loader_step_needs(tmp_path):
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(4))
+
+    dl = DataLoader(Stream(), batch_size=2)
+    described, timer, note = loader.observe(SimpleNamespace(loader=dl, loader_step=None), tmp_path / "t", "w")
+    assert described == loader.describe(dl) and timer is None
+    assert note == "loader cost per sample not timed: an iterable dataset, or no batch size: torch's fetcher has no " \
+                   "per-batch hook to time"
+    with pytest.raises(loader.Undescribable) as e:
+        loader.observe(SimpleNamespace(loader=None, loader_step=lambda: None), None, "the workload")
+    assert str(e.value) == ("the workload has a loader_step but no `loader`: give it the DataLoader its batches come "
+                            "from, so that the loader's settings are compared and its samples timed")
+
+
+def test_the_settings_file_makes_its_folder_and_holds_what_it_saved(tmp_path):
+    f = loader.SettingsFile.load(tmp_path / "a" / "b" / "loaders.json")
+    f.save({"t": loader.entry({"num_workers": 4}, 16)})
+    f.save({"u": loader.entry({"num_workers": 2}, 16)})
+    assert set(f.tests) == {"t", "u"} and set(loader.SettingsFile.load(f.path).tests) == {"t", "u"}
