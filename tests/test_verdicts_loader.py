@@ -773,8 +773,8 @@ def test_observe_says_why_a_loader_is_not_timed_and_what_a_loader_step_needs(tmp
     assert described == loader.describe(dl) and timer is None
     assert note == "loader cost per sample not timed: an iterable dataset, or no batch size: torch's fetcher has no " \
                    "per-batch hook to time"
-    with pytest.raises(loader.Undescribable, match=r"^the workload's loader is builtins\.generator, not a torch"):
-        loader.observe(SimpleNamespace(loader=(i for i in range(3)), loader_step=None), None, "the workload")
+    with pytest.raises(loader.Undescribable, match=r"^my step's loader is builtins\.generator, not a torch"):
+        loader.observe(SimpleNamespace(loader=(i for i in range(3)), loader_step=None), None, "my step")
     with pytest.raises(loader.Undescribable) as e:
         loader.observe(SimpleNamespace(loader=None, loader_step=lambda: None), None, "the workload")
     assert str(e.value) == ("the workload has a loader_step but no `loader`: give it the DataLoader its batches come "
