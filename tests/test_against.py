@@ -1,5 +1,5 @@
-"""--perf-against REF end to end, in smoke mode on a temporary git repository: REF measured in a worktree that is
-removed afterwards, its results cached, and each bad input named with what to do."""
+"""--perf-against REF end to end, in smoke mode on a temporary git repository: REF measured in its files written out
+of git beside its cached results (no worktree registered), and each bad input named with what to do."""
 
 import json
 import subprocess
@@ -38,6 +38,7 @@ def repo(pytester, monkeypatch):
     """A git repository with one commit: the toy scenario."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this process may be an xdist worker; the session is not
     pytester.makepyfile(test_toy=TOY.format(body="pass"))
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\n")  # a project's rootdir, as the suite's own
     git(pytester.path, "init", "-q")
     git(pytester.path, "add", ".")
     git(pytester.path, "commit", "-qm", "base")
@@ -52,7 +53,7 @@ def worktrees(path) -> list[str]:
     return [line for line in git(path, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
 
 
-def test_ref_is_measured_in_a_worktree_that_is_removed_and_then_taken_from_the_cache(repo):
+def test_ref_is_measured_in_its_files_kept_with_its_results_and_then_taken_from_the_cache(repo):
     base = git(repo.path, "rev-parse", "HEAD")
     first = run(repo, "--perf-against", "HEAD")
     first.assert_outcomes(passed=1)
@@ -60,7 +61,14 @@ def test_ref_is_measured_in_a_worktree_that_is_removed_and_then_taken_from_the_c
                                 "1 test(s) measured at REF in this job (* s); the working tree's tests follow", "*",
                                 f"Compared against HEAD ({base[:12]}) on this device: "
                                 "1 test(s) measured at REF in this job (* s)"])
-    assert worktrees(repo.path) == [f"worktree {repo.path}"]  # REF's worktree is gone
+    assert worktrees(repo.path) == [f"worktree {repo.path}"]  # no worktree registered in the user's repository
+    (tree,) = (repo.path / ".pytest_cache").rglob("perf-against/*/tree")
+    # REF's test ids are the working tree's: its files lie inside this rootdir's cache, yet REF's run is rooted in them
+    assert json.loads((tree.parent / "ref-status.json").read_text()) == {"test_toy.py::test_toy": "passed"}
+    committed = (repo.path / "test_toy.py").read_text()
+    assert (tree / "test_toy.py").read_text() == committed  # REF's files, kept for its loaders' turns
+    repo.makepyfile(test_toy=TOY.format(body="time.sleep(0)"))  # the working tree moves on; REF's files do not
+    assert (tree / "test_toy.py").read_text() == committed
     assert json.loads((repo.path / "out" / "perf.json").read_text())["against"].startswith(f"against HEAD ({base[:12]})")
     again = run(repo, "--perf-against", "HEAD")
     again.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 0 test(s) measured at REF in this job, "

@@ -1,10 +1,12 @@
 """--perf-against REF: the selected tests measured at REF and at the working tree, on the same GPU in one job.
 
-REF's code is checked out into a git worktree (removed afterwards) and its tests run there first, in a pytest process
-of their own that records their results as a baseline of this chip (`--perf-update-baselines` into a folder of the
+REF's files are written out of git (`git archive`) into the cache folder and its tests run there first, in a pytest
+process of their own that records their results as a baseline of this chip (`--perf-update-baselines` into a folder of the
 cache, never into the committed baselines). The working tree's tests then compare with it as with a baseline recorded
 on this chip: GPU-side numbers at `tolerance`, counts exactly. Loader and pipeline numbers move 7-21% between rounds
-on one host, so they are reported against REF, not gated (gates.decide).
+on one host, so they are reported against REF, not gated (gates.decide); the loader is judged by its settings, its
+blocks and waiting per sample, and a sample's CPU time timed by turns with REF's (turns.py), for which REF's files
+are kept beside its results.
 
 All of REF first, then all of the head: GPU-side numbers on one chip move 0.0-0.5% between rounds and hold within
 0.5% of a baseline recorded on the same chip hours before, so nothing is gained by alternating them.
@@ -22,7 +24,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ class Ref:
     name: str
     sha: str
     folder: Path
+    root: Path  # REF's files: the rootdir's counterpart in REF's tree
     status: dict[str, str] = field(default_factory=dict)
     measured: list[str] = field(default_factory=list)  # of this session's tests, those measured at REF in this job
     cached: list[str] = field(default_factory=list)  # and those whose REF results came from the cache
@@ -110,7 +112,7 @@ def forwarded(config) -> list[str]:
 
 
 def measure(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) -> Ref:
-    """REF's results for `test_ids`: from the cache where it has them, the others measured now in a worktree."""
+    """REF's results for `test_ids`: from the cache where it has them, the others measured now in REF's files."""
     rootdir = Path(config.rootpath)
     top, sha = resolve(ref, rootdir)
     args = forwarded(config)
@@ -119,10 +121,11 @@ def measure(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
     status_file = folder / STATUS
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
     wanted = [t for t in test_ids if t not in status]
-    result = Ref(ref, sha, folder, status, cached=[t for t in test_ids if t in status])
+    root = written_out(sha, top, folder) / rootdir.relative_to(top)
+    result = Ref(ref, sha, folder, root, status, cached=[t for t in test_ids if t in status])
     if wanted:
         start = time.perf_counter()
-        result.status.update(_run_at(sha, top, rootdir.relative_to(top), wanted, folder, args))
+        result.status.update(_run_at(sha, root, wanted, folder, args))
         result.measured = wanted
         result.seconds = time.perf_counter() - start
         tmp = status_file.with_suffix(".tmp")
@@ -131,39 +134,50 @@ def measure(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
     return result
 
 
-def _run_at(sha: str, top: Path, rel: Path, test_ids: list[str], folder: Path, args: list[str]) -> dict[str, str]:
-    """Run `test_ids` at `sha` in a worktree, recording into `folder`; each test's status there."""
-    tmp = Path(tempfile.mkdtemp(prefix="perf-against-"))
-    tree = tmp / "ref"
-    made = _git(top, "worktree", "add", "--detach", str(tree), sha)
-    if made.returncode:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise pytest.UsageError(f"--perf-against: could not check out {sha[:12]} into a worktree: {made.stderr.strip()}")
-    try:
-        cwd = tree / rel
-        present = _collect(cwd, sorted({t.split("::")[0] for t in test_ids if (cwd / t.split("::")[0]).exists()}))
-        run = [t for t in test_ids if t in present]
-        if not run:
-            return {}
-        report = folder / "ref-report"
-        proc = subprocess.run([sys.executable, "-m", "pytest", *run, "-p", "no:cacheprovider", "-q", "-rfE",
-                               "--perf-update-baselines", "--perf-baseline-dir", str(folder), "--perf-report", str(report),
-                               *args], cwd=cwd, capture_output=True, text=True,
-                              env={**os.environ, "COLUMNS": "1000"})  # pytest's summary lines whole, not cut at 80
-        if proc.returncode not in (0, 1):
-            raise pytest.UsageError(f"--perf-against: REF's tests did not run at {sha[:12]} (pytest exit {proc.returncode}):\n"
-                                    + _tail(proc))
-        rows = {r["test"]: r for r in json.loads(report.with_suffix(".json").read_text())["tests"]}
-        return {t: _status(t, rows, proc) for t in run}
-    finally:
-        _git(top, "worktree", "remove", "--force", str(tree))
-        shutil.rmtree(tmp, ignore_errors=True)
+def written_out(sha: str, top: Path, folder: Path) -> Path:
+    """REF's tracked files under `folder`/tree, written once (`git archive`) and kept with REF's results: its tests run
+    there, and its loaders are built there to be timed by turns (turns.py) while the working tree's tests run."""
+    tree = folder / "tree"
+    if (folder / "tree.complete").exists():
+        return tree
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(top), "archive", "--format=tar", sha], capture_output=True)
+    unpacked = archive.returncode or subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout,
+                                                    capture_output=True).returncode
+    if unpacked:
+        shutil.rmtree(tree, ignore_errors=True)
+        why = (archive.stderr if archive.returncode else b"tar could not unpack it").decode(errors="replace").strip()
+        raise pytest.UsageError(f"--perf-against: could not write {sha[:12]}'s files into {tree}: {why}")
+    (folder / "tree.complete").touch()  # whole, or written again next time
+    return tree
+
+
+def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[str]) -> dict[str, str]:
+    """Run `test_ids` in REF's files (`cwd`), recording into `folder`; each test's status there."""
+    present = _collect(cwd, sorted({t.split("::")[0] for t in test_ids if (cwd / t.split("::")[0]).exists()}))
+    run = [t for t in test_ids if t in present]
+    if not run:
+        return {}
+    report = folder / "ref-report"
+    # the rootdir named: pytest takes the folders given as options' values into the rootdir's search too, and REF's files
+    # lie inside the cache folder, which may be inside the working tree's rootdir
+    proc = subprocess.run([sys.executable, "-m", "pytest", *run, "-p", "no:cacheprovider", "-q", "-rfE", f"--rootdir={cwd}",
+                           "--perf-update-baselines", f"--perf-baseline-dir={folder}", f"--perf-report={report}",
+                           *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "1000"})  # pytest's summary lines whole, not cut at 80
+    if proc.returncode not in (0, 1):
+        raise pytest.UsageError(f"--perf-against: REF's tests did not run at {sha[:12]} (pytest exit {proc.returncode}):\n"
+                                + _tail(proc))
+    rows = {r["test"]: r for r in json.loads(report.with_suffix(".json").read_text())["tests"]}
+    return {t: _status(t, rows, proc) for t in run}
 
 
 def _collect(cwd: Path, files: list[str]) -> set[str]:
     if not files:
         return set()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", f"--rootdir={cwd}",
+                           *files],
                           cwd=cwd, capture_output=True, text=True)
     if proc.returncode not in (0, 5):
         raise pytest.UsageError(f"--perf-against: REF's tests could not be collected (pytest exit {proc.returncode}):\n"

@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from . import checks, compiled, gates, host, instructions, loader
+from . import checks, compiled, gates, host, instructions, loader, turns
 from .checks import parts_line
 from .result import Result
 from .settings import Measure
@@ -122,8 +122,11 @@ class Judge:
         if result.parts.loader_from is not None:
             return None
         same_host = "" if session.ref else host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host"))
-        return noted(loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
-                                         against=session.against_label), result)
+        failures = [noted(loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
+                                              against=session.against_label), result)]
+        if result.turns is not None:
+            failures.append(noted(turns.verdict(result.turns, self.settings.unit_tolerance, session.against_label), result))
+        return "\n".join(filter(None, failures)) or None
 
     def _timed(self, result: Result, entry: dict) -> str | None:
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu, a reading: the instruction count judges that work

@@ -13,10 +13,11 @@ loader's verdicts rest on three other things:
   in whichever process makes it, with the thread's voluntary context switches (`getrusage(RUSAGE_THREAD)`: a sleep,
   a read that waits for the disk, a contended lock): blocks per sample, a count compared on any host. Alone, before
   any window (`solo`: chunks of fixed samples on one thread, no worker alive): wall minus CPU time, the loader's
-  waiting, compared only with REF or a baseline recorded on this host. The CPU time is reported in microseconds and
-  in yardsticks (a fixed piece of CPU work timed alternately with the samples on the same thread, which takes out
-  most of what the host does to the thread), not judged: the first loader timed in a process still moved +9% to +38%
-  in yardsticks between identical runs (docs/loader.md); the instruction count judges the CPU's work exactly.
+  waiting, compared only with REF or a baseline recorded on this host. The CPU time alone is reported in
+  microseconds and in yardsticks (a fixed piece of CPU work timed alternately with the samples on the same thread),
+  not judged: the first loader timed in a process still moved +9% to +38% in yardsticks between identical runs
+  (docs/loader.md). Against REF the CPU time is judged by turns with REF's in two processes on one core (turns.py);
+  the instruction count judges the CPU's work exactly on any host.
 - **Parallelism explained** (`parallelism`): the rate the workers could reach at that cost, beside the rate the
   loader delivered; a gap is lost parallelism (the main process, the pin-memory thread, CPU contention).
 
@@ -396,10 +397,10 @@ def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool
     """The unit cost against a recorded one: more blocks per sample in the workers (a count, any host), and, where
     `timed` (REF, or a baseline of this host), more waiting per sample alone than `tolerance_pct` of a sample's
     recorded wall time (and WAIT_FLOOR_US) allows. Waiting is wall minus CPU time of the same samples, so a host that
-    runs the thread slower moves both and leaves it. The CPU time is not judged, in microseconds or in yardsticks:
+    runs the thread slower moves both and leaves it. The CPU time alone is not judged, in microseconds or in yardsticks:
     the yardsticks took out most of what the host moved (+63.6% in microseconds, +1.9% in yardsticks), yet the first
     loader timed in a process still came out +9% to +38% in yardsticks in A/A runs on an H100 (docs/loader.md); the
-    instruction count judges the CPU's work exactly."""
+    instruction count judges the CPU's work exactly, and against REF turns.py times it by turns with REF's."""
     lines = []
     if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN:
         lines.append(f"blocks {now['blocks']:.2f} times a sample in the workers (sleep, I/O, a lock: voluntary context "

@@ -1,7 +1,8 @@
 """How the `perf` fixture measures a workload, phase by phase, each phase's seconds lapped (timing.Laps):
 
     build          the test's own code before `measure` (the recipe built, the model moved)
-    loader alone   the loader described and a sample's cost timed alone (loader.observe)
+    loader alone   the loader described and a sample's cost timed alone (loader.observe); against REF, a sample's CPU
+                   time timed by turns with REF's (turns.py)
     compile, warm-up, timed
                    the GPU-side, loader and pipeline windows (a part measured in another test is taken from it)
     profiled       the profiled steps: syncs, kernels, bytes copied, peak memory
@@ -15,13 +16,13 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from . import compiled, flops, instructions, loader
+from . import compiled, flops, instructions, loader, turns
 from .parts import PARTS, Parts, Windows
 from .result import Result, part_entry, power_note
 from .settings import Measure
@@ -43,6 +44,7 @@ class Measuring:
         windows = Windows(workload, self.settings, self.session.device, self.smoke)
         keys = self._shared_keys(windows)
         described, unit_note = self._observe(windows, keys)
+        by_turns, turns_note = self._by_turns(windows, keys)
         laps.lap("loader alone")
         wanted = tuple(p for p in ("gpu", "loader", "pipeline") if p in (parts or windows.available()))  # this order
         with compiled.watch() as compile_count:
@@ -54,8 +56,9 @@ class Measuring:
         result = self._profile(workload, windows, parts, profiled=not self.smoke and "pipeline" in wanted)
         laps.lap("profiled")
         result.compile, result.loader_settings, result.seconds = compile_count, described, laps.seconds
+        result.turns = by_turns
         timed_here = result.unit is not None and result.parts.loader_from is None  # a shared window: said where measured
-        result.notes.extend(filter(None, [unit_note, timed_here and _parallelism(result, windows.members.loader)]))
+        result.notes.extend(filter(None, [unit_note, turns_note, timed_here and _parallelism(result, windows.members.loader)]))
         self._count_instructions(result, windows.members.loader_source)
         laps.lap("instructions")
         if result.syncs is not None or self.smoke:  # a smoke run counts them too, to try the counting on every scenario
@@ -81,6 +84,20 @@ class Measuring:
         if described is None and unit_note:  # failed outside the handler: the message once
             pytest.fail(f"{self.test_id}: {unit_note}", pytrace=False)
         return described, unit_note
+
+    def _by_turns(self, windows: Windows, keys: dict) -> tuple[turns.ByTurns | None, str | None]:
+        """Against REF, where this test times its loader and names it by a `loader_source`: a sample's CPU time timed by
+        turns with REF's, and once more where it rose past the tolerance (turns.failure judges both)."""
+        by_turns, source = self.session.turns, windows.members.loader_source
+        if by_turns is None or source is None or self.smoke or keys.get("loader") in self.session.shared:
+            return None, None
+        try:
+            first = by_turns.time(source)
+            if turns.failure(first, self.settings.unit_tolerance, "REF"):
+                return replace(first, again=by_turns.time(source)), None
+            return first, None
+        except turns.Unavailable as e:
+            return None, f"loader CPU time not timed by turns: {e}"
 
     def _time(self, windows: Windows, wanted: tuple[str, ...], keys: dict) -> tuple[dict, dict]:
         """Each wanted part timed, or taken from the test that measured it. The GPU-side window first: the loader's

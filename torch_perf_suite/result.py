@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compiled, gates, instructions, loader
+from . import compiled, gates, instructions, loader, turns
 from .parts import PARTS, Parts
 from .syncs import SyncCount
 from .timing import Throughput
@@ -44,6 +44,7 @@ class Result:
     instructions_note: str | None = None  # why they were not counted, where the workload has a loader_source
     mfu: dict | None = None  # model FLOPs, achieved TFLOP/s and MFU of each part (flops.StepFlops.reading): a reading
     loader_settings: dict | None = None  # what the workload's DataLoader is (loader.describe)
+    turns: turns.ByTurns | None = None  # a sample's CPU time timed by turns with REF's (--perf-against)
     seconds: dict[str, float] = field(default_factory=dict)  # where the test's time went, by phase (timing.Laps)
 
     @property

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import against, device, host, loader, records, report, settings, syncs, timing
+from . import against, device, host, loader, records, report, settings, syncs, timing, turns
 from .fixture import PerfWarning, Result
 
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
@@ -60,6 +60,7 @@ class PerfSession:
         self.records = records.Records(self.settings, self.device, config.rootpath)  # compared with, recorded into
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
         self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
+        self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns
         if self.settings.against:
             self._check_against()
             return  # the baselines are REF's, loaded once it was measured (compare_against)
@@ -87,6 +88,7 @@ class PerfSession:
         self.ref = against.measure(self.settings.against, config, test_ids, self.device.env, cache)
         self.ref_s = time.perf_counter() - started
         self.records.load(self.ref.folder)
+        self.turns = turns.Turns(self.ref.root, Path(config.rootpath))
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
             reporter.write_line(f"Compared {self.ref.describe()}; the working tree's tests follow")
@@ -242,10 +244,12 @@ class PerfSession:
             return f"trace not kept ({e}); it is still at {trace}"
 
     def finish(self, config) -> bool:
-        """At the session's end: the callgrind process stopped; an xdist worker hands its report, lines and records
-        to its controller; a sharded run's controller merges the workers' reports. True where something asked to be
-        written (a baseline, the report) was not."""
+        """At the session's end: the callgrind process and the turns' processes stopped; an xdist worker hands its
+        report, lines and records to its controller; a sharded run's controller merges the workers' reports. True where
+        something asked to be written (a baseline, the report) was not."""
         self.records.counter.close()
+        if self.turns:
+            self.turns.close()
         if self.loader_dir:
             shutil.rmtree(self.loader_dir, ignore_errors=True)
         if self.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers

@@ -93,9 +93,10 @@ class Measure:
                                     "GPU model")
     host_tolerance: float = setting(10.0, percent, "PCT", "the same for loader and pipeline numbers, against a baseline "
                                     "from this machine")
-    unit_tolerance: float = setting(5.0, percent, "PCT", "how far the loader's waiting per sample (a sample made alone: "
-                                    "wall minus CPU time) may grow, in percent of a sample's time, against REF or a "
-                                    "baseline from this machine")
+    unit_tolerance: float = setting(3.0, percent, "PCT", "how far the loader's cost per sample may grow, in percent: "
+                                    "its CPU time timed by turns with REF's, and its waiting (a sample made alone: wall "
+                                    "minus CPU time) in percent of a sample's time, against REF or a baseline from this "
+                                    "machine")
     count_margin: float = setting(1.0, percent, "PCT", "how far, in percent, over the record bytes copied a step, the "
                                   "steps' peak GPU memory and the loader's instructions per sample may go; kernel "
                                   "launches and compile graphs are compared exactly")
@@ -146,8 +147,8 @@ SESSION_OPTIONS = (
            "compares them with the count recorded in this environment (skipped with how to install it where valgrind is "
            "missing; `--perf-strict` fails then)", {"choices": ("on", "off")},
            ini=("count the loader's instructions (on or off; see --perf-instructions)", "string", "on")),
-    Option("against", "REF", "off", "measures the selected tests at REF (a commit, branch or tag) in a git worktree, "
-           "then at the working tree, on this GPU, and compares the two as with a baseline recorded on this chip; "
+    Option("against", "REF", "off", "measures the selected tests at REF (a commit, branch or tag) in its files written "
+           "out of git, then at the working tree, on this GPU, and compares the two as with a baseline recorded on this chip; "
            "records nothing into the baselines (README, \"Base against head\")", {"metavar": "REF"}),
     Option("against_cache", "DIR", "pytest's cache folder", "where REF's results are kept per commit, chip, versions and "
            "settings, so that REF is measured once per machine", {"type": Path, "metavar": "DIR"}),

@@ -1,0 +1,124 @@
+"""A sample's CPU time timed by turns with REF's (turns.py): the verdict as a plain function, and the two processes
+end to end on two small trees whose loaders differ only in their code."""
+
+from dataclasses import replace
+
+import pytest
+
+from torch_perf_suite import turns
+
+LOADER = '''
+import os
+
+
+class Busy:
+    def __len__(self):
+        return 1000
+
+    def __getitem__(self, index):
+        total = 0
+        for i in range({work}):
+            total += i * index
+        return total
+
+
+def parts(crash=False):
+    {body}
+    return Busy(), list
+'''
+
+
+def tree(root, work=20_000, body="pass"):
+    root.mkdir()
+    (root / "toyloader.py").write_text(LOADER.format(work=work, body=body))
+    return root
+
+
+def by_turns(pairs, again=None):
+    return replace(turns.from_pairs(pairs), again=again and turns.from_pairs(again))
+
+
+# CPU nanoseconds of a turn of 32 samples at REF and at the head, 40 pairs
+SAME = [(1_000_000, 1_000_000 + d) for d in (-4000, -2000, 0, 2000, 4000) * 8]
+MORE = [(1_000_000, 1_060_000 + d) for d in (-4000, -2000, 0, 2000, 4000) * 8]  # 6% more
+NOISY = [(1_000_000, h) for h in (700_000, 1_400_000) * 20]  # a median of 6% more, an interval that holds 1
+
+
+@pytest.mark.parametrize("pairs, again, fails", [
+    (SAME, None, False),
+    (MORE, None, True),
+    (MORE, MORE, True),  # measured again: 6% more again
+    (MORE, SAME, False),  # measured again: the rise was a passing disturbance
+    (NOISY, None, False),  # past the tolerance, but not past the pairs' spread
+])
+def test_more_cpu_time_a_sample_fails_past_the_tolerance_and_the_spread_and_again(pairs, again, fails):
+    found, note = turns.verdict(by_turns(pairs, again), 3.0, "REF")
+    assert (found is not None) == fails and (note is None) == fails
+    if fails:
+        assert found.startswith("loader CPU time a sample 33.1 µs, 31.2 at REF, timed by turns on one core: +6.0% ")
+        assert "allowed +3%" in found and "more CPU work per sample in the dataset" in found
+    else:
+        assert note.startswith("loader CPU time a sample ") and "allowed +3%" in note
+
+
+def test_the_figure_is_the_median_of_each_pairs_ratio_not_the_ratio_of_the_medians():
+    drifting = [(1000 * k, 1050 * k) for k in (1, 2, 3, 4, 5, 6, 7)]  # the host slows both sides alike
+    assert turns.from_pairs(drifting).ratio == pytest.approx(1.05)
+    assert turns.from_pairs(drifting).pairs == 7
+
+
+def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
+    ref, same, more = tree(tmp_path / "ref"), tree(tmp_path / "same"), tree(tmp_path / "more", work=26_000)
+    source = ("toyloader:parts", {})
+    timed = turns.Turns(ref, same, seconds=0.3)
+    try:
+        alike = timed.time(source)
+    finally:
+        timed.close()
+    timed = turns.Turns(ref, more, seconds=0.3)
+    try:
+        heavier = timed.time(source)
+    finally:
+        timed.close()
+    assert abs(alike.rise_pct) < 10 and alike.pairs >= turns.LEAST_PAIRS
+    assert heavier.rise_pct > 15, heavier  # 30% more of the loop
+    assert turns.failure(heavier, 3.0, "REF") is not None
+
+
+def test_a_loader_that_cannot_be_built_on_one_side_says_which_and_why_and_the_next_one_is_timed(tmp_path):
+    ref = tree(tmp_path / "ref")
+    head = tree(tmp_path / "head", body="if crash: raise ValueError('no data folder')")
+    timed = turns.Turns(ref, head, seconds=0.1)
+    try:
+        with pytest.raises(turns.Unavailable, match=r"^toyloader:parts could not be built by turns: at the working "
+                                                     r"tree: ValueError: no data folder$"):
+            timed.time(("toyloader:parts", {"crash": True}))
+        assert timed.time(("toyloader:parts", {"crash": False})).pairs >= turns.LEAST_PAIRS
+    finally:
+        timed.close()
+
+
+def test_a_factory_imported_from_outside_refs_tree_is_refused_not_timed_against_itself(tmp_path, monkeypatch):
+    """An editable install of the user's package would import the working tree's code on REF's side too."""
+    elsewhere, head = tree(tmp_path / "elsewhere"), tree(tmp_path / "head")
+    (ref := tmp_path / "ref").mkdir()  # REF's tree has no such module: it comes from the path
+    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    timed = turns.Turns(ref, head, seconds=0.1)
+    try:
+        with pytest.raises(turns.Unavailable, match=r"at REF: ValueError: toyloader is imported from .*elsewhere/"
+                                                     r"toyloader.py, not from the tree .*ref \(an editable install"):
+            timed.time(("toyloader:parts", {}))
+    finally:
+        timed.close()
+
+
+def test_a_process_that_dies_is_said_with_its_error_and_no_later_loader_is_timed(tmp_path):
+    ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="if crash: os._exit(3)")
+    timed = turns.Turns(ref, head, seconds=0.1)
+    try:
+        with pytest.raises(turns.Unavailable, match=r"the process timing the working tree's loader by turns stopped"):
+            timed.time(("toyloader:parts", {"crash": True}))
+        with pytest.raises(turns.Unavailable, match=r"stopped.*; loader CPU time not timed by turns$"):
+            timed.time(("toyloader:parts", {"crash": False}))
+    finally:
+        timed.close()

@@ -1,0 +1,188 @@
+"""A sample's CPU time at REF and at the working tree, timed by turns on one core (`--perf-against`).
+
+The same loader's sample timed alone in two pytest processes, one after the other on one GPU host, moved up to +47%
+in CPU time and up to +38% in yardsticks between identical trees (docs/loader.md): what the host does to a process
+(the GPU session's start, a busy sibling core) does not cancel between two processes minutes apart. So against REF a
+loader named by its `loader_source` is built twice, in two processes of its own started for the session: one with
+REF's tree first on its path, one with the working tree's (turn_worker.py). Both run on the same core, torch on one
+thread, and make the same chunks of samples by turns, REF first in one pair and the head first in the next: whatever
+the host does to that core, it does to both within milliseconds. The figure is the median over pairs of the head's
+chunk CPU time over REF's, with its 95% interval (stats.median_ci); `failure` judges it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .instructions import STRIDE
+from .stats import median_ci
+
+CHUNK = 32  # samples a turn: a few ms of seed 000's transforms, well above a turn's pipe round trip
+TURNS_S = 1.5  # seconds of turns on each side, at least LEAST_PAIRS pairs, at most MOST_PAIRS
+LEAST_PAIRS, MOST_PAIRS = 20, 400
+WORKER = Path(__file__).with_name("turn_worker.py")
+# glibc's malloc raises its mmap threshold as a process frees large blocks, so whether a 600 KB image comes from the
+# heap or from fresh pages (a page fault each 4 KB) depends on the process's history: fixed here, the same on both sides
+MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(64 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
+
+
+class Unavailable(RuntimeError):
+    """Not timed by turns; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class ByTurns:
+    pairs: int
+    ref_us: float  # a sample's CPU time at REF, the median over its turns
+    head_us: float  # the same at the working tree
+    ratio: float  # the median over pairs of the head's turn over REF's
+    low: float  # the ratio's 95% interval
+    high: float
+    again: "ByTurns | None" = None  # measured once more, where the first rose past the tolerance
+
+    @property
+    def rise_pct(self) -> float:
+        return 100 * (self.ratio - 1)
+
+    def line(self, against: str) -> str:
+        return (f"loader CPU time a sample {self.head_us:,.1f} µs, {self.ref_us:,.1f} at {against}, timed by turns on "
+                f"one core: {self.rise_pct:+.1f}% (95% interval {100 * (self.low - 1):+.1f}% to "
+                f"{100 * (self.high - 1):+.1f}%, {self.pairs} pairs of {CHUNK} samples)")
+
+
+def from_pairs(pairs: list[tuple[int, int]]) -> ByTurns:
+    """REF's and the head's CPU nanoseconds of each pair of turns (same chunk) as the figure compared."""
+    ratios = [head / max(ref, 1) for ref, head in pairs]
+    low, high = median_ci(ratios)
+    return ByTurns(len(pairs), statistics.median(r for r, _ in pairs) / CHUNK / 1e3,
+                   statistics.median(h for _, h in pairs) / CHUNK / 1e3, statistics.median(ratios), low, high)
+
+
+def failure(turns: ByTurns, tolerance_pct: float, against: str) -> str | None:
+    """More CPU time a sample than `tolerance_pct` allows, more than the pairs' spread explains (the interval's low end
+    above 1), and, where it was measured again, past the tolerance again: one line, else None."""
+    if turns.rise_pct <= tolerance_pct or turns.low <= 1:
+        return None
+    if turns.again is not None and turns.again.rise_pct <= tolerance_pct:
+        return None
+    again = f"; measured again: {turns.again.rise_pct:+.1f}%" if turns.again is not None else ""
+    return (f"{turns.line(against)}; allowed +{tolerance_pct:g}%{again}: more CPU work per sample in the dataset, its "
+            "transforms or the collate")
+
+
+def verdict(turns: ByTurns, tolerance_pct: float, against: str) -> tuple[str | None, str | None]:
+    """(failure, note): the failure where `failure` says so, else the report's line."""
+    found = failure(turns, tolerance_pct, against)
+    if found:
+        return found, None
+    again = f"; measured again: {turns.again.rise_pct:+.1f}%" if turns.again is not None else ""
+    return None, f"{turns.line(against)}{again}; allowed +{tolerance_pct:g}%"
+
+
+class Turns:
+    """The session's two processes, REF's tree and the working tree's, started on first use; `time(source)` ->
+    ByTurns; `close()` ends them."""
+
+    def __init__(self, ref_root: Path, head_root: Path, seconds: float = TURNS_S):
+        self.roots = {"REF": ref_root, "the working tree": head_root}
+        self.seconds = seconds
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._errors: dict[str, object] = {}  # each process's stderr, a file: a pipe left unread could fill
+        self._broken: str | None = None
+
+    def time(self, source: tuple[str, dict]) -> ByTurns:
+        if self._broken:
+            raise Unavailable(self._broken)
+        self._start()
+        factory, kwargs = source
+        for side, proc in self._procs.items():
+            self._send(side, json.dumps({"factory": factory, "kwargs": kwargs}))
+        why_not = {side: self._ready(side) for side in self._procs}
+        if any(why_not.values()):
+            self._end_request([side for side, why in why_not.items() if why is None])
+            raise Unavailable(f"{factory} could not be built by turns: " + "; ".join(
+                f"at {side}: {why}" for side, why in why_not.items() if why))
+        pairs, deadline, i = [], time.perf_counter() + 2 * self.seconds, 0
+        while (i < LEAST_PAIRS or time.perf_counter() < deadline) and i < MOST_PAIRS:
+            order = ("REF", "the working tree") if i % 2 == 0 else ("the working tree", "REF")
+            cpu = {side: self._turn(side, i) for side in order}
+            pairs.append((cpu["REF"], cpu["the working tree"]))
+            i += 1
+        self._end_request(list(self._procs))
+        return from_pairs(pairs)
+
+    def _start(self) -> None:
+        if self._procs:
+            return
+        core = max(os.sched_getaffinity(0))
+        for side, root in self.roots.items():  # both import torch at once, then take turns
+            self._errors[side] = tempfile.TemporaryFile("w+")
+            self._procs[side] = subprocess.Popen(
+                [sys.executable, str(WORKER), str(root), str(core), str(STRIDE), str(CHUNK)], cwd=root,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors[side], text=True,
+                env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **MALLOC})
+        for side in self._procs:
+            self._expect(side, "started")
+
+    def _send(self, side: str, line: str) -> None:
+        try:
+            self._procs[side].stdin.write(line + "\n")
+            self._procs[side].stdin.flush()
+        except OSError as e:
+            raise self._fail(side, f"stopped ({e})") from None
+
+    def _read(self, side: str) -> str:
+        line = self._procs[side].stdout.readline()
+        if not line:
+            raise self._fail(side, "stopped")
+        return line.strip()
+
+    def _expect(self, side: str, word: str) -> None:
+        if (line := self._read(side)) != word:
+            raise self._fail(side, f"answered {line!r}, expected {word!r}")
+
+    def _ready(self, side: str) -> str | None:
+        line = self._read(side)
+        if line.startswith("error "):
+            return json.loads(line[6:])
+        if line != "ready":
+            raise self._fail(side, f"answered {line!r}, expected 'ready'")
+        return None
+
+    def _turn(self, side: str, chunk: int) -> int:
+        self._send(side, str(chunk))
+        return int(self._read(side).split()[1])
+
+    def _end_request(self, sides: list[str]) -> None:
+        for side in sides:
+            self._send(side, "end")
+
+    def _fail(self, side: str, why: str) -> Unavailable:
+        self._procs[side].kill()
+        self._procs[side].wait()
+        self._errors[side].seek(0)
+        err = self._errors[side].read().strip().splitlines()[-3:]
+        self._broken = (f"the process timing {side}'s loader by turns {why}" + (f": {' | '.join(err)}" if err else "")
+                        + "; loader CPU time not timed by turns")
+        self.close()
+        return Unavailable(self._broken)
+
+    def close(self) -> None:
+        procs, self._procs = self._procs, {}
+        for proc in procs.values():
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=30)
+            except (OSError, subprocess.SubprocessError):
+                proc.kill()
+        for file in self._errors.values():
+            file.close()
+        self._errors = {}
