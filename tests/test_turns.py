@@ -85,6 +85,19 @@ def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
     assert turns.failure(heavier, 3.0, "REF") is not None
 
 
+def test_measured_again_in_fresh_processes_not_in_those_that_timed_it_first(tmp_path):
+    ref = tree(tmp_path / "ref", body="open(os.path.join(os.path.dirname(__file__), 'pids'), 'a').write(f'{os.getpid()}\\n')")
+    timed = turns.Turns(ref, tree(tmp_path / "head"), seconds=0.1)
+    try:
+        timed.time(("toyloader:parts", {}))
+        timed.time(("toyloader:parts", {}))
+        timed.time(("toyloader:parts", {}), fresh=True)
+    finally:
+        timed.close()
+    first, second, fresh = (ref / "pids").read_text().split()
+    assert first == second != fresh
+
+
 def test_a_loader_that_cannot_be_built_on_one_side_says_which_and_why_and_the_next_one_is_timed(tmp_path):
     ref = tree(tmp_path / "ref")
     head = tree(tmp_path / "head", body="if crash: raise ValueError('no data folder')")

@@ -87,14 +87,14 @@ class Measuring:
 
     def _by_turns(self, windows: Windows, keys: dict) -> tuple[turns.ByTurns | None, str | None]:
         """Against REF, where this test times its loader and names it by a `loader_source`: a sample's CPU time timed by
-        turns with REF's, and once more where it rose past the tolerance (turns.failure judges both)."""
+        turns with REF's, and once more in fresh processes where it rose past the tolerance (turns.failure judges both)."""
         by_turns, source = self.session.turns, windows.members.loader_source
         if by_turns is None or source is None or self.smoke or keys.get("loader") in self.session.shared:
             return None, None
         try:
             first = by_turns.time(source)
             if turns.failure(first, self.settings.unit_tolerance, "REF"):
-                return replace(first, again=by_turns.time(source)), None
+                return replace(first, again=by_turns.time(source, fresh=True)), None
             return first, None
         except turns.Unavailable as e:
             return None, f"loader CPU time not timed by turns: {e}"

@@ -7,7 +7,9 @@ loader named by its `loader_source` is built twice, in two processes of its own 
 REF's tree first on its path, one with the working tree's (turn_worker.py). Both run on the same core, torch on one
 thread, and make the same chunks of samples by turns, REF first in one pair and the head first in the next: whatever
 the host does to that core, it does to both within milliseconds. The figure is the median over pairs of the head's
-chunk CPU time over REF's, with its 95% interval (stats.median_ci); `failure` judges it.
+chunk CPU time over REF's, with its 95% interval (stats.median_ci); `failure` judges it. Two processes can differ by a
+percent or two for as long as they live (where their memory lies, what they ran first), so a rise past the tolerance
+is measured again in two fresh processes before it fails.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .instructions import STRIDE
 from .stats import median_ci
 
 CHUNK = 32  # samples a turn: a few ms of seed 000's transforms, well above a turn's pipe round trip
-TURNS_S = 1.5  # seconds of turns on each side, at least LEAST_PAIRS pairs, at most MOST_PAIRS
+TURNS_S = 2.0  # seconds of turns on each side, at least LEAST_PAIRS pairs, at most MOST_PAIRS
 LEAST_PAIRS, MOST_PAIRS = 20, 400
 WORKER = Path(__file__).with_name("turn_worker.py")
 # glibc's malloc raises its mmap threshold as a process frees large blocks, so whether a 600 KB image comes from the
@@ -98,9 +100,12 @@ class Turns:
         self._errors: dict[str, object] = {}  # each process's stderr, a file: a pipe left unread could fill
         self._broken: str | None = None
 
-    def time(self, source: tuple[str, dict]) -> ByTurns:
+    def time(self, source: tuple[str, dict], fresh: bool = False) -> ByTurns:
+        """`fresh`: in two processes started anew, not in those that timed the loaders before."""
         if self._broken:
             raise Unavailable(self._broken)
+        if fresh:
+            self.close()
         self._start()
         factory, kwargs = source
         for side, proc in self._procs.items():
