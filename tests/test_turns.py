@@ -1,6 +1,7 @@
 """A sample's CPU time timed by turns with REF's (turns.py): the verdict as a plain function, and the two processes
 end to end on two small trees whose loaders differ only in their code."""
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -96,6 +97,17 @@ def test_measured_again_in_fresh_processes_not_in_those_that_timed_it_first(tmp_
         timed.close()
     first, second, fresh = (ref / "pids").read_text().split()
     assert first == second != fresh
+
+
+def test_both_sides_make_their_samples_on_the_same_one_core(tmp_path):
+    write = "open(os.path.join(os.path.dirname(__file__), 'cores'), 'w').write(str(sorted(os.sched_getaffinity(0))))"
+    ref, head = tree(tmp_path / "ref", body=write), tree(tmp_path / "head", body=write)
+    timed = turns.Turns(ref, head, seconds=0.1)
+    try:
+        timed.time(("toyloader:parts", {}))
+    finally:
+        timed.close()
+    assert (ref / "cores").read_text() == (head / "cores").read_text() == str([max(os.sched_getaffinity(0))])
 
 
 def test_a_loader_that_cannot_be_built_on_one_side_says_which_and_why_and_the_next_one_is_timed(tmp_path):

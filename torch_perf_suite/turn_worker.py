@@ -2,7 +2,8 @@
 harness, so that nothing of the harness's own package is imported from ROOT's tree by this file.
 
 ROOT goes first on the path in place of this file's folder: the loader's factory is imported from that tree (REF's,
-or the working tree's). The process runs on core CORE alone, torch on one thread, as in a DataLoader worker.
+or the working tree's). Once torch is imported, the process runs on core CORE alone, torch on one thread, as in a
+DataLoader worker.
 
 Lines in: a request `{"factory": "module:function", "kwargs": {...}}`, then chunk numbers, then "end" (or EOF).
 Lines out: "started"; "ready" or "error <json string>" for a request; "<wall ns> <CPU ns>" for a chunk, which makes
@@ -32,9 +33,12 @@ def build(request: dict, root: str):
     return getattr(found, name)(**request["kwargs"])
 
 
-def serve(root: str, stride: int, chunk: int) -> None:
+def serve(root: str, core: int, stride: int, chunk: int) -> None:
     import torch
 
+    # on the one core once torch is imported: the two processes import it side by side on any (on one GPU host, two
+    # imports on one core took about 20 s before the first test's turns)
+    os.sched_setaffinity(0, {core})
     torch.set_num_threads(1)
     say("started")
     while line := sys.stdin.readline():
@@ -57,5 +61,4 @@ def serve(root: str, stride: int, chunk: int) -> None:
 if __name__ == "__main__":
     tree, core, stride_, chunk_ = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     sys.path[0] = tree
-    os.sched_setaffinity(0, {core})
-    serve(tree, stride_, chunk_)
+    serve(tree, core, stride_, chunk_)
