@@ -39,7 +39,8 @@ class Members:
                      report's loader/CPU s, the loader's cost per sample (reported, not compared)
     loader_source    ("package.module:function", {keyword arguments}): a function returning the loader's
                      (dataset, collate_fn), which a callgrind process imports to count the loader's
-                     instructions per sample (instructions.py); arguments must be JSON
+                     instructions per sample (instructions.py), and under --perf-against two processes, one
+                     in REF's files, to time a sample's CPU time by turns (turns.py); arguments must be JSON
     close()          called when the test ends (stop the loader's workers)
     all_threads      its steps run on a thread of their own (a framework's loop, frameworks.py): the profiled
                      window records every thread's events, not only the harness's
