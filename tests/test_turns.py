@@ -147,3 +147,16 @@ def test_a_process_that_dies_is_said_with_its_error_and_no_later_loader_is_timed
             timed.time(("toyloader:parts", {"crash": False}))
     finally:
         timed.close()
+
+
+def test_a_process_that_hangs_is_said_after_the_timeout_not_waited_on(tmp_path, monkeypatch):
+    ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="import time; time.sleep(3600)")
+    timed = turns.Turns(ref, head, seconds=0.1)
+    timed._start()  # importing torch: under the default timeout
+    monkeypatch.setattr(turns, "READ_TIMEOUT_S", 1)
+    try:
+        with pytest.raises(turns.Unavailable, match=r"the process timing the working tree's loader by turns said "
+                                                     r"nothing in 1 s"):
+            timed.time(("toyloader:parts", {}))
+    finally:
+        timed.close()

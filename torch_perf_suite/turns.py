@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from .stats import median_ci
 CHUNK = 32  # samples a turn: a few ms of seed 000's transforms, well above a turn's pipe round trip
 TURNS_S = 2.0  # seconds of turns on each side, at least LEAST_PAIRS pairs, at most MOST_PAIRS
 LEAST_PAIRS, MOST_PAIRS = 20, 400
+READ_TIMEOUT_S = 300  # a process silent this long is stuck (importing torch took about 20 s on a GPU host)
 WORKER = Path(__file__).with_name("turn_worker.py")
 # glibc's malloc raises its mmap threshold as a process frees large blocks, so whether a 600 KB image comes from the
 # heap or from fresh pages (a page fault each 4 KB) depends on the process's history: fixed here, the same on both sides
@@ -145,7 +147,10 @@ class Turns:
             raise self._fail(side, f"stopped ({e})") from None
 
     def _read(self, side: str) -> str:
-        line = self._procs[side].stdout.readline()
+        out = self._procs[side].stdout  # one line a request, read whole: nothing waits in its buffer here
+        if not select.select([out], [], [], READ_TIMEOUT_S)[0]:
+            raise self._fail(side, f"said nothing in {READ_TIMEOUT_S} s")
+        line = out.readline()
         if not line:
             raise self._fail(side, "stopped")
         return line.strip()
