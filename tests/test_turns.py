@@ -160,3 +160,27 @@ def test_a_process_that_hangs_is_said_after_the_timeout_not_waited_on(tmp_path, 
             timed.time(("toyloader:parts", {}))
     finally:
         timed.close()
+
+
+def test_a_loader_that_prints_does_not_break_the_turns(tmp_path):
+    ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="print('building the loader')")
+    timed = turns.Turns(ref, head, seconds=0.1)
+    try:
+        assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
+    finally:
+        timed.close()
+
+
+def test_refs_loader_importing_the_working_trees_own_module_is_refused(tmp_path, monkeypatch):
+    """The factory is REF's, but a module it imports comes from the working tree (on the path: a src/ folder, an
+    editable install): REF would be timed with the head's code."""
+    ref, head = tree(tmp_path / "ref", body="import helper"), tree(tmp_path / "head", body="import helper")
+    (head / "helper.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(head))
+    timed = turns.Turns(ref, head, seconds=0.1)
+    try:
+        with pytest.raises(turns.Unavailable, match=r"at REF: ValueError: helper is imported from .*head/helper.py, the "
+                                                     r"other side's tree"):
+            timed.time(("toyloader:parts", {}))
+    finally:
+        timed.close()

@@ -160,9 +160,10 @@ def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[s
     if not run:
         return {}
     report = folder / "ref-report"
-    # the rootdir named: pytest takes the folders given as options' values into the rootdir's search too, and REF's files
-    # lie inside the cache folder, which may be inside the working tree's rootdir
+    # the rootdir named, and no conftest.py above it: REF's files lie inside the cache folder, which may be inside the
+    # working tree's rootdir, and pytest takes the folders given as options' values into the rootdir's search too
     proc = subprocess.run([sys.executable, "-m", "pytest", *run, "-p", "no:cacheprovider", "-q", "-rfE", f"--rootdir={cwd}",
+                           f"--confcutdir={cwd}",
                            "--perf-update-baselines", f"--perf-baseline-dir={folder}", f"--perf-report={report}",
                            *args], cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "1000"})  # pytest's summary lines whole, not cut at 80

@@ -88,16 +88,20 @@ class Measuring:
     def _by_turns(self, windows: Windows, keys: dict) -> tuple[turns.ByTurns | None, str | None]:
         """Against REF, where this test times its loader and names it by a `loader_source`: a sample's CPU time timed by
         turns with REF's, and once more in fresh processes where it rose past the tolerance (turns.failure judges both)."""
-        by_turns, source = self.session.turns, windows.members.loader_source
-        if by_turns is None or source is None or self.smoke or keys.get("loader") in self.session.shared:
+        session, source = self.session, windows.members.loader_source
+        if session.turns is None or source is None or self.smoke or keys.get("loader") in session.shared \
+                or session.ref.status.get(self.test_id) != "passed":  # REF recorded nothing to judge it against
             return None, None
         try:
-            first = by_turns.time(source)
-            if turns.failure(first, self.settings.unit_tolerance, "REF"):
-                return replace(first, again=by_turns.time(source, fresh=True)), None
-            return first, None
+            first = session.turns.time(source)
         except turns.Unavailable as e:
             return None, f"loader CPU time not timed by turns: {e}"
+        if not turns.failure(first, self.settings.unit_tolerance, "REF"):
+            return first, None
+        try:
+            return replace(first, again=session.turns.time(source, fresh=True)), None
+        except turns.Unavailable as e:  # judged on the first measurement alone
+            return first, f"loader CPU time not measured again by turns: {e}"
 
     def _time(self, windows: Windows, wanted: tuple[str, ...], keys: dict) -> tuple[dict, dict]:
         """Each wanted part timed, or taken from the test that measured it. The GPU-side window first: the loader's

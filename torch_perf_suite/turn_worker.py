@@ -1,9 +1,11 @@
-"""One side of `turns`: run as a script (`python turn_worker.py ROOT CORE STRIDE CHUNK`), never imported by the
+"""One side of `turns`: run as a script (`python turn_worker.py ROOT OTHER CORE STRIDE CHUNK`), never imported by the
 harness, so that nothing of the harness's own package is imported from ROOT's tree by this file.
 
 ROOT goes first on the path in place of this file's folder: the loader's factory is imported from that tree (REF's,
-or the working tree's). Once torch is imported, the process runs on core CORE alone, torch on one thread, as in a
-DataLoader worker.
+or the working tree's), and a loader that imports any of the project's own files from OTHER (the other side's tree:
+an editable install, a `src/` folder on the path) is refused, not timed against itself. Once torch is imported, the
+process runs on core CORE alone, torch on one thread, as in a DataLoader worker. Its stdout is the parent's pipe alone:
+whatever else prints goes to stderr.
 
 Lines in: a request `{"factory": "module:function", "kwargs": {...}}`, then chunk numbers, then "end" (or EOF).
 Lines out: "started"; "ready" or "error <json string>" for a request; "<wall ns> <CPU ns>" for a chunk, which makes
@@ -16,24 +18,39 @@ import os
 import sys
 import time
 
+PROTOCOL = sys.stdout  # the parent's pipe (the main block moves a loader's prints to stderr)
+
 
 def say(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    PROTOCOL.write(line + "\n")
+    PROTOCOL.flush()
 
 
-def build(request: dict, root: str):
-    """The loader's (dataset, collate), from ROOT's tree; ValueError where the factory's module is not ROOT's."""
+def _under(path: str, folder: str) -> bool:
+    return path.startswith(os.path.realpath(folder) + os.sep)
+
+
+def build(request: dict, root: str, other: str):
+    """The loader's (dataset, collate), from ROOT's tree; ValueError where the factory's module is not ROOT's, or where
+    a module of the project's own comes from OTHER's tree (outside the interpreter's folders)."""
     module, _, name = request["factory"].partition(":")
     found = importlib.import_module(module)
     where = os.path.realpath(getattr(found, "__file__", None) or "?")
-    if not where.startswith(os.path.realpath(root) + os.sep):
+    if not _under(where, root):
         raise ValueError(f"{module} is imported from {where}, not from the tree {root} (an editable install of it "
                          "shadows the tree?)")
-    return getattr(found, name)(**request["kwargs"])
+    parts = getattr(found, name)(**request["kwargs"])
+    interpreter = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    for loaded in list(sys.modules.values()):
+        path = os.path.realpath(getattr(loaded, "__file__", None) or "/?")
+        if _under(path, other) and not _under(path, root) and "site-packages" not in path \
+                and not any(_under(path, p) for p in interpreter):
+            raise ValueError(f"{loaded.__name__} is imported from {path}, the other side's tree, not from {root} (an "
+                             "editable install or a folder on the path shadows the tree?)")
+    return parts
 
 
-def serve(root: str, core: int, stride: int, chunk: int) -> None:
+def serve(root: str, other: str, core: int, stride: int, chunk: int) -> None:
     import torch
 
     # on the one core once torch is imported: the two processes import it side by side on any (on one GPU host, two
@@ -43,7 +60,7 @@ def serve(root: str, core: int, stride: int, chunk: int) -> None:
     say("started")
     while line := sys.stdin.readline():
         try:
-            dataset, collate = build(json.loads(line), root)
+            dataset, collate = build(json.loads(line), root, other)
             size = len(dataset)
             for i in range(-2, 0):  # warm: first calls, lazy imports, the allocator's first blocks
                 collate([dataset[(i * chunk + k) * stride % size] for k in range(chunk)])
@@ -59,6 +76,10 @@ def serve(root: str, core: int, stride: int, chunk: int) -> None:
 
 
 if __name__ == "__main__":
-    tree, core, stride_, chunk_ = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    sys.path[0] = tree
-    serve(tree, core, stride_, chunk_)
+    tree, other_, core_, stride_, chunk_ = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+    here = os.path.dirname(os.path.realpath(__file__))  # this file's folder, the harness's package: not on the path
+    sys.path[:] = [tree] + [p for p in sys.path if os.path.realpath(p or ".") != here]
+    PROTOCOL = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(tree, other_, core_, stride_, chunk_)

@@ -131,9 +131,10 @@ class Turns:
             return
         core = max(os.sched_getaffinity(0))
         for side, root in self.roots.items():  # both import torch at once, then take turns
-            self._errors[side] = tempfile.TemporaryFile("w+")
+            other = next(r for s, r in self.roots.items() if s != side)
+            self._errors[side] = tempfile.TemporaryFile("w+", errors="replace")
             self._procs[side] = subprocess.Popen(
-                [sys.executable, str(WORKER), str(root), str(core), str(STRIDE), str(CHUNK)], cwd=root,
+                [sys.executable, str(WORKER), str(root), str(other), str(core), str(STRIDE), str(CHUNK)], cwd=root,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors[side], text=True,
                 env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **MALLOC})
         for side in self._procs:
@@ -169,7 +170,11 @@ class Turns:
 
     def _turn(self, side: str, chunk: int) -> int:
         self._send(side, str(chunk))
-        return int(self._read(side).split()[1])
+        line = self._read(side)
+        try:
+            return int(line.split()[1])
+        except (IndexError, ValueError):
+            raise self._fail(side, f"answered {line!r}, expected '<wall ns> <CPU ns>'") from None
 
     def _end_request(self, sides: list[str]) -> None:
         for side in sides:
@@ -193,6 +198,8 @@ class Turns:
                 proc.wait(timeout=30)
             except (OSError, subprocess.SubprocessError):
                 proc.kill()
+                proc.wait()
+            proc.stdout.close()
         for file in self._errors.values():
             file.close()
         self._errors = {}
