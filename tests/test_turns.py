@@ -71,16 +71,10 @@ def test_the_figure_is_the_median_of_each_pairs_ratio_not_the_ratio_of_the_media
 def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
     ref, same, more = tree(tmp_path / "ref"), tree(tmp_path / "same"), tree(tmp_path / "more", work=26_000)
     source = ("toyloader:parts", {})
-    timed = turns.Turns(ref, same, seconds=0.3)
-    try:
+    with turns.Turns(ref, same, seconds=0.3) as timed:
         alike = timed.time(source)
-    finally:
-        timed.close()
-    timed = turns.Turns(ref, more, seconds=0.3)
-    try:
+    with turns.Turns(ref, more, seconds=0.3) as timed:
         heavier = timed.time(source)
-    finally:
-        timed.close()
     assert abs(alike.rise_pct) < 10 and alike.pairs >= turns.LEAST_PAIRS
     assert heavier.rise_pct > 15, heavier  # 30% more of the loop
     assert turns.failure(heavier, 3.0, "REF") is not None
@@ -88,13 +82,10 @@ def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
 
 def test_measured_again_in_fresh_processes_not_in_those_that_timed_it_first(tmp_path):
     ref = tree(tmp_path / "ref", body="open(os.path.join(os.path.dirname(__file__), 'pids'), 'a').write(f'{os.getpid()}\\n')")
-    timed = turns.Turns(ref, tree(tmp_path / "head"), seconds=0.1)
-    try:
+    with turns.Turns(ref, tree(tmp_path / "head"), seconds=0.1) as timed:
         timed.time(("toyloader:parts", {}))
         timed.time(("toyloader:parts", {}))
         timed.time(("toyloader:parts", {}), fresh=True)
-    finally:
-        timed.close()
     first, second, fresh = (ref / "pids").read_text().split()
     assert first == second != fresh
 
@@ -102,25 +93,19 @@ def test_measured_again_in_fresh_processes_not_in_those_that_timed_it_first(tmp_
 def test_both_sides_make_their_samples_on_the_same_one_core(tmp_path):
     write = "open(os.path.join(os.path.dirname(__file__), 'cores'), 'w').write(str(sorted(os.sched_getaffinity(0))))"
     ref, head = tree(tmp_path / "ref", body=write), tree(tmp_path / "head", body=write)
-    timed = turns.Turns(ref, head, seconds=0.1)
-    try:
+    with turns.Turns(ref, head, seconds=0.1) as timed:
         timed.time(("toyloader:parts", {}))
-    finally:
-        timed.close()
     assert (ref / "cores").read_text() == (head / "cores").read_text() == str([max(os.sched_getaffinity(0))])
 
 
 def test_a_loader_that_cannot_be_built_on_one_side_says_which_and_why_and_the_next_one_is_timed(tmp_path):
     ref = tree(tmp_path / "ref")
     head = tree(tmp_path / "head", body="if crash: raise ValueError('no data folder')")
-    timed = turns.Turns(ref, head, seconds=0.1)
-    try:
+    with turns.Turns(ref, head, seconds=0.1) as timed:
         with pytest.raises(turns.Unavailable, match=r"^toyloader:parts could not be built by turns: at the working "
                                                      r"tree: ValueError: no data folder$"):
             timed.time(("toyloader:parts", {"crash": True}))
         assert timed.time(("toyloader:parts", {"crash": False})).pairs >= turns.LEAST_PAIRS
-    finally:
-        timed.close()
 
 
 def test_a_factory_imported_from_outside_refs_tree_is_refused_not_timed_against_itself(tmp_path, monkeypatch):
@@ -128,47 +113,35 @@ def test_a_factory_imported_from_outside_refs_tree_is_refused_not_timed_against_
     elsewhere, head = tree(tmp_path / "elsewhere"), tree(tmp_path / "head")
     (ref := tmp_path / "ref").mkdir()  # REF's tree has no such module: it comes from the path
     monkeypatch.setenv("PYTHONPATH", str(elsewhere))
-    timed = turns.Turns(ref, head, seconds=0.1)
-    try:
+    with turns.Turns(ref, head, seconds=0.1) as timed:
         with pytest.raises(turns.Unavailable, match=r"at REF: ValueError: toyloader is imported from .*elsewhere/"
                                                      r"toyloader.py, not from the tree .*ref \(an editable install"):
             timed.time(("toyloader:parts", {}))
-    finally:
-        timed.close()
 
 
 def test_a_process_that_dies_is_said_with_its_error_and_no_later_loader_is_timed(tmp_path):
     ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="if crash: os._exit(3)")
-    timed = turns.Turns(ref, head, seconds=0.1)
-    try:
+    with turns.Turns(ref, head, seconds=0.1) as timed:
         with pytest.raises(turns.Unavailable, match=r"the process timing the working tree's loader by turns stopped"):
             timed.time(("toyloader:parts", {"crash": True}))
         with pytest.raises(turns.Unavailable, match=r"stopped.*; loader CPU time not timed by turns$"):
             timed.time(("toyloader:parts", {"crash": False}))
-    finally:
-        timed.close()
 
 
 def test_a_process_that_hangs_is_said_after_the_timeout_not_waited_on(tmp_path, monkeypatch):
     ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="import time; time.sleep(3600)")
-    timed = turns.Turns(ref, head, seconds=0.1)
-    timed._start()  # importing torch: under the default timeout
-    monkeypatch.setattr(turns, "READ_TIMEOUT_S", 1)
-    try:
+    with turns.Turns(ref, head, seconds=0.1) as timed:
+        timed._start()  # importing torch: under the default timeout
+        monkeypatch.setattr(turns, "READ_TIMEOUT_S", 1)
         with pytest.raises(turns.Unavailable, match=r"the process timing the working tree's loader by turns said "
                                                      r"nothing in 1 s"):
             timed.time(("toyloader:parts", {}))
-    finally:
-        timed.close()
 
 
 def test_a_loader_that_prints_does_not_break_the_turns(tmp_path):
     ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="print('building the loader')")
-    timed = turns.Turns(ref, head, seconds=0.1)
-    try:
+    with turns.Turns(ref, head, seconds=0.1) as timed:
         assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
-    finally:
-        timed.close()
 
 
 def test_refs_loader_importing_the_working_trees_own_module_is_refused(tmp_path, monkeypatch):
@@ -177,10 +150,7 @@ def test_refs_loader_importing_the_working_trees_own_module_is_refused(tmp_path,
     ref, head = tree(tmp_path / "ref", body="import helper"), tree(tmp_path / "head", body="import helper")
     (head / "helper.py").write_text("")
     monkeypatch.setenv("PYTHONPATH", str(head))
-    timed = turns.Turns(ref, head, seconds=0.1)
-    try:
+    with turns.Turns(ref, head, seconds=0.1) as timed:
         with pytest.raises(turns.Unavailable, match=r"at REF: ValueError: helper is imported from .*head/helper.py, the "
                                                      r"other side's tree"):
             timed.time(("toyloader:parts", {}))
-    finally:
-        timed.close()

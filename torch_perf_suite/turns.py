@@ -190,6 +190,12 @@ class Turns:
         self.close()
         return Unavailable(self._broken)
 
+    def __enter__(self) -> "Turns":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         procs, self._procs = self._procs, {}
         for proc in procs.values():
