@@ -96,7 +96,7 @@ class Measuring:
             first = session.turns.time(source)
         except turns.Unavailable as e:
             return None, f"loader CPU time not timed by turns: {e}"
-        if not turns.failure(first, self.settings.unit_tolerance, "REF"):
+        if not turns.rose(first, self.settings.unit_tolerance):
             return first, None
         try:
             return replace(first, again=session.turns.time(source, fresh=True)), None

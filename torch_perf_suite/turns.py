@@ -70,10 +70,15 @@ def from_pairs(pairs: list[tuple[int, int]]) -> ByTurns:
                    statistics.median(h for _, h in pairs) / CHUNK / 1e3, statistics.median(ratios), low, high)
 
 
+def rose(turns: ByTurns, tolerance_pct: float) -> bool:
+    """More CPU time a sample than `tolerance_pct` allows, and more than the pairs' spread explains (the interval's low
+    end above 1): to be measured again before it fails."""
+    return turns.rise_pct > tolerance_pct and turns.low > 1
+
+
 def failure(turns: ByTurns, tolerance_pct: float, against: str) -> str | None:
-    """More CPU time a sample than `tolerance_pct` allows, more than the pairs' spread explains (the interval's low end
-    above 1), and, where it was measured again, past the tolerance again: one line, else None."""
-    if turns.rise_pct <= tolerance_pct or turns.low <= 1:
+    """It `rose`, and, where it was measured again, past the tolerance again: one line, else None."""
+    if not rose(turns, tolerance_pct):
         return None
     if turns.again is not None and turns.again.rise_pct <= tolerance_pct:
         return None
@@ -110,7 +115,7 @@ class Turns:
             self.close()
         self._start()
         factory, kwargs = source
-        for side, proc in self._procs.items():
+        for side in self._procs:
             self._send(side, json.dumps({"factory": factory, "kwargs": kwargs}))
         why_not = {side: self._ready(side) for side in self._procs}
         if any(why_not.values()):
