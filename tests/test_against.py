@@ -97,13 +97,24 @@ def test_a_test_new_in_this_change_or_failing_at_ref_is_not_compared_and_says_wh
     assert "failed, so it recorded nothing: RuntimeError: broken at the base" in notes["test_toy.py::test_toy"][1]
 
 
+def test_a_test_ref_lacks_in_a_file_it_has_is_left_out_of_refs_one_run(repo):
+    second = "@pytest.mark.perf" + TOY.format(body="pass").split("@pytest.mark.perf")[1].replace("test_toy(", "test_toy_new(")
+    repo.makepyfile(test_toy=TOY.format(body="pass") + "\n\n" + second)  # a second test in REF's file
+    result = run(repo, "--perf-against", "HEAD")
+    result.assert_outcomes(passed=2)
+    notes = {r["test"]: r["notes"] for r in json.loads((repo.path / "out" / "perf.json").read_text())["tests"]}
+    assert notes["test_toy.py::test_toy_new"][1].startswith("new in this change: not in HEAD (")
+    (status,) = (repo.path / ".pytest_cache").rglob("perf-against/*/ref-status.json")
+    assert json.loads(status.read_text()) == {"test_toy.py::test_toy": "passed"}
+
+
 def test_refs_tests_that_cannot_run_stop_the_run_showing_their_error(repo):
     (repo.path / "test_toy.py").write_text("def broken(:\n")
     git(repo.path, "commit", "-qam", "a syntax error")
     repo.makepyfile(test_toy=TOY.format(body="pass"))
     result = run(repo, "--perf-against", "HEAD")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --perf-against: REF's tests could not be collected (pytest exit 2):", "*SyntaxError*"])
+    result.stderr.fnmatch_lines(["ERROR: --perf-against: REF's tests did not run at * (pytest exit 2):", "*SyntaxError*"])
     assert worktrees(repo.path) == [f"worktree {repo.path}"]
 
 

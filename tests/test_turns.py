@@ -2,6 +2,7 @@
 end to end on two small trees whose loaders differ only in their code."""
 
 import os
+import time
 from dataclasses import replace
 
 import pytest
@@ -88,6 +89,14 @@ def test_measured_again_in_fresh_processes_not_in_those_that_timed_it_first(tmp_
         timed.time(("toyloader:parts", {}), fresh=True)
     first, second, fresh = (ref / "pids").read_text().split()
     assert first == second != fresh
+
+
+def test_started_ahead_the_processes_import_torch_while_the_caller_goes_on(tmp_path):
+    with turns.Turns(tree(tmp_path / "ref"), tree(tmp_path / "head"), seconds=0.1) as timed:
+        began = time.perf_counter()
+        timed.start()  # the session starts them before REF's run, which imports torch too
+        assert time.perf_counter() - began < 1.0  # not waiting for their import of torch
+        assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
 
 
 def test_both_sides_make_their_samples_on_the_same_one_core(tmp_path):

@@ -47,6 +47,8 @@ class Ref:
     status: dict[str, str] = field(default_factory=dict)
     measured: list[str] = field(default_factory=list)  # of this session's tests, those measured at REF in this job
     cached: list[str] = field(default_factory=list)  # and those whose REF results came from the cache
+    wanted: list[str] = field(default_factory=list)  # and those still to be measured (`run`)
+    args: list[str] = field(default_factory=list)  # the perf options REF's run takes (`forwarded`)
     seconds: float = 0.0  # how long measuring REF took in this job: a cold REF's cost beside the head's run
 
     @property
@@ -111,8 +113,8 @@ def forwarded(config) -> list[str]:
     return out
 
 
-def measure(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) -> Ref:
-    """REF's results for `test_ids`: from the cache where it has them, the others measured now in REF's files."""
+def prepare(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) -> Ref:
+    """REF's files written out and its cached results read: `Ref.wanted` are the tests still to be measured (`run`)."""
     rootdir = Path(config.rootpath)
     top, sha = resolve(ref, rootdir)
     args = forwarded(config)
@@ -120,18 +122,23 @@ def measure(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
     folder.mkdir(parents=True, exist_ok=True)
     status_file = folder / STATUS
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
-    wanted = [t for t in test_ids if t not in status]
     root = written_out(sha, top, folder) / rootdir.relative_to(top)
-    result = Ref(ref, sha, folder, root, status, cached=[t for t in test_ids if t in status])
-    if wanted:
-        start = time.perf_counter()
-        result.status.update(_run_at(sha, root, wanted, folder, args))
-        result.measured = wanted
-        result.seconds = time.perf_counter() - start
-        tmp = status_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result.status, indent=1, sort_keys=True))
-        tmp.replace(status_file)  # whole, or not at all
-    return result
+    return Ref(ref, sha, folder, root, status, cached=[t for t in test_ids if t in status],
+               wanted=[t for t in test_ids if t not in status], args=args)
+
+
+def run(ref: Ref) -> None:
+    """The tests `ref.wanted` measured in REF's files, their statuses kept in its cache folder."""
+    if not ref.wanted:
+        return
+    start = time.perf_counter()
+    ref.status.update(_run_at(ref.sha, ref.root, ref.wanted, ref.folder, ref.args))
+    ref.measured, ref.wanted = ref.wanted, []
+    ref.seconds = time.perf_counter() - start
+    status_file = ref.folder / STATUS
+    tmp = status_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(ref.status, indent=1, sort_keys=True))
+    tmp.replace(status_file)  # whole, or not at all
 
 
 def written_out(sha: str, top: Path, folder: Path) -> Path:
@@ -154,36 +161,34 @@ def written_out(sha: str, top: Path, folder: Path) -> Path:
 
 
 def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[str]) -> dict[str, str]:
-    """Run `test_ids` in REF's files (`cwd`), recording into `folder`; each test's status there."""
-    present = _collect(cwd, sorted({t.split("::")[0] for t in test_ids if (cwd / t.split("::")[0]).exists()}))
-    run = [t for t in test_ids if t in present]
-    if not run:
+    """Run `test_ids` in REF's files (`cwd`), recording into `folder`; each test's status there. Those REF lacks (a test
+    new in this change) are left out by `ref_select`, in the same pytest process: none is collected beforehand."""
+    files = sorted({t.split("::")[0] for t in test_ids if (cwd / t.split("::")[0]).exists()})
+    if not files:
         return {}
+    plugin, wanted, kept = folder / "plugin", folder / "wanted.json", folder / "kept.json"
+    plugin.mkdir(exist_ok=True)
+    shutil.copyfile(Path(__file__).with_name("ref_select.py"), plugin / "perf_against_select.py")
+    wanted.write_text(json.dumps(test_ids))
+    kept.unlink(missing_ok=True)
     report = folder / "ref-report"
     # the rootdir named, and no conftest.py above it: REF's files lie inside the cache folder, which may be inside the
     # working tree's rootdir, and pytest takes the folders given as options' values into the rootdir's search too
-    proc = subprocess.run([sys.executable, "-m", "pytest", *run, "-p", "no:cacheprovider", "-q", "-rfE", f"--rootdir={cwd}",
-                           f"--confcutdir={cwd}",
+    proc = subprocess.run([sys.executable, "-m", "pytest", *files, "-p", "no:cacheprovider", "-p", "perf_against_select",
+                           "-q", "-rfE", f"--rootdir={cwd}", f"--confcutdir={cwd}",
                            "--perf-update-baselines", f"--perf-baseline-dir={folder}", f"--perf-report={report}",
                            *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "1000"})  # pytest's summary lines whole, not cut at 80
-    if proc.returncode not in (0, 1):
+                          env={**os.environ, "COLUMNS": "1000",  # pytest's summary lines whole, not cut at 80
+                               "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
+                               "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(kept)})
+    if proc.returncode not in (0, 1, 5) or not kept.exists():  # 5: none of them is in REF's suite
         raise pytest.UsageError(f"--perf-against: REF's tests did not run at {sha[:12]} (pytest exit {proc.returncode}):\n"
                                 + _tail(proc))
+    run = json.loads(kept.read_text())
+    if not run:
+        return {}
     rows = {r["test"]: r for r in json.loads(report.with_suffix(".json").read_text())["tests"]}
     return {t: _status(t, rows, proc) for t in run}
-
-
-def _collect(cwd: Path, files: list[str]) -> set[str]:
-    if not files:
-        return set()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", f"--rootdir={cwd}",
-                           *files],
-                          cwd=cwd, capture_output=True, text=True)
-    if proc.returncode not in (0, 5):
-        raise pytest.UsageError(f"--perf-against: REF's tests could not be collected (pytest exit {proc.returncode}):\n"
-                                + _tail(proc))
-    return {line.strip() for line in proc.stdout.splitlines() if "::" in line}
 
 
 def _status(test_id: str, rows: dict, proc: subprocess.CompletedProcess) -> str:

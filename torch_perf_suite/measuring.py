@@ -179,7 +179,8 @@ class Measuring:
         if any(t.extended for t in measured.values()):
             result.notes.append("rounds added: " + ", ".join(f"{n} +{t.extended}" for n, t in measured.items() if t.extended))
         self.info.update(samples_per_s=round(result.samples_per_s, 1),
-                         parts={n: part_entry(t) for n in PARTS if (t := result.parts.get(n)) is not None},
+                         parts={n: {**part_entry(t), "window_s": round(t.window_s, 2), "warmup_s": round(t.warmup_s, 2)}
+                                for n in PARTS if (t := result.parts.get(n)) is not None},
                          bottleneck=result.parts.bottleneck, syncs_per_step=result.syncs.per_step if result.syncs else None,
                          peak_mem_gb=result.peak_mem_gb, gpu=env["gpu"])
 

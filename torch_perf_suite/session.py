@@ -85,10 +85,13 @@ class PerfSession:
         cache = self.settings.against_cache or (config.cache.mkdir("perf-against") if getattr(config, "cache", None)
                                                 else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
         started = time.perf_counter()
-        self.ref = against.measure(self.settings.against, config, test_ids, self.device.env, cache)
+        self.ref = against.prepare(self.settings.against, config, test_ids, self.device.env, cache)
+        self.turns = turns.Turns(self.ref.root, Path(config.rootpath))
+        if self.ref.wanted:  # the turns' processes import torch while REF's pytest does the same, not in a test
+            self.turns.start()
+        against.run(self.ref)
         self.ref_s = time.perf_counter() - started
         self.records.load(self.ref.folder)
-        self.turns = turns.Turns(self.ref.root, Path(config.rootpath))
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
             reporter.write_line(f"Compared {self.ref.describe()}; the working tree's tests follow")

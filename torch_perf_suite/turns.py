@@ -97,8 +97,8 @@ def verdict(turns: ByTurns, tolerance_pct: float, against: str) -> tuple[str | N
 
 
 class Turns:
-    """The session's two processes, REF's tree and the working tree's, started on first use; `time(source)` ->
-    ByTurns; `close()` ends them."""
+    """The session's two processes, REF's tree and the working tree's, started by `start` or on first use;
+    `time(source)` -> ByTurns; `close()` ends them."""
 
     def __init__(self, ref_root: Path, head_root: Path, seconds: float = TURNS_S):
         self.roots = {"REF": ref_root, "the working tree": head_root}
@@ -106,6 +106,7 @@ class Turns:
         self._procs: dict[str, subprocess.Popen] = {}
         self._errors: dict[str, object] = {}  # each process's stderr, a file: a pipe left unread could fill
         self._broken: str | None = None
+        self._waiting: set[str] = set()  # started, their "started" not read yet
 
     def time(self, source: tuple[str, dict], fresh: bool = False) -> ByTurns:
         """`fresh`: in two processes started anew, not in those that timed the loaders before."""
@@ -131,7 +132,9 @@ class Turns:
         self._end_request(list(self._procs))
         return from_pairs(pairs)
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """The two processes started, not waited for: each imports torch (about 20 s on a GPU host), then waits for a
+        request pinned to one core; `time` waits for them."""
         if self._procs:
             return
         core = max(os.sched_getaffinity(0))
@@ -142,7 +145,12 @@ class Turns:
                 [sys.executable, str(WORKER), str(root), str(other), str(core), str(STRIDE), str(CHUNK)], cwd=root,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors[side], text=True,
                 env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **MALLOC})
-        for side in self._procs:
+        self._waiting = set(self._procs)
+
+    def _start(self) -> None:
+        self.start()
+        while self._waiting:
+            side = self._waiting.pop()
             self._expect(side, "started")
 
     def _send(self, side: str, line: str) -> None:
@@ -202,7 +210,7 @@ class Turns:
         self.close()
 
     def close(self) -> None:
-        procs, self._procs = self._procs, {}
+        procs, self._procs, self._waiting = self._procs, {}, set()
         for proc in procs.values():
             try:
                 proc.stdin.close()
