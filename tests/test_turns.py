@@ -4,6 +4,7 @@ end to end on two small trees whose loaders differ only in their code."""
 import os
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ class Busy:
         return 1000
 
     def __getitem__(self, index):
+        {item}
         total = 0
         for i in range({work}):
             total += i * index
@@ -30,9 +32,9 @@ def parts(crash=False):
 '''
 
 
-def tree(root, work=20_000, body="pass"):
+def tree(root, work=20_000, body="pass", item="pass"):
     root.mkdir()
-    (root / "toyloader.py").write_text(LOADER.format(work=work, body=body))
+    (root / "toyloader.py").write_text(LOADER.format(work=work, body=body, item=item))
     return root
 
 
@@ -99,9 +101,18 @@ def test_started_ahead_the_processes_import_torch_while_the_caller_goes_on(tmp_p
         assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
 
 
+def test_the_worker_script_lying_in_the_working_tree_is_not_taken_for_its_module(tmp_path, monkeypatch):
+    head = tree(tmp_path / "head")
+    (head / "torch_perf_suite").mkdir()  # as in the suite's own repository, where the harness is the project's
+    monkeypatch.setattr(turns, "WORKER", head / "torch_perf_suite" / turns.WORKER.name)
+    turns.WORKER.write_text(Path(turns.__file__).with_name("turn_worker.py").read_text())
+    with turns.Turns(tree(tmp_path / "ref"), head, seconds=0.1) as timed:
+        assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
+
+
 def test_both_sides_make_their_samples_on_the_same_one_core(tmp_path):
     write = "open(os.path.join(os.path.dirname(__file__), 'cores'), 'w').write(str(sorted(os.sched_getaffinity(0))))"
-    ref, head = tree(tmp_path / "ref", body=write), tree(tmp_path / "head", body=write)
+    ref, head = tree(tmp_path / "ref", item=write), tree(tmp_path / "head", item=write)
     with turns.Turns(ref, head, seconds=0.1) as timed:
         timed.time(("toyloader:parts", {}))
     assert (ref / "cores").read_text() == (head / "cores").read_text() == str([max(os.sched_getaffinity(0))])

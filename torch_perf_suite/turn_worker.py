@@ -3,8 +3,8 @@ harness, so that nothing of the harness's own package is imported from ROOT's tr
 
 ROOT goes first on the path in place of this file's folder: the loader's factory is imported from that tree (REF's,
 or the working tree's), and a loader that imports any of the project's own files from OTHER (the other side's tree:
-an editable install, a `src/` folder on the path) is refused, not timed against itself. Once torch is imported, the
-process runs on core CORE alone, torch on one thread, as in a DataLoader worker. Its stdout is the parent's pipe alone:
+an editable install, a `src/` folder on the path) is refused, not timed against itself. Torch runs on one thread, and
+once a loader is built, the process on core CORE alone, as in a DataLoader worker. Its stdout is the parent's pipe alone:
 whatever else prints goes to stderr.
 
 Lines in: a request `{"factory": "module:function", "kwargs": {...}}`, then chunk numbers, then "end" (or EOF).
@@ -13,12 +13,14 @@ the samples (i * CHUNK + k) * STRIDE mod len(dataset) for k < CHUNK and collates
 """
 
 import importlib
+import importlib.util
 import json
 import os
 import sys
 import time
 
 PROTOCOL = sys.stdout  # the parent's pipe (the main block moves a loader's prints to stderr)
+ME = os.path.realpath(__file__)  # this script, which lies in the working tree where the harness is the project's own
 
 
 def say(line: str) -> None:
@@ -43,7 +45,7 @@ def build(request: dict, root: str, other: str):
     interpreter = {sys.prefix, sys.base_prefix, sys.exec_prefix}
     for loaded in list(sys.modules.values()):
         path = os.path.realpath(getattr(loaded, "__file__", None) or "/?")
-        if _under(path, other) and not _under(path, root) and "site-packages" not in path \
+        if _under(path, other) and not _under(path, root) and "site-packages" not in path and path != ME \
                 and not any(_under(path, p) for p in interpreter):
             raise ValueError(f"{loaded.__name__} is imported from {path}, the other side's tree, not from {root} (an "
                              "editable install or a folder on the path shadows the tree?)")
@@ -53,14 +55,18 @@ def build(request: dict, root: str, other: str):
 def serve(root: str, other: str, core: int, stride: int, chunk: int) -> None:
     import torch
 
-    # on the one core once torch is imported: the two processes import it side by side on any (on one GPU host, two
-    # imports on one core took about 20 s before the first test's turns)
-    os.sched_setaffinity(0, {core})
+    if importlib.util.find_spec("torchvision"):  # most loaders' transforms: imported now, while the session starts
+        import torchvision  # noqa: F401
     torch.set_num_threads(1)
+    cores = os.sched_getaffinity(0)
     say("started")
     while line := sys.stdin.readline():
         try:
+            # built on any core, the two processes side by side (importing a loader's modules on one core took
+            # 16 s on a GPU host); then on the one core, as in a DataLoader worker, for the warm turns and the timed
+            os.sched_setaffinity(0, cores)
             dataset, collate = build(json.loads(line), root, other)
+            os.sched_setaffinity(0, {core})
             size = len(dataset)
             for i in range(-2, 0):  # warm: first calls, lazy imports, the allocator's first blocks
                 collate([dataset[(i * chunk + k) * stride % size] for k in range(chunk)])
