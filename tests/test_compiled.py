@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from fixtures.recipes import uncached
 from torch_perf_suite import compiled
 
 HERE = f"tests/{Path(__file__).name}"
@@ -42,6 +43,21 @@ def test_a_graph_break_is_counted_with_its_line_and_reason():
     assert event.where == f"{HERE}:{line_of('# break:here')}"
     assert "graph break" in event.reason.lower()
     assert count.as_entry() == {"graphs": 2, "graph_breaks": 1, "recompilations": 0, "compile_s": round(count.compile_s, 2)}
+
+
+def test_the_backward_compiled_at_the_first_backward_counts_as_compile_time():
+    from torch._dynamo import utils
+
+    def seconds(name_is) -> float:  # the process's totals so far
+        return sum(sum(t) for name, t in utils.compilation_time_metrics.items() if name_is(name))
+
+    forward, backward = (lambda n: n.endswith("compile_inner")), (lambda n: n == compiled.LAZY_BACKWARD)
+    before = seconds(forward), seconds(backward)
+    model = torch.compile(torch.nn.Linear(4, 4))
+    with compiled.watch() as count, uncached(True):  # a cache would hand both back at once
+        model(torch.randn(2, 4)).sum().backward()  # the forward compiled here, the backward at .backward()
+    grew = seconds(forward) - before[0], seconds(backward) - before[1]
+    assert grew[1] > 0 and count.compile_s == pytest.approx(sum(grew))
 
 
 def test_a_recompilation_names_the_guard_that_failed():

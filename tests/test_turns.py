@@ -174,3 +174,17 @@ def test_refs_loader_importing_the_working_trees_own_module_is_refused(tmp_path,
         with pytest.raises(turns.Unavailable, match=r"at REF: ValueError: helper is imported from .*head/helper.py, the "
                                                      r"other side's tree"):
             timed.time(("toyloader:parts", {}))
+
+
+@pytest.mark.parametrize("loader, said", [(object(), True), (None, False)])
+def test_a_loader_timed_without_a_loader_source_says_it_was_not_timed_by_turns(loader, said):
+    from types import SimpleNamespace as NS
+
+    from torch_perf_suite.measuring import Measuring
+
+    session = NS(turns=object(), shared={}, ref=NS(status={"t": "passed"}))  # --perf-against, REF recorded the test
+    measuring = Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})
+    figure, note = measuring._by_turns(NS(members=NS(loader_source=None, loader=loader)), keys={})
+    assert figure is None
+    assert (note is not None and note.startswith("loader CPU time not timed by turns: the workload names no "
+                                                 "loader_source")) == said

@@ -19,13 +19,13 @@ def test_the_public_api_is_what_all_names():
         torch_perf_suite.measure
 
 
-def make(workers=0, batches=2, train=None):
+def make(workers=0, batches=2, train=None, loader_source=None):
     torch.manual_seed(0)
     data = torch.utils.data.TensorDataset(torch.randn(4 * batches, 3), torch.randint(0, 2, (4 * batches,)))
     loader = torch.utils.data.DataLoader(data, batch_size=4, num_workers=workers)
     model = torch.nn.Linear(3, 2)
     return TrainingStep(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.functional.cross_entropy, loader, "cpu",
-                        train=train)
+                        train=train, loader_source=loader_source)
 
 
 def test_a_training_step_trains_on_the_loaders_batches_across_epochs():
@@ -153,3 +153,5 @@ def test_a_training_steps_members_are_its_own():
     assert got.gpu_step == step.gpu_step and got.loader_step == step.loader_step and got.close == step.close
     assert got.loader_key is None and got.loader_source is None
     step.close()
+    named = ("mydata:loader_parts", {"n": 8})  # counted and timed by turns where given
+    assert members(make(loader_source=named)).loader_source == named

@@ -89,9 +89,13 @@ class Measuring:
         """Against REF, where this test times its loader and names it by a `loader_source`: a sample's CPU time timed by
         turns with REF's, and once more in fresh processes where it rose past the tolerance (turns.failure judges both)."""
         session, source = self.session, windows.members.loader_source
-        if session.turns is None or source is None or self.smoke or keys.get("loader") in session.shared \
+        if session.turns is None or self.smoke or keys.get("loader") in session.shared \
                 or session.ref.status.get(self.test_id) != "passed":  # REF recorded nothing to judge it against
             return None, None
+        if source is None:
+            return None, None if windows.members.loader is None else (
+                "loader CPU time not timed by turns: the workload names no loader_source, the function that builds its "
+                "dataset and collate_fn (TrainingStep(..., loader_source=(\"module:function\", {...})))")
         try:
             first = session.turns.time(source)
         except turns.Unavailable as e:

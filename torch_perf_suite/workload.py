@@ -80,11 +80,15 @@ class TrainingStep:
     loader_step() only delivers the next batch. Pass your own `train(inputs, targets)` to replace what
     runs on a batch (a GradScaler, gradient clipping, a metric update). At the end of an epoch the loader
     starts again: give it `persistent_workers=True` (or more batches than a window takes), or a timed round
-    pays for starting its workers."""
+    pays for starting its workers. Name the function that builds the loader's dataset and collate_fn in
+    `loader_source` ("module:function", {keyword arguments}), and its instructions per sample are counted and,
+    under --perf-against, its CPU time per sample timed by turns with REF's (Members above)."""
 
     def __init__(self, model, optimizer, loss_fn: Callable, loader, device, *,
-                 train: Callable | None = None, non_blocking: bool = True):
+                 train: Callable | None = None, non_blocking: bool = True,
+                 loader_source: tuple[str, dict] | None = None):
         self.model, self.optimizer, self.loss_fn, self.loader = model, optimizer, loss_fn, loader
+        self.loader_source = loader_source
         self.device, self.non_blocking = device, non_blocking
         self.batch_size = loader.batch_size
         self.cycle_steps, self.warmup_steps = loader_pacing(loader)

@@ -10,9 +10,10 @@ def test_training_step(perf):
     device = torch.device(perf.device)
     model = tiny.make_model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda")
-    loader = torch.utils.data.DataLoader(tiny.Images(4096), batch_size=256, num_workers=2,
+    dataset, collate = tiny.loader_parts(4096)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=256, num_workers=2, collate_fn=collate,
                                          pin_memory=True, persistent_workers=True)  # the same settings on any machine
-    step = TrainingStep(model, optimizer, tiny.loss_fn, loader, device)
+    step = TrainingStep(model, optimizer, tiny.loss_fn, loader, device, loader_source=("tiny:loader_parts", {"n": 4096}))
     result = perf.measure(step)
     perf.assert_syncs(result, per_step=0)
     perf.assert_baseline(result)
