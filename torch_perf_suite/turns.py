@@ -134,7 +134,7 @@ class Turns:
 
     def start(self) -> None:
         """The two processes started, not waited for: each imports torch (about 20 s on a GPU host), then waits for a
-        request pinned to one core; `time` waits for them."""
+        request; `time` waits for them."""
         if self._procs:
             return
         core = max(os.sched_getaffinity(0))
