@@ -96,8 +96,8 @@ def test_lightning_trains_one_batch_a_step_in_its_own_loop():
     trainer = pl.Trainer(accelerator="cpu", max_steps=-1, max_epochs=-1, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False)
     module = Tiny()
-    loop = frameworks.lightning_fit(trainer, module, loader, "cpu")
-    assert loop.batch_size == 4
+    loop = frameworks.lightning_fit(trainer, module, loader, "cpu", loader_source=("mydata:parts", {}))
+    assert loop.batch_size == 4 and members(loop).loader_source == ("mydata:parts", {})
     for _ in range(5):  # past the loader's 3 batches: one endless epoch
         loop.step()
     assert module.seen == [0, 1, 2, 3, 4]
@@ -122,8 +122,9 @@ def tiny_hf_trainer(tmp_path, **args):
 
 def test_hugging_face_trains_one_optimizer_step_a_step_in_its_own_loop(tmp_path):
     trainer = tiny_hf_trainer(tmp_path, gradient_accumulation_steps=2)
-    loop = frameworks.hf_train(trainer)
+    loop = frameworks.hf_train(trainer, loader_source=("mydata:parts", {}))
     assert loop.batch_size == 8  # two batches of 4 an optimizer step
+    assert members(loop).loader_source == ("mydata:parts", {})
     for _ in range(4):  # past the dataset's 3 batches: one endless epoch
         loop.step()
     assert trainer.state.global_step == 4

@@ -56,8 +56,8 @@ class DrivenLoop:
     all_threads = True
 
     def __init__(self, run: Callable[[], Any], batch_size: int, loader: Iterable, to_device: Callable[[Any], Any],
-                 what: str):
-        self.batch_size, self.what, self.loader = batch_size, what, loader
+                 what: str, loader_source: tuple[str, dict] | None = None):
+        self.batch_size, self.what, self.loader, self.loader_source = batch_size, what, loader, loader_source
         self.source = _Source(loader, to_device)
         self.cycle_steps, self.warmup_steps = loader_pacing(loader)
         self._run, self._thread = run, None
@@ -124,9 +124,11 @@ def _to_device(device) -> Callable[[Any], Any]:
     return lambda batch: tree_map_only(torch.Tensor, lambda t: t.to(device, non_blocking=True), batch)
 
 
-def lightning_fit(trainer, module, loader, device, *, batch_size: int | None = None) -> DrivenLoop:
+def lightning_fit(trainer, module, loader, device, *, batch_size: int | None = None,
+                  loader_source: tuple[str, dict] | None = None) -> DrivenLoop:
     """A workload of `trainer.fit(module, loader)`: each step is one batch of Lightning's own loop. Give the Trainer
-    no step or epoch limit (`max_steps=-1`); the harness stops it when the test's measurements are done."""
+    no step or epoch limit (`max_steps=-1`); the harness stops it when the test's measurements are done.
+    `loader_source`, as TrainingStep's: the loader's factory, counted and timed by turns."""
     from lightning.pytorch import Callback
 
     class Held(Callback):
@@ -139,14 +141,15 @@ def lightning_fit(trainer, module, loader, device, *, batch_size: int | None = N
     if not size:
         raise ValueError("lightning_fit: the loader has no batch_size; pass batch_size=")
     loop = DrivenLoop(lambda: trainer.fit(module, train_dataloaders=loop.source), size, loader, _to_device(device),
-                      "Lightning's Trainer.fit")
+                      "Lightning's Trainer.fit", loader_source)
     return loop
 
 
-def hf_train(trainer, *, batch_size: int | None = None) -> DrivenLoop:
+def hf_train(trainer, *, batch_size: int | None = None, loader_source: tuple[str, dict] | None = None) -> DrivenLoop:
     """A workload of Hugging Face's `trainer.train()`: each step is one optimizer step of its own loop (its
     `gradient_accumulation_steps` batches). Give its `TrainingArguments` a `max_steps` beyond any test's (10**9):
-    the harness stops it when the test's measurements are done."""
+    the harness stops it when the test's measurements are done. `loader_source`, as TrainingStep's: a function that
+    builds the Trainer's dataset and data collator, counted and timed by turns."""
     from transformers import TrainerCallback
 
     class Held(TrainerCallback):
@@ -162,5 +165,5 @@ def hf_train(trainer, *, batch_size: int | None = None) -> DrivenLoop:
     trainer.get_train_dataloader = lambda: loop.source  # one endless epoch of it
     trainer.add_callback(Held())
     size = batch_size or args.per_device_train_batch_size * args.gradient_accumulation_steps
-    loop = DrivenLoop(trainer.train, size, loader, _to_device(args.device), "Hugging Face's Trainer.train")
+    loop = DrivenLoop(trainer.train, size, loader, _to_device(args.device), "Hugging Face's Trainer.train", loader_source)
     return loop
