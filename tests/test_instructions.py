@@ -462,6 +462,21 @@ def test_a_one_line_change_in_getitem_changes_the_digest_and_an_unrelated_file_d
     assert digests[1] != digests[2]  # one line of __getitem__: counted again
 
 
+def test_the_digest_names_files_by_the_rootdir_not_by_the_folder_pytest_ran_from(tmp_path, monkeypatch):
+    # CI runs an example project from the repository's top (`pytest examples/guard_your_step`), a user from its folder:
+    # one count recorded serves both, as the plugin passes the rootdir
+    project = tmp_path / "examples" / "project"
+    project.mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(project))
+    _write_loader(project, "return torch.tensor(float(i))")
+    digests = []
+    for cwd in (project, tmp_path):
+        monkeypatch.chdir(cwd)
+        sys.modules.pop("mydata", None)
+        digests.append(instructions.content(("mydata:parts", {}), project))
+    assert digests[0] == digests[1] != instructions.content(("mydata:parts", {}), tmp_path)
+
+
 def test_a_recorded_count_is_reused_only_for_the_same_source_and_content(tmp_path):
     f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"t": {"per_sample": 5.0, "samples": 16, "source": "s",
                                                                         "content": "abc"}}})

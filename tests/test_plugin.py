@@ -1524,7 +1524,8 @@ def counted_loader(suite, pytester, monkeypatch):
     per_sample = {"now": 6_353_205.7}
     monkeypatch.setattr(instructions.Counter, "count",
                         lambda self, source: instructions.Counted(per_sample["now"], 16, instructions.describe_source(source)))
-    monkeypatch.setattr(instructions, "content", lambda source: per_sample["content"])  # the code the loader runs
+    # the code the loader runs, its files named from the rootdir (not from the folder pytest ran in)
+    monkeypatch.setattr(instructions, "content", lambda source, root: per_sample.update(root=root) or per_sample["content"])
     per_sample["content"] = "c0"
     return per_sample
 
@@ -1536,7 +1537,7 @@ def test_loader_instructions_are_recorded_per_environment_and_a_plant_fails(suit
     (key, tests), = recorded.items()
     assert key == instructions.key() and tests["test_copy.py::test_copy"]["per_sample"] == 6_353_205.7
     assert tests["test_copy.py::test_copy"]["source"] == 'toy:parts({"n": 1})'
-    assert tests["test_copy.py::test_copy"]["content"] == "c0"
+    assert tests["test_copy.py::test_copy"]["content"] == "c0" and counted_loader["root"] == suite.path
     suite.run().assert_outcomes(passed=1)
     counted_loader["now"] = 7_348_639  # +15.7%, with the loader's code as it was: the recorded count is the answer
     result = suite.run()

@@ -80,7 +80,7 @@ class Records:
         recording into the committed file (--perf-update-baselines) counts afresh: it records what it measured; one
         recording into another folder (REF's, under --perf-against) takes the committed count of unchanged code."""
         described = instructions.describe_source(source)
-        digest = self.digests[described] = self.digests.get(described) or instructions.content(source)
+        digest = self.digests[described] = self.digests.get(described) or instructions.content(source, Path(self.rootdir))
         files = [self.committed_instructions] if self.settings.update_baselines else [self.instructions_file,
                                                                                         self.committed_instructions]
         found = next((e for f in files if f is not None and (e := f.reusable(self.instructions_key, described, digest))), None)
