@@ -36,7 +36,7 @@ EXPECT = {
     "baseline": Expect(2, efficiency=0.5, in_turns=True, article="400"),  # two pageable blocking copies: images, labels
     "workers": Expect(2, "pipeline", 1.5, efficiency=0.3, article="865"),
     # the copies' syncs are gone: the claim that holds. Its pipeline gain over 16 workers' is the host's: 1.39x and
-    # 1.22x (two H200s), 1.11x, 1.39x, and 0.985x (1.039x again) in one run on H100s; so no loss past 10%
+    # 1.22x on two H200s; 1.11x, 1.39x, 1.096x, and 0.985x (1.039x measured again) on H100s; so no loss past 10%
     "pin_memory": Expect(0, "pipeline", 0.9, efficiency=0.4, article="~1200"),
     "batch_512": Expect(0, "pipeline", 1.2, efficiency=0.7, article="1584"),
     "uint8_h2d": Expect(0, "loader", 1.2, article="1670"),  # no ToTensor/Normalize per image, 4x fewer bytes
