@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch._inductor.utils import fresh_cache
 
-from fixtures.recipes import uncached
 from torch_perf_suite import compiled
 
 HERE = f"tests/{Path(__file__).name}"
@@ -54,7 +54,7 @@ def test_the_backward_compiled_at_the_first_backward_counts_as_compile_time():
     forward, backward = (lambda n: n.endswith("compile_inner")), (lambda n: n == compiled.LAZY_BACKWARD)
     before = seconds(forward), seconds(backward)
     model = torch.compile(torch.nn.Linear(4, 4))
-    with compiled.watch() as count, uncached(True):  # a cache would hand both back at once
+    with compiled.watch() as count, fresh_cache():  # a cache would hand both back at once
         model(torch.randn(2, 4)).sum().backward()  # the forward compiled here, the backward at .backward()
     grew = seconds(forward) - before[0], seconds(backward) - before[1]
     assert grew[1] > 0 and count.compile_s == pytest.approx(sum(grew))
@@ -137,3 +137,18 @@ def test_the_recompiles_artifact_counts_only_its_recompiling_records():
     assert count.recompilations == [compiled.Event("recompilation", "0/0: guard", "/m/model.py:3 in f")]
     compiled._Catch(count, "graph break").emit(logging.makeLogRecord({"msg": "Graph break in user code at /m/a.py:1"}))
     assert count.graph_breaks == [compiled.Event("graph break", "Graph break in user code at /m/a.py:1", "/m/a.py:1")]
+
+
+def test_a_graph_the_cache_answers_is_counted_as_a_cache_hit():
+    def train_once():
+        torch.manual_seed(0)
+        torch.compile(torch.nn.Linear(3, 3))(torch.randn(2, 3)).sum().backward()
+        torch._dynamo.reset()
+
+    with fresh_cache():
+        with compiled.watch() as first:
+            train_once()
+        with compiled.watch() as again:
+            train_once()
+    assert (first.graphs, first.cache_hits) == (1, 0)
+    assert again.graphs == 1 and again.cache_hits > 0

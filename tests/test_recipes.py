@@ -1,11 +1,14 @@
 """The recipes: each ladder step is the one-field change the article makes, and bad knobs say so."""
 
+import itertools
+import os
 from dataclasses import fields, replace
 
 import pytest
 import torch
 
 from fixtures import recipes
+from fixtures.data import EndlessShuffle
 from fixtures.metrics import MetricCollector, compute_all, loss_and_classification_metrics, update_classification
 from fixtures.recipes import BASELINE, LADDER_STEPS, LOADER_FIELDS, Recipe, build, channels_last_pair, for_smoke, ladder
 
@@ -153,3 +156,68 @@ def test_recipes_differing_only_in_their_loader_share_a_gpu_side_step(tmp_path):
     assert key(replace(steps["baseline"], resident=True)) is None  # its pipeline is its GPU-side step
     loader_only = {f.name for f in fields(recipes.Recipe)} - {name for name, _ in key(steps["baseline"])}
     assert loader_only == set(recipes.LOADER_ONLY_FIELDS) <= set(recipes.LOADER_FIELDS)
+
+
+class SmallBlocks(EndlessShuffle):
+    BLOCK = 8
+
+
+@pytest.mark.parametrize("length", [8, 5, 19])
+def test_every_pass_of_the_endless_shuffle_visits_each_index_once_in_a_new_order(length):
+    drawn = list(itertools.islice(iter(SmallBlocks(length, seed=2)), 3 * length))
+    passes = [drawn[i * length:(i + 1) * length] for i in range(3)]
+    assert all(sorted(p) == list(range(length)) for p in passes)
+    assert passes[0] != passes[1] != passes[2]
+
+
+def test_a_dataset_of_one_block_is_shuffled_as_a_whole():
+    first = list(itertools.islice(iter(EndlessShuffle(1000, seed=4)), 1000))
+    assert first == torch.randperm(1000, generator=torch.Generator().manual_seed(4)).tolist()
+
+
+def test_a_large_dataset_draws_no_permutation_larger_than_a_block_before_its_first_index(monkeypatch):
+    sizes, randperm = [], torch.randperm
+    monkeypatch.setattr(torch, "randperm", lambda n, **kw: sizes.append(n) or randperm(n, **kw))
+    next(iter(EndlessShuffle(100_000_000)))
+    assert max(sizes) <= EndlessShuffle.BLOCK
+
+
+def test_recipes_that_differ_around_the_compiled_model_share_its_compile_cache_and_no_others_do():
+    steps = ladder(2)
+    key = recipes.compiled_model_key
+    assert key(steps["compile"]) == key(steps["fused_optimizer"])
+    assert key(steps["bf16"]) == key(steps["gpu_resize"])
+    assert len({key(steps[s]) for s in ("compile", "bf16")} | {key(c) for c in channels_last_pair(True)}) == 4
+
+
+def _compile_twice(recipe: Recipe) -> int:
+    """Compile one small model, forget it (as a workload's close does), compile it again in `recipe`'s cache: the
+    cache hits of the second compile."""
+    from torch._dynamo.utils import counters
+
+    def train_once():
+        torch.manual_seed(0)
+        torch.compile(torch.nn.Linear(4, 4))(torch.randn(2, 4)).sum().backward()
+        torch._dynamo.reset()
+
+    with recipes.compile_cache(ladder(2)["compile"]):
+        train_once()
+    hits = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+    with recipes.compile_cache(recipe):
+        train_once()
+    return counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"] - hits
+
+
+def test_the_same_compiled_model_is_taken_from_the_cache_and_another_recipes_is_not():
+    steps = ladder(2)
+    assert _compile_twice(steps["fused_optimizer"]) > 0
+    assert _compile_twice(steps["bf16"]) == 0
+
+
+def test_the_compile_cache_folder_is_set_for_the_step_only(monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
+    with recipes.compile_cache(ladder(2)["compile"]):
+        inside = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    with recipes.compile_cache(ladder(2)["amp_fp16"]):  # not compiled: nothing set
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"
+    assert inside != "/somewhere" and os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"

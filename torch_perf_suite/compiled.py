@@ -35,6 +35,7 @@ class Event:
 class CompileCount:
     graphs: int = 0  # graphs dynamo compiled
     compile_s: float = 0.0  # seconds in dynamo's compile (tracing, AOT autograd, Inductor) and the lazy backward's
+    cache_hits: int = 0  # graphs Inductor's or AOTAutograd's on-disk cache answered (compiled before, not again)
     events: list[Event] = field(default_factory=list)
 
     @property
@@ -101,6 +102,12 @@ def _compile_seconds() -> float:
                if name.endswith("compile_inner") or name == LAZY_BACKWARD)
 
 
+def _cache_hits() -> int:
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+
+
 @contextlib.contextmanager
 def watch():
     """Count what torch.compile does inside the block; yields a CompileCount, filled on the way out."""
@@ -110,7 +117,7 @@ def watch():
     import torch._dynamo.utils as dynamo_utils
     from torch._logging import _internal
 
-    graphs0, seconds0 = dynamo_utils.counters["stats"]["unique_graphs"], _compile_seconds()
+    graphs0, seconds0, hits0 = dynamo_utils.counters["stats"]["unique_graphs"], _compile_seconds(), _cache_hits()
     torch._logging.set_logs(graph_breaks=True, recompiles=True)
     caught = []
     for qname in _internal.log_registry.get_artifact_log_qnames():
@@ -130,3 +137,4 @@ def watch():
         _internal._init_logs()  # back to what TORCH_LOGS says
         count.graphs = dynamo_utils.counters["stats"]["unique_graphs"] - graphs0
         count.compile_s = _compile_seconds() - seconds0
+        count.cache_hits = _cache_hits() - hits0

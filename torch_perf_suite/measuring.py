@@ -58,7 +58,8 @@ class Measuring:
         result.compile, result.loader_settings, result.seconds = compile_count, described, laps.seconds
         result.turns = by_turns
         timed_here = result.unit is not None and result.parts.loader_from is None  # a shared window: said where measured
-        result.notes.extend(filter(None, [unit_note, turns_note, timed_here and _parallelism(result, windows.members.loader)]))
+        result.notes.extend(filter(None, [unit_note, turns_note, timed_here and _parallelism(result, windows.members.loader),
+                                          compile_count.cache_hits and "compiled model taken from an earlier test's cache"]))
         self._count_instructions(result, windows.members.loader_source)
         laps.lap("instructions")
         if result.syncs is not None or self.smoke:  # a smoke run counts them too, to try the counting on every scenario
