@@ -1,0 +1,89 @@
+"""Recording the loader instruction counts again where the loader's code changed (recount.py); the counter is a stand-in
+here (tests/test_instructions.py runs the real one under callgrind)."""
+
+import json
+
+import pytest
+
+from torch_perf_suite import instructions, recount
+
+LOADER = "def parts(n, data_dir=None):\n    return list(range(n)), list\n"
+
+
+class FakeCounter:
+    def __init__(self, per_sample=1000.0):
+        self.per_sample, self.counted = per_sample, []
+
+    def count(self, source):
+        self.counted.append(source)
+        return instructions.Counted(self.per_sample, instructions.SAMPLES, instructions.describe_source(source))
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "toy_parts.py").write_text(LOADER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(instructions, "key", lambda: "this-env")
+    return tmp_path
+
+
+def write(path, environments):
+    path.write_text(json.dumps({"schema": instructions.SCHEMA, "environments": environments}))
+    return path
+
+
+def an_entry(project, n=40, content=None, per_sample=900.0):
+    source = ("toy_parts:parts", {"n": n})
+    return {"per_sample": per_sample, "samples": 16, "source": instructions.describe_source(source),
+            "content": content or instructions.content(source, project), "date": "2026-11-01"}
+
+
+def test_a_source_line_is_read_back_as_the_factory_and_its_arguments():
+    source = ("fixtures.recipes:loader_parts", {"cast_on": "gpu", "image_size": 224, "storage": None})
+    assert recount.parse_source(instructions.describe_source(source)) == source
+    with pytest.raises(ValueError, match="not a loader source"):
+        recount.parse_source("fixtures.recipes:loader_parts")
+
+
+def test_only_the_loader_whose_code_changed_is_counted_again_and_recorded(project):
+    path = write(project / "instructions.json", {"this-env": {
+        "t::same": an_entry(project), "t::stale": an_entry(project, n=50, content="0" * 16)}})
+    counter, said = FakeCounter(990.0), []
+    updates = recount.recount(path, project, counter, said.append)
+    assert counter.counted == [("toy_parts:parts", {"n": 50})] and list(updates) == ["t::stale"]
+    saved = json.loads(path.read_text())["environments"]["this-env"]
+    assert saved["t::same"] == an_entry(project)
+    assert saved["t::stale"]["per_sample"] == 990.0 and saved["t::stale"]["content"] == an_entry(project, 50)["content"]
+    assert "t::stale: 990 instructions per sample (900 recorded, +10.00%)" in said[0]
+    assert said[-1].endswith("1 entries recorded again, 1 unchanged")
+
+
+def test_a_new_environment_takes_its_tests_from_the_fullest_other_and_a_data_directory_is_left(project):
+    stored = {"dir": an_entry(project), "t::a": an_entry(project), "t::b": an_entry(project, n=60)}
+    stored["dir"]["source"] = 'toy_parts:parts({"data_dir": "images-1", "n": 40})'
+    path = write(project / "instructions.json", {"old-env": {"t::a": an_entry(project)}, "other-env": stored})
+    counter, said = FakeCounter(), []
+    recount.recount(path, project, counter, said.append)
+    environments = json.loads(path.read_text())["environments"]
+    assert sorted(environments["this-env"]) == ["t::a", "t::b"] and environments["other-env"] == stored
+    assert any(line.startswith("dir: left as recorded: its loader reads images-1, not found") for line in said)
+
+
+def test_a_data_directory_is_found_under_the_data_root(project):
+    (project / "data" / "images-1").mkdir(parents=True)
+    stored = an_entry(project, content="0" * 16)  # its code changed
+    stored["source"] = 'toy_parts:parts({"data_dir": "images-1", "n": 40})'
+    path = write(project / "instructions.json", {"this-env": {"dir": stored}})
+    counter = FakeCounter()
+    recount.recount(path, project, counter, lambda line: None, data_root=project / "data")
+    assert counter.counted == [("toy_parts:parts", {"data_dir": str(project / "data" / "images-1"), "n": 40})]
+
+
+def test_a_missing_or_broken_file_is_one_line_and_exit_2(project, capsys, monkeypatch):
+    monkeypatch.chdir(project)
+    assert recount.main(["nowhere.json"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    (project / "broken.json").write_text("{")
+    assert recount.main(["broken.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("recount: ") and "not valid JSON" in err and err.count("\n") == 1
