@@ -23,3 +23,9 @@ class Sequences(torch.utils.data.Dataset):
     def __getitem__(self, i: int):
         g = torch.Generator().manual_seed(i)
         return {"input_ids": torch.randint(0, 1000, (64,), generator=g), "labels": torch.randint(0, 2, (), generator=g)}
+
+
+def loader_parts(n: int):
+    """The Trainer's dataset and data collator (its RemoveColumnsCollator drops no column of these sequences): the
+    suite builds them in a process of its own to count and time a sample's cost (hf_train's `loader_source`)."""
+    return Sequences(n), transformers.default_data_collator

@@ -33,3 +33,9 @@ class Images(torch.utils.data.Dataset):
     def __getitem__(self, i: int):
         g = torch.Generator().manual_seed(i)
         return torch.randn(3, 32, 32, generator=g), int(torch.randint(0, 10, (), generator=g))
+
+
+def loader_parts(n: int):
+    """The loader's dataset and collate_fn: the suite builds them in a process of its own to count and time a
+    sample's cost (lightning_fit's `loader_source`)."""
+    return Images(n), torch.utils.data.default_collate

@@ -16,7 +16,8 @@ def test_hf_training_loop(perf, tmp_path):
                                           # each left at its default adds 2 syncs per step (found by this test):
                                           accelerator_config={"non_blocking": gpu},  # Accelerate's blocking copies
                                           logging_nan_inf_filter=False)  # the Trainer's isnan/isinf test of each loss
-    loop = hf_train(transformers.Trainer(model=bert.make_model(), args=args, train_dataset=bert.Sequences(4096)))
+    trainer = transformers.Trainer(model=bert.make_model(), args=args, train_dataset=bert.Sequences(4096))
+    loop = hf_train(trainer, loader_source=("bert:loader_parts", {"n": 4096}))
     result = perf.measure(loop)
     perf.assert_syncs(result, per_step=0)
     perf.assert_baseline(result)

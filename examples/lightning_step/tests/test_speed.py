@@ -14,7 +14,7 @@ def test_lightning_training_loop(perf):
                          enable_progress_bar=False, enable_model_summary=False)
     loader = torch.utils.data.DataLoader(lit.Images(4096), batch_size=256, num_workers=2, pin_memory=True,
                                          persistent_workers=True)  # the same settings on any machine
-    loop = lightning_fit(trainer, lit.Classifier(), loader, perf.device)
+    loop = lightning_fit(trainer, lit.Classifier(), loader, perf.device, loader_source=("lit:loader_parts", {"n": 4096}))
     result = perf.measure(loop)
     perf.assert_syncs(result, per_step=0)
     perf.assert_baseline(result)
