@@ -57,7 +57,9 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
                     f"{data_root or '(no --data-root)'}")
                 continue
             kwargs["data_dir"] = str(found)
-        digest = digests.get(described) or digests.setdefault(described, instructions.content((factory, kwargs), root))
+        if described not in digests:
+            digests[described] = instructions.content((factory, kwargs), root)
+        digest = digests[described]
         old = recorded.get(test)
         if old is not None and old.get("source") == described and old.get("content") == digest:
             unchanged += 1
