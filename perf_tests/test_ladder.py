@@ -46,7 +46,7 @@ EXPECT = {
     "fused_optimizer": Expect(0, "gpu", 0.99),  # the fused step keeps found_inf on the GPU: no sync
     # bf16 needs no loss scaler, and costs GPU time here: 0.878x (0.882x again) the fp16 step's GPU-side number on an
     # H200, each compiled afresh. The 1.03x and 1.04x recorded before came from Inductor's cache answering this step
-    # with the fp16 step's compiled graph (recipes.uncached).
+    # with the fp16 step's compiled graph (recipes.compile_cache).
     "bf16": Expect(0, "gpu", 0.8),
     "gpu_resize": Expect(0, "loader", 5.0),  # 32x32 uint8 over the bus, resized on the GPU (two H200s: 25x, 31x)
 }

@@ -45,7 +45,7 @@ EXPECT = {
     # 1.10-1.18x on four H200s; its rounds are the noisiest (0.1-10%, docs/seed-001-resnet50.md), so the floor is low
     "compile": Expect(0, 1.05, (0.9, None), True),
     # no loss scaler at all; 0.935x (0.936x again) the compiled fp16 step on an H200, each compiled afresh (the
-    # 0.98-1.02x of three earlier H200s came from Inductor's cache answering bf16 with the fp16 graph: recipes.uncached)
+    # 0.98-1.02x of three earlier H200s came from Inductor's cache answering bf16 with the fp16 graph: recipes.compile_cache)
     "bf16": Expect(0, 0.85, (0.9, None), True),
 }
 STEPS = list(resnet50_ladder())
