@@ -188,6 +188,18 @@ def test_recipes_that_differ_around_the_compiled_model_share_its_compile_cache_a
     assert key(steps["compile"]) == key(steps["fused_optimizer"])
     assert key(steps["bf16"]) == key(steps["gpu_resize"])
     assert len({key(steps[s]) for s in ("compile", "bf16")} | {key(c) for c in channels_last_pair(True)}) == 4
+    # what torch.compile sees: the module (model, ddp, data_parallel), its input's shape, dtype and layout (batch_size,
+    # image_size, channels_last), autocast (amp: the fp16/bf16 confusion), the backends' flags (tf32,
+    # cudnn_benchmark) and the compile mode
+    seen_by_the_model = {"model", "ddp", "ddp_bucket_view", "data_parallel", "batch_size", "image_size", "channels_last",
+                         "amp", "tf32", "cudnn_benchmark", "compile"}
+    assert not seen_by_the_model & set(recipes.AROUND_THE_MODEL)
+    for name in seen_by_the_model - {"compile"}:  # a recipe changed in that field alone keys another folder
+        field = next(f for f in fields(Recipe) if f.name == name)
+        other = {"model": "resnet50", "amp": "bf16", "data_parallel": "outputs", "ddp_bucket_view": True}.get(
+            name, not getattr(steps["compile"], name) if field.type in ("bool", "bool | None") else 64)
+        base = replace(steps["compile"], ddp=True) if name == "ddp_bucket_view" else steps["compile"]
+        assert key(replace(base, **{name: other})) != key(base), name
 
 
 def _compile_twice(recipe: Recipe) -> int:

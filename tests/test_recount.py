@@ -2,6 +2,7 @@
 here (tests/test_instructions.py runs the real one under callgrind)."""
 
 import json
+import sys
 
 import pytest
 
@@ -18,10 +19,14 @@ class FakeCounter:
         self.counted.append(source)
         return instructions.Counted(self.per_sample, instructions.SAMPLES, instructions.describe_source(source))
 
+    def close(self):
+        pass
+
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     (tmp_path / "toy_parts.py").write_text(LOADER)
+    monkeypatch.setattr(sys, "path", sys.path[:])  # main() puts the rootdir first
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(instructions, "key", lambda: "this-env")
     return tmp_path
@@ -49,41 +54,72 @@ def test_only_the_loader_whose_code_changed_is_counted_again_and_recorded(projec
     path = write(project / "instructions.json", {"this-env": {
         "t::same": an_entry(project), "t::stale": an_entry(project, n=50, content="0" * 16)}})
     counter, said = FakeCounter(990.0), []
-    updates = recount.recount(path, project, counter, said.append)
-    assert counter.counted == [("toy_parts:parts", {"n": 50})] and list(updates) == ["t::stale"]
+    updates, failed = recount.recount(path, project, counter, said.append)
+    assert counter.counted == [("toy_parts:parts", {"n": 50})] and list(updates) == ["t::stale"] and failed == 0
     saved = json.loads(path.read_text())["environments"]["this-env"]
     assert saved["t::same"] == an_entry(project)
     assert saved["t::stale"]["per_sample"] == 990.0 and saved["t::stale"]["content"] == an_entry(project, 50)["content"]
     assert "t::stale: 990 instructions per sample (900 recorded, +10.00%)" in said[0]
-    assert said[-1].endswith("1 entries recorded again, 1 unchanged")
+    assert said[-1].endswith("1 entries recorded again, 1 unchanged, 0 not counted")
 
 
-def test_a_new_environment_takes_its_tests_from_the_fullest_other_and_a_data_directory_is_left(project):
-    stored = {"dir": an_entry(project), "t::a": an_entry(project), "t::b": an_entry(project, n=60)}
-    stored["dir"]["source"] = 'toy_parts:parts({"data_dir": "images-1", "n": 40})'
-    path = write(project / "instructions.json", {"old-env": {"t::a": an_entry(project)}, "other-env": stored})
+def test_an_environment_with_no_entries_is_left_to_a_recording_run(project):
+    path = write(project / "instructions.json", {"other-env": {"t::a": an_entry(project)}})
     counter, said = FakeCounter(), []
-    recount.recount(path, project, counter, said.append)
-    environments = json.loads(path.read_text())["environments"]
-    assert sorted(environments["this-env"]) == ["t::a", "t::b"] and environments["other-env"] == stored
-    assert any(line.startswith("dir: left as recorded: its loader reads images-1, not found") for line in said)
+    assert recount.recount(path, project, counter, said.append) == ({}, 1)
+    assert counter.counted == [] and "no entries for this-env" in said[0] and "--perf-update-baselines" in said[0]
+    assert list(json.loads(path.read_text())["environments"]) == ["other-env"]
 
 
-def test_a_data_directory_is_found_under_the_data_root(project):
+def test_a_loader_that_cannot_be_built_is_one_line_and_the_others_are_still_recorded(project):
+    broken = an_entry(project, content="0" * 16)
+    broken["source"] = 'toy_parts:parts({"n": 40, "colour": "red"})'
+    path = write(project / "instructions.json", {"this-env": {"t::broken": broken,
+                                                              "t::stale": an_entry(project, n=50, content="0" * 16)}})
+    said = []
+    updates, failed = recount.recount(path, project, FakeCounter(), said.append)
+    assert failed == 1 and list(updates) == ["t::stale"]
+    assert said[0].startswith("t::broken: not counted: toy_parts:parts(**{'n': 40, 'colour': 'red'}) raised TypeError")
+    assert json.loads(path.read_text())["environments"]["this-env"]["t::broken"] == broken
+
+
+def test_a_data_directory_is_left_unless_found_under_the_data_root(project):
     (project / "data" / "images-1").mkdir(parents=True)
     stored = an_entry(project, content="0" * 16)  # its code changed
     stored["source"] = 'toy_parts:parts({"data_dir": "images-1", "n": 40})'
     path = write(project / "instructions.json", {"this-env": {"dir": stored}})
-    counter = FakeCounter()
+    counter, said = FakeCounter(), []
+    recount.recount(path, project, counter, said.append)
+    assert counter.counted == [] and said[0].startswith("dir: left as recorded: its loader reads images-1, not found")
     recount.recount(path, project, counter, lambda line: None, data_root=project / "data")
     assert counter.counted == [("toy_parts:parts", {"data_dir": str(project / "data" / "images-1"), "n": 40})]
 
 
+def test_the_digest_names_files_from_the_folder_above_the_files_folder(project, monkeypatch, tmp_path_factory):
+    """An example's instructions file lies in examples/<x>/baselines/: its rootdir is examples/<x>, wherever recount
+    runs from; a digest named from elsewhere would count every loader again and record digests no run matches."""
+    (project / "baselines").mkdir()
+    path = write(project / "baselines" / "instructions.json", {"this-env": {"t::a": an_entry(project)}})
+    counter = FakeCounter()
+    monkeypatch.setattr(recount.instructions, "Counter", lambda: counter)
+    monkeypatch.setattr(recount.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    assert recount.main([str(path)]) == 0 and counter.counted == []
+
+
 def test_a_missing_or_broken_file_is_one_line_and_exit_2(project, capsys, monkeypatch):
     monkeypatch.chdir(project)
+    monkeypatch.setattr(recount.shutil, "which", lambda tool: f"/usr/bin/{tool}")
     assert recount.main(["nowhere.json"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     (project / "broken.json").write_text("{")
     assert recount.main(["broken.json"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("recount: ") and "not valid JSON" in err and err.count("\n") == 1
+
+
+def test_without_valgrind_it_says_how_to_install_it(project, capsys, monkeypatch):
+    write(project / "instructions.json", {"this-env": {"t::a": an_entry(project)}})
+    monkeypatch.setattr(recount.shutil, "which", lambda tool: None)
+    assert recount.main([str(project / "instructions.json")]) == 2
+    assert capsys.readouterr().err == f"recount: valgrind not found; {recount.instructions.INSTALL}\n"

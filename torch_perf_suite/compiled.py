@@ -35,7 +35,7 @@ class Event:
 class CompileCount:
     graphs: int = 0  # graphs dynamo compiled
     compile_s: float = 0.0  # seconds in dynamo's compile (tracing, AOT autograd, Inductor) and the lazy backward's
-    cache_hits: int = 0  # graphs Inductor's or AOTAutograd's on-disk cache answered (compiled before, not again)
+    cache_hits: int = 0  # lookups Inductor's FX graph cache or AOTAutograd's answered (a forward and its backward apart)
     events: list[Event] = field(default_factory=list)
 
     @property

@@ -2,21 +2,25 @@
 
     python -m torch_perf_suite.recount [PATH] [--data-root DIR]   (PATH: baselines/instructions.json; from the rootdir)
 
-Each recorded entry names its loader (`source`, instructions.describe_source). Where the digest of the code that
-loader runs (instructions.content) is not the one recorded, the loader is counted again under callgrind, one process
-for all, and the entry replaced; each change is printed against the count it replaces. An environment with no entries
-yet (a new torch) takes its tests and loaders from the environment with the most. An entry whose loader reads a data
-directory names it only (the path is the machine's): it is counted where DIR holds a directory of that name, and else
-left to a recording run (--perf-update-baselines).
+Each recorded entry of this environment names its loader (`source`, instructions.describe_source). Where the digest
+of the code that loader runs (instructions.content, its files named from the rootdir: by default the folder that
+holds PATH's folder) is not the one recorded, the loader is counted again under callgrind, one process for all, and the
+entry replaced; each change is printed against the count it replaces, each loader that cannot be built in one line,
+and what was counted is written at the end, atomically (exit 1 where a loader failed). An entry whose loader reads a
+data directory names it only (the path is the machine's): it is counted where DIR holds a directory of that name,
+and else left to a recording run. An environment with no entries yet is recorded by a run (--perf-update-baselines):
+its test ids are the machine's (a worker sweep's counts follow its cores).
 
 An edit of `fixtures/data.py` or `fixtures/recipes.py` changes the digest of every suite loader, and a GPU run then
 counts each loader afresh (about 90 s on an H100 host) until the counts are recorded again; this records them on
-the machine whose environment they are for, in about a minute."""
+the machine whose environment they are for, in about two minutes."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -32,23 +36,21 @@ def parse_source(described: str) -> tuple[str, dict]:
     return factory, json.loads(args[:-1])
 
 
-def planned(file: instructions.InstructionsFile, env_key: str) -> dict[str, str]:
-    """test id -> the source its count is recorded for: this environment's entries, or the fullest other's."""
-    envs = file.environments
-    chosen = envs.get(env_key) or max(envs.values(), key=len, default={})
-    return {test: e["source"] for test, e in chosen.items()}
-
-
-def recount(path: Path, root: Path, counter, say=print, data_root: Path | None = None) -> dict[str, dict]:
-    """Count again each loader of `path`'s environment entries whose code changed; record and return the new
-    entries (test id -> entry). A data directory named in a source is looked for under `data_root`."""
+def recount(path: Path, root: Path, counter, say=print, data_root: Path | None = None) -> tuple[dict[str, dict], int]:
+    """Count again each loader of `path`'s entries for this environment whose code changed; record the new entries
+    and return them (test id -> entry) with the number of loaders that could not be counted."""
     file = instructions.InstructionsFile.load(path)
     env_key = instructions.key()
     recorded = file.environments.get(env_key, {})
+    if not recorded:
+        say(f"{path}: no entries for {env_key}; record them with a run: pytest --perf-update-baselines (on a GPU), "
+            "or pytest --perf-smoke --perf-update-baselines")
+        return {}, 1
     updates: dict[str, dict] = {}
     digests: dict[str, str] = {}
-    unchanged = 0
-    for test, described in sorted(planned(file, env_key).items()):
+    unchanged = failed = 0
+    for test, old in sorted(recorded.items()):
+        described = old["source"]
         factory, kwargs = parse_source(described)
         if kwargs.get("data_dir"):
             found = data_root / kwargs["data_dir"] if data_root is not None else None
@@ -57,41 +59,56 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
                     f"{data_root or '(no --data-root)'}")
                 continue
             kwargs["data_dir"] = str(found)
-        if described not in digests:
-            digests[described] = instructions.content((factory, kwargs), root)
-        digest = digests[described]
-        old = recorded.get(test)
-        if old is not None and old.get("source") == described and old.get("content") == digest:
-            unchanged += 1
+        try:
+            if described not in digests:
+                digests[described] = instructions.content((factory, kwargs), root)
+            if old.get("content") == digests[described]:
+                unchanged += 1
+                continue
+            counted = replace(counter.count((factory, kwargs)), content=digests[described])
+        except instructions.Unavailable as e:
+            say(f"{test}: not counted: {e}")
+            failed += 1
             continue
-        counted = replace(counter.count((factory, kwargs)), content=digest)
+        except Exception as e:  # the project's factory, run in this process for the digest: its error, said once
+            say(f"{test}: not counted: {factory}(**{kwargs}) raised {type(e).__name__}: {e}")
+            failed += 1
+            continue
         updates[test] = instructions.entry(counted)
-        was = f"{old['per_sample']:,.0f} recorded, {100 * (counted.per_sample / old['per_sample'] - 1):+.2f}%" \
-            if old is not None else "none recorded"
-        say(f"{test}: {counted.per_sample:,.0f} instructions per sample ({was}); code {digest}")
+        say(f"{test}: {counted.per_sample:,.0f} instructions per sample ({old['per_sample']:,.0f} recorded, "
+            f"{100 * (counted.per_sample / old['per_sample'] - 1):+.2f}%); code {digests[described]}")
     if updates:
         file.save(env_key, updates)
-    say(f"{path} ({env_key}): {len(updates)} entries recorded again, {unchanged} unchanged")
-    return updates
+    say(f"{path} ({env_key}): {len(updates)} entries recorded again, {unchanged} unchanged, {failed} not counted")
+    return updates, failed
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_perf_suite.recount", description=__doc__.split("\n\n")[0])
     parser.add_argument("path", nargs="?", type=Path, default=Path("baselines/instructions.json"))
+    parser.add_argument("--rootdir", type=Path, help="the project's pytest rootdir (default: the folder holding PATH's)")
     parser.add_argument("--data-root", type=Path, help="where the data directories that sources name are")
     args = parser.parse_args(argv)
     if not args.path.is_file():
         print(f"{args.path}: no such file; run from the rootdir or name the instructions file", file=sys.stderr)
         return 2
+    if shutil.which("valgrind") is None:
+        print(f"recount: valgrind not found; {instructions.INSTALL}", file=sys.stderr)
+        return 2
+    path = args.path.resolve()
+    data_root = args.data_root.resolve() if args.data_root else None
+    root = (args.rootdir or path.parent.parent).resolve()
+    os.chdir(root)  # the counting process imports the loader's factory from here, as pytest's run does
+    sys.path.insert(0, str(root))
     counter = instructions.Counter()
     try:
-        recount(args.path, Path.cwd(), counter, data_root=args.data_root)
-    except (instructions.InstructionsError, instructions.Unavailable, ValueError) as e:
+        _, failed = recount(path, root, counter, data_root=data_root)
+    except (instructions.InstructionsError, ValueError) as e:
         print(f"recount: {e}", file=sys.stderr)
         return 2
     finally:
         counter.close()
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
