@@ -121,6 +121,7 @@ def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkey
                                                                           smoke, cores):
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
     monkeypatch.setattr(device, "gpu_count", lambda: cuda_sees)
     monkeypatch.setattr(nvml, "gpu_count", lambda: node_has)
     if visible is None:
@@ -131,6 +132,19 @@ def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkey
     monkeypatch.setattr(host, "confine", confined.append)
     sharding.confine_to_its_gpu(Options(smoke=smoke))
     assert confined == ([cores] if cores else [])
+
+
+@pytest.mark.parametrize("cores", [range(16, 32), range(4)])  # REF's run started by a sharded run's worker; a taskset
+def test_a_run_already_on_its_gpus_share_of_the_cores_or_fewer_keeps_them(monkeypatch, cores):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cores))
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.setattr(device, "gpu_count", lambda: 1)
+    monkeypatch.setattr(nvml, "gpu_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    confined = []  # faked: confining this process would confine the rest of the tests
+    monkeypatch.setattr(host, "confine", confined.append)
+    sharding.confine_to_its_gpu(Options(smoke=False))
+    assert confined == []
 
 
 FLAT = lambda cpu: (0, cpu)  # noqa: E731  (one socket, no hyperthreads)
