@@ -433,6 +433,17 @@ def test_merge_groups_rows_by_file_names_each_rows_worker_and_joins_sections():
     assert "```mermaid" in md and '"Ladder"' in md  # drawn from the chart the JSON carries
 
 
+def test_merge_names_each_workers_ref_under_perf_against_and_the_report_says_it_once():
+    measured = "against HEAD (abc) on this device: 1 test(s) measured at REF in this job (12 s)"
+    cached = "against HEAD (abc) on this device: 0 test(s) measured at REF in this job, 1 from the cache (/c/abc-1)"
+    merged = report.merge({"gw1": {**doc(["b.py::t"], visible="1"), "against": cached},
+                           "gw0": {**doc(["a.py::t"]), "against": measured}, "gw2": doc(["c.py::t"], visible="2")})
+    assert merged["against"] == f"gw0: {measured}; gw1: {cached}"
+    md = report.render(json.loads(json.dumps(merged)))
+    assert md.startswith(f"Compared gw0: {measured}; gw1: {cached}\n\n") and md.count("Compared") == 1
+    assert "against" not in report.merge({"gw0": doc(["a.py::t"])})
+
+
 def test_merge_orders_workers_by_number_and_of_none_is_empty():
     merged = report.merge({f"gw{i}": doc([f"f{i}.py::t"]) for i in (10, 2, 1)})
     assert list(merged["workers"]) == ["gw1", "gw2", "gw10"]
