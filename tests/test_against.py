@@ -1,10 +1,12 @@
 """--perf-against REF end to end, in smoke mode on a temporary git repository: REF measured in its files written out
 of git beside its cached results (no worktree registered), and each bad input named with what to do."""
 
+import fnmatch
 import json
 import subprocess
 
 import pytest
+from test_xdist import under_mutmut  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
 from torch_perf_suite import against
 
@@ -108,6 +110,30 @@ def test_a_test_ref_lacks_in_a_file_it_has_is_left_out_of_refs_one_run(repo):
     assert json.loads(status.read_text()) == {"test_toy.py::test_toy": "passed"}
 
 
+@under_mutmut
+def test_a_sharded_run_measures_ref_file_by_file_on_each_worker_into_a_cache_folder_of_its_own(repo):
+    pytest.importorskip("xdist")
+    repo.makepyfile(test_two=TOY.format(body="pass"))
+    git(repo.path, "add", ".")
+    git(repo.path, "commit", "-qm", "two files")
+    base = git(repo.path, "rev-parse", "HEAD")[:12]
+    sharded = ("-n", "2", "--dist", "loadfile", "--perf-against", "HEAD")
+    run(repo, *sharded).assert_outcomes(passed=2)
+    merged = json.loads((repo.path / "out" / "perf.json").read_text())
+    ran_on = {row["test"]: row["worker"] for row in merged["tests"]}
+    assert sorted(ran_on) == ["test_toy.py::test_toy", "test_two.py::test_toy"] and sorted(ran_on.values()) == ["gw0", "gw1"]
+    statuses = [json.loads(f.read_text()) for f in (repo.path / ".pytest_cache").rglob("perf-against/*/ref-status.json")]
+    assert sorted(statuses, key=list) == [{test: "passed"} for test in sorted(ran_on)]  # a folder a worker, its test once
+    measured = f"against HEAD ({base}) on this device: 1 test(s) measured at REF in this job (* s)"
+    assert fnmatch.fnmatch(merged["against"], f"gw0: {measured}; gw1: {measured}")
+    again = run(repo, *sharded)
+    again.assert_outcomes(passed=2)
+    if {row["test"]: row["worker"] for row in json.loads((repo.path / "out" / "perf.json").read_text())["tests"]} != ran_on:
+        again = run(repo, *sharded)  # xdist gave each worker the other's file, measured at REF there too: now both are
+    cached = f"against HEAD ({base}) on this device: 0 test(s) measured at REF in this job, 1 from the cache (*perf-against*)"
+    again.stdout.fnmatch_lines([f"Compared gw0: {cached}; gw1: {cached}"])
+
+
 def test_refs_tests_that_cannot_run_stop_the_run_showing_their_error(repo):
     (repo.path / "test_toy.py").write_text("def broken(:\n")
     git(repo.path, "commit", "-qam", "a syntax error")
@@ -140,3 +166,29 @@ def test_outside_a_repository_or_in_a_shallow_clone_it_says_how_to_get_ref(repo,
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo.path}", str(shallow)], check=True)
     with pytest.raises(pytest.UsageError, match=r"this clone is shallow: fetch it \(git fetch --unshallow"):
         against.resolve("HEAD~1", shallow)
+
+
+def test_ref_measured_file_by_file_adds_each_files_tests_to_those_measured(tmp_path, monkeypatch):
+    runs = []
+    monkeypatch.setattr(against, "_run_at", lambda sha, cwd, tests, folder, args: runs.append(tests) or
+                        dict.fromkeys(tests, "passed"))
+    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", wanted=["a.py::t1", "b.py::t", "a.py::t2"])
+    against.run(ref, files={"a.py"})
+    against.run(ref, files={"a.py"})  # none of a.py's left
+    assert runs == [["a.py::t1", "a.py::t2"]] and ref.measured == ["a.py::t1", "a.py::t2"] and ref.wanted == ["b.py::t"]
+    against.run(ref)
+    assert runs[1:] == [["b.py::t"]] and ref.measured == ["a.py::t1", "a.py::t2", "b.py::t"] and ref.wanted == []
+    assert json.loads((tmp_path / against.STATUS).read_text()) == dict.fromkeys(ref.measured, "passed")
+
+
+def test_refs_run_from_an_xdist_worker_is_a_plain_pytest_run_on_the_workers_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "x")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    (tmp_path / "a.py").write_text("")
+    envs = []
+    monkeypatch.setattr(against.subprocess, "run", lambda *a, env, **k: envs.append(env) or
+                        subprocess.CompletedProcess(a, 2, "", ""))
+    with pytest.raises(pytest.UsageError, match="REF's tests did not run"):
+        against._run_at("a" * 40, tmp_path, ["a.py::t"], tmp_path, [])
+    assert not [k for k in envs[0] if k.startswith("PYTEST_XDIST_")] and envs[0]["CUDA_VISIBLE_DEVICES"] == "1"

@@ -121,6 +121,7 @@ def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkey
                                                                           smoke, cores):
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
     monkeypatch.setattr(device, "gpu_count", lambda: cuda_sees)
     monkeypatch.setattr(nvml, "gpu_count", lambda: node_has)
     if visible is None:
@@ -131,6 +132,19 @@ def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkey
     monkeypatch.setattr(host, "confine", confined.append)
     sharding.confine_to_its_gpu(Options(smoke=smoke))
     assert confined == ([cores] if cores else [])
+
+
+@pytest.mark.parametrize("cores", [range(16, 32), range(4)])  # REF's run started by a sharded run's worker; a taskset
+def test_a_run_already_on_its_gpus_share_of_the_cores_or_fewer_keeps_them(monkeypatch, cores):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cores))
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.setattr(device, "gpu_count", lambda: 1)
+    monkeypatch.setattr(nvml, "gpu_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    confined = []  # faked: confining this process would confine the rest of the tests
+    monkeypatch.setattr(host, "confine", confined.append)
+    sharding.confine_to_its_gpu(Options(smoke=False))
+    assert confined == []
 
 
 FLAT = lambda cpu: (0, cpu)  # noqa: E731  (one socket, no hyperthreads)
@@ -417,6 +431,17 @@ def test_merge_groups_rows_by_file_names_each_rows_worker_and_joins_sections():
     assert details(md, "t[2]: passed", "a.py::t[2]") == ["t[2]: passed</summary>", "", "`a.py::t[2]`", "",
                                                          "- ran on gw1 (GPU-2)", ""]
     assert "```mermaid" in md and '"Ladder"' in md  # drawn from the chart the JSON carries
+
+
+def test_merge_names_each_workers_ref_under_perf_against_and_the_report_says_it_once():
+    measured = "against HEAD (abc) on this device: 1 test(s) measured at REF in this job (12 s)"
+    cached = "against HEAD (abc) on this device: 0 test(s) measured at REF in this job, 1 from the cache (/c/abc-1)"
+    merged = report.merge({"gw1": {**doc(["b.py::t"], visible="1"), "against": cached},
+                           "gw0": {**doc(["a.py::t"]), "against": measured}, "gw2": doc(["c.py::t"], visible="2")})
+    assert merged["against"] == f"gw0: {measured}; gw1: {cached}"
+    md = report.render(json.loads(json.dumps(merged)))
+    assert md.startswith(f"Compared gw0: {measured}; gw1: {cached}\n\n") and md.count("Compared") == 1
+    assert "against" not in report.merge({"gw0": doc(["a.py::t"])})
 
 
 def test_merge_orders_workers_by_number_and_of_none_is_empty():

@@ -9,9 +9,11 @@ blocks and waiting per sample, and a sample's CPU time timed by turns with REF's
 are kept beside its results.
 
 All of REF first, then all of the head: GPU-side numbers on one chip move 0.0-0.5% between rounds and hold within
-0.5% of a baseline recorded on the same chip hours before, so nothing is gained by alternating them.
+0.5% of a baseline recorded on the same chip hours before, so nothing is gained by alternating them. A sharded run's
+worker (`-n N --dist loadfile`) measures REF file by file instead, before the head's first test of each file, on its
+own GPU and cores: a file runs whole on one worker, so REF's tests of it are measured where the head's run.
 
-REF's results are kept per (commit, chip, versions, settings) under pytest's cache folder (or
+REF's results are kept per (commit, chip, versions, settings, xdist worker, cores) under pytest's cache folder (or
 `--perf-against-cache DIR`): a merge queue testing many changes against one base measures the base once per runner,
 and only the tests not measured there before.
 """
@@ -30,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from . import settings
+from . import host, settings
 
 FLAGS = {o.flag for o in settings.OPTIONS if o.args.get("action") == "store_true"}  # options that take no value
 STATUS = "ref-status.json"  # test id -> "passed", or why REF did not record it
@@ -91,10 +93,14 @@ def resolve(ref: str, rootdir: Path) -> tuple[Path, str]:
     return Path(top.stdout.strip()), found.stdout.strip()
 
 
-def cache_folder(base: Path, sha: str, env: dict, args: list[str]) -> Path:
-    """REF's results for this commit on this chip with these versions and settings: another chip, another torch or
-    other settings is another folder (and the old one is not used)."""
+def cache_folder(base: Path, sha: str, env: dict, args: list[str], worker: str | None = None,
+                 cores: str | None = None) -> Path:
+    """REF's results for this commit on this chip with these versions and settings, measured by this xdist `worker`
+    (None unsharded) on these `cores`: another chip, another torch or other settings is another folder (and the old
+    one is not used). Two workers never write one folder at once (on a CPU both have no GPU UUID), and REF measured on
+    32 cores is not compared with a head on 16."""
     what = {k: env.get(k) for k in ("gpu", "gpu_uuid", "driver", "cuda", "torch", "torchvision", "python")}
+    what.update(worker=worker, cores=cores)
     digest = hashlib.sha256(json.dumps([what, args], sort_keys=True, default=str).encode()).hexdigest()[:16]
     return base / f"{sha[:12]}-{digest}"
 
@@ -118,7 +124,9 @@ def prepare(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
     rootdir = Path(config.rootpath)
     top, sha = resolve(ref, rootdir)
     args = forwarded(config)
-    folder = cache_folder(cache_base, sha, env, args)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    cores = host.cpu_list(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else None
+    folder = cache_folder(cache_base, sha, env, args, worker, cores)
     folder.mkdir(parents=True, exist_ok=True)
     status_file = folder / STATUS
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
@@ -127,14 +135,17 @@ def prepare(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
                wanted=[t for t in test_ids if t not in status], args=args)
 
 
-def run(ref: Ref) -> None:
-    """The tests `ref.wanted` measured in REF's files, their statuses kept in its cache folder."""
-    if not ref.wanted:
+def run(ref: Ref, files: set[str] | None = None) -> None:
+    """The tests `ref.wanted` measured in REF's files, their statuses kept in its cache folder; only those of `files`
+    where given (a sharded run's worker measures REF file by file)."""
+    tests = [t for t in ref.wanted if files is None or t.split("::")[0] in files]
+    if not tests:
         return
     start = time.perf_counter()
-    ref.status.update(_run_at(ref.sha, ref.root, ref.wanted, ref.folder, ref.args))
-    ref.measured, ref.wanted = ref.wanted, []
-    ref.seconds = time.perf_counter() - start
+    ref.status.update(_run_at(ref.sha, ref.root, tests, ref.folder, ref.args))
+    ref.measured += tests
+    ref.wanted = [t for t in ref.wanted if t not in tests]
+    ref.seconds += time.perf_counter() - start
     status_file = ref.folder / STATUS
     tmp = status_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(ref.status, indent=1, sort_keys=True))
@@ -178,7 +189,9 @@ def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[s
                            "-q", "-rfE", f"--rootdir={cwd}", f"--confcutdir={cwd}",
                            "--perf-update-baselines", f"--perf-baseline-dir={folder}", f"--perf-report={report}",
                            *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "1000",  # pytest's summary lines whole, not cut at 80
+                          # not an xdist worker's variables: REF's run is a plain pytest run (on the worker's GPU and cores)
+                          env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")},
+                               "COLUMNS": "1000",  # pytest's summary lines whole, not cut at 80
                                "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
                                "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(kept)})
     if proc.returncode not in (0, 1, 5) or not kept.exists():  # 5: none of them is in REF's suite

@@ -90,6 +90,13 @@ def perf_session(request) -> PerfSession:
     return request.config.stash[SESSION]
 
 
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures
+def pytest_runtest_setup(item):
+    perf = item.config.stash.get(SESSION, None)
+    if perf:
+        perf.ref_before(item)  # --perf-against REF in a sharded run's worker: REF's tests of this file measured first
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     perf = item.config.stash.get(SESSION, None)

@@ -460,7 +460,7 @@ def merge(docs: dict[str, dict]) -> dict:
     file's in the order they ran; sections with one title are joined, in worker order; "workers" names each
     worker's GPU (model, UUID, the CUDA_VISIBLE_DEVICES it was given) and how many tests it ran; "env" is
     the first worker's; "seconds", where the workers' time went: the longest "total" (they ran side by side), the
-    sum of each other phase ("tests", "REF")."""
+    sum of each other phase ("tests", "REF"); "against" (--perf-against), each worker's, named."""
     order = sorted(docs, key=lambda wid: (len(wid), wid))  # gw2 before gw10
     tests = sorted(({**row, "worker": wid} for wid in order for row in docs[wid]["tests"]),
                    key=lambda row: row["test"].split("::")[0])
@@ -479,8 +479,10 @@ def merge(docs: dict[str, dict]) -> dict:
     for s in (docs[wid]["seconds"] for wid in order if docs[wid].get("seconds")):
         for phase, n in s.items():
             seconds[phase] = max(seconds.get(phase, 0.0), n) if phase == "total" else round(seconds.get(phase, 0.0) + n, 2)
+    against = "; ".join(f"{wid}: {docs[wid]['against']}" for wid in order if docs[wid].get("against"))
     return {"env": docs[order[0]]["env"] if order else {}, "smoke": any(d["smoke"] for d in docs.values()), "tests": tests,
-            "sections": sections, "charts": charts, "workers": workers, **({"seconds": seconds} if seconds else {})}
+            "sections": sections, "charts": charts, "workers": workers, **({"against": against} if against else {}),
+            **({"seconds": seconds} if seconds else {})}
 
 
 @contextlib.contextmanager

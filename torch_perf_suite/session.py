@@ -70,14 +70,12 @@ class PerfSession:
         if self.settings.update_baselines:
             raise pytest.UsageError("--perf-against compares with REF and records nothing: drop --perf-update-baselines, "
                                     "or drop --perf-against to record this GPU's baselines")
-        if self.shards or self.worker:
-            raise pytest.UsageError("--perf-against runs without -n: REF and the working tree are measured one after the "
-                                    "other on one GPU; drop -n")
 
     def compare_against(self, config, items) -> None:
         """--perf-against REF, once the tests are selected: REF's results for the selected perf tests (from the cache,
-        or measured now), loaded as this session's baselines."""
-        if not self.settings.against or config.option.collectonly:
+        or measured now), loaded as this session's baselines. A sharded run's worker loads those cached and measures
+        the rest file by file (`ref_before`); its controller runs no test."""
+        if not self.settings.against or config.option.collectonly or self.shards:
             return
         test_ids = [item.nodeid for item in items if "perf" in getattr(item, "fixturenames", ())]
         if not test_ids:
@@ -89,12 +87,36 @@ class PerfSession:
         self.turns = turns.Turns(self.ref.root, Path(config.rootpath))
         if self.ref.wanted:  # the turns' processes import torch while REF's pytest does the same, not in a test
             self.turns.start()
-        against.run(self.ref)
+        if self.worker:  # it measures REF file by file, and counts those cached of the tests it runs (ref_before)
+            self.ref.cached = []
+        else:
+            against.run(self.ref)
         self.ref_s = time.perf_counter() - started
         self.records.load(self.ref.folder)
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        reporter = None if self.worker else config.pluginmanager.get_plugin("terminalreporter")  # its controller's says it
         if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
             reporter.write_line(f"Compared {self.ref.describe()}; the working tree's tests follow")
+
+    def ref_before(self, item) -> None:
+        """A sharded run's worker, before each test: before the first of each file it runs, REF's tests of that file
+        measured on this worker's GPU and cores (with --dist loadfile a file runs whole on one worker), and loaded; a
+        test whose REF results were cached counted as such. REF's tests that cannot run fail this test's setup, saying
+        why (and the next test of the file tries them again)."""
+        if not (self.worker and self.ref):
+            return
+        file = item.nodeid.split("::")[0]
+        if any(t.split("::")[0] == file for t in self.ref.wanted):
+            started, error = time.perf_counter(), None
+            try:
+                against.run(self.ref, files={file})
+            except pytest.UsageError as e:
+                error = str(e)
+            self.ref_s += time.perf_counter() - started
+            if error:
+                pytest.fail(error, pytrace=False)
+            self.records.load(self.ref.folder)
+        if item.nodeid in self.ref.status and item.nodeid not in self.ref.measured + self.ref.cached:
+            self.ref.cached.append(item.nodeid)
 
     def call_started(self, item) -> None:
         """A perf test's call starts: its seconds are lapped from here (`laps_of`), the rest of it lapped as checks."""
