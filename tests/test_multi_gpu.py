@@ -27,15 +27,6 @@ def test_a_spread_round_lasts_as_long_as_its_slowest_rank():
     assert spread.syncs_line() == "-"
 
 
-@pytest.mark.parametrize("gpu_side", [True, False])
-def test_a_spread_as_a_result_is_its_rounds_and_gpu_side_only_where_said(gpu_side):
-    spread = Spread(2, [rank(0, (1.0, 1.0, 2.0), {0: 3.0}), rank(1, (2.0, 1.0, 1.0), {1: 2.5})])
-    result = spread.result("t::spread", batch_size=200, gpu_side=gpu_side)
-    assert result.parts.pipeline.rounds == (100.0, 200.0, 100.0) and result.peak_mem_gb == 3.0
-    assert (result.parts.gpu is result.parts.pipeline) is gpu_side and (result.parts.gpu is None) is not gpu_side
-    assert result.syncs is None and result.parts.batch_size == 200
-
-
 def test_data_parallel_in_one_process_counts_every_gpu():
     spread = Spread(2, [rank(0, (1.0,), {0: 4.0, 1: 3.0}, per_round=512)])
     assert (spread.samples_per_s, spread.per_gpu) == (512.0, 256.0)

@@ -42,7 +42,6 @@ class Perf:
         self._request = request
         self._benchmark = benchmark
         self._windows: Windows | None = None
-        self._again = None  # measures an adopted result once more (`adopt`)
         self.test_id = request.node.nodeid
         try:
             self.measure_settings = settings.for_marker(session.settings.measure, request.node.iter_markers("perf"), self.test_id)
@@ -101,20 +100,8 @@ class Perf:
         self._session.results[self.test_id] = result
         return result
 
-    def adopt(self, result: Result, again) -> Result:
-        """A result measured outside `measure` (by the ranks' own processes on several GPUs): in the report, recorded
-        under --perf-update-baselines and judged by `assert_baseline` as a measured one. `again()` measures it once
-        more, as a Throughput, where a failing check asks for a second measurement."""
-        self._session.results[self.test_id] = result
-        self._again = again
-        return result
-
     def _confirm(self, result: Result, part: str) -> Throughput:
         """Measure `part` of this test's workload once more (a failing check's confirmation)."""
-        if self._again is not None:
-            again = self._again()
-            result.notes.append(f"{part} measured again to confirm: {again.median:,.0f} samples/s")
-            return again
         if self._windows is None or self._request.node.nodeid != result.test_id:
             raise RuntimeError(f"{self.test_id}: can only confirm a result measured by this test")
         available = self._windows.available()
