@@ -162,9 +162,11 @@ def test_a_sample_alone_sees_one_in_twenty_made_twice():
                 super().__getitem__(i)
             return super().__getitem__(i)
 
-    base = loader.solo(Squares(size=1000, nap_s=0.0005), default_collate, seconds=0.3)
-    more = loader.solo(OneInTwenty(size=1000, nap_s=0.0005), default_collate, seconds=0.3)
-    assert more[1] > base[1] * 1.02  # 5% more naps on average: a chunk's mean sees it
+    walls: dict[type, list[float]] = {Squares: [], OneInTwenty: []}
+    for _ in range(3):  # taken in turns, the least of each: a burst of load on a busy machine (`-n 2`) slows one only
+        for kind, found in walls.items():
+            found.append(loader.solo(kind(size=1000, nap_s=0.0005), default_collate, seconds=0.3)[1])
+    assert min(walls[OneInTwenty]) > min(walls[Squares]) * 1.02  # 5% more naps on average: a chunk's mean sees it
 
 
 def recorded(**changed):
