@@ -81,6 +81,16 @@ def test_the_controller_gives_each_live_worker_a_gpu_and_cores_of_its_own_and_a_
     assert session.worker_outputs == {"gw0": {}, "gw1": {"lines": ["note"]}}
 
 
+def test_the_clock_leaves_out_what_a_workers_setup_spent_measuring_ref():
+    clock = sharding.Clock(SimpleNamespace())
+    measured_ref = [(durations.REF_S, 30.0)]  # the item's, on each of its phases' reports
+    for when, seconds in (("setup", 30.5), ("call", 2.0), ("teardown", 0.1)):
+        clock.pytest_runtest_logreport(SimpleNamespace(nodeid="t.py::a", when=when, duration=seconds,
+                                                       user_properties=measured_ref))
+    clock.pytest_runtest_logreport(SimpleNamespace(nodeid="t.py::b", when="setup", duration=0.5, user_properties=[]))
+    assert clock.seconds == {"t.py::a": pytest.approx(2.6), "t.py::b": 0.5}
+
+
 def test_a_controller_without_gpus_to_give_gives_cores_only(monkeypatch):
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
     controller = sharding.Controller(SimpleNamespace(worker_outputs={}), 2, None, 0, [0, 1, 2, 3, 4], 2)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from .baselines import gpu_slug
 
 PREFIX = "perf/seconds/"
+REF_S = "perf_ref_s"  # a test's user property: what its setup spent measuring REF (a sharded run's worker)
 
 
 def key(gpu: str | None) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import against, device, host, loader, records, report, settings, syncs, timing, turns
+from . import against, device, durations, host, loader, records, report, settings, syncs, timing, turns
 from .fixture import PerfWarning, Result
 
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
@@ -112,6 +112,7 @@ class PerfSession:
             except pytest.UsageError as e:
                 error = str(e)
             self.ref_s += time.perf_counter() - started
+            item.user_properties.append((durations.REF_S, time.perf_counter() - started))  # not the test's own (sharding.Clock)
             if error:
                 pytest.fail(error, pytrace=False)
             self.records.load(self.ref.folder)

@@ -158,7 +158,10 @@ class Clock:
         self.session, self.seconds = session, {}
 
     def pytest_runtest_logreport(self, report):
-        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        """A phase's seconds, less those a sharded worker spent measuring REF before the test (--perf-against): the
+        next run may take REF from its cache."""
+        ref_s = dict(report.user_properties).get(durations.REF_S, 0.0) if report.when == "setup" else 0.0
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration - ref_s
 
     def pytest_sessionfinish(self, session):
         durations.save(getattr(session.config, "cache", None), self.session.clock, self.seconds)
