@@ -85,11 +85,11 @@ class PerfSession:
         started = time.perf_counter()
         self.ref = against.prepare(self.settings.against, config, test_ids, self.device.env, cache)
         self.turns = turns.Turns(self.ref.root, Path(config.rootpath))
-        if self.ref.wanted:  # the turns' processes import torch while REF's pytest does the same, not in a test
-            self.turns.start()
         if self.worker:  # it measures REF file by file, and counts those cached of the tests it runs (ref_before)
             self.ref.cached = []
         else:
+            if self.ref.wanted:  # the turns' processes import torch while REF's pytest does the same, not in a test
+                self.turns.start()
             against.run(self.ref)
         self.ref_s = time.perf_counter() - started
         self.records.load(self.ref.folder)
@@ -107,6 +107,7 @@ class PerfSession:
         file = item.nodeid.split("::")[0]
         if any(t.split("::")[0] == file for t in self.ref.wanted):
             started, error = time.perf_counter(), None
+            self.turns.start()  # once, where this worker measures REF: beside REF's pytest, as unsharded
             try:
                 against.run(self.ref, files={file})
             except pytest.UsageError as e:
