@@ -192,3 +192,25 @@ def test_refs_run_from_an_xdist_worker_is_a_plain_pytest_run_on_the_workers_gpu(
     with pytest.raises(pytest.UsageError, match="REF's tests did not run"):
         against._run_at("a" * 40, tmp_path, ["a.py::t"], tmp_path, [])
     assert not [k for k in envs[0] if k.startswith("PYTEST_XDIST_")] and envs[0]["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from torch_perf_suite.session import PerfSession
+
+    runs = []
+
+    def broken(ref, files):
+        runs.append(files)
+        raise pytest.UsageError("--perf-against: REF's tests did not run at aaaaaaaaaaaa (pytest exit 2)")
+
+    monkeypatch.setattr(against, "run", broken)
+    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", wanted=["a.py::t1", "a.py::t2"])
+    worker = SimpleNamespace(worker="gw0", ref=ref, ref_failed={}, ref_s=0.0, turns=SimpleNamespace(start=lambda: None),
+                             device=SimpleNamespace(free_cached_memory=lambda: None), records=None)
+    for test in ("a.py::t1", "a.py::t2"):
+        item = SimpleNamespace(nodeid=test, user_properties=[])
+        with pytest.raises(pytest.fail.Exception, match="REF's tests did not run at aaaaaaaaaaaa"):
+            PerfSession.ref_before(worker, item)
+    assert runs == [{"a.py"}]  # once for the file, not once a test

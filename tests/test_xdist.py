@@ -131,7 +131,7 @@ def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkey
                                                                           smoke, cores):
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
-    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.delenv(host.CONFINED, raising=False)
     monkeypatch.setattr(device, "gpu_count", lambda: cuda_sees)
     monkeypatch.setattr(nvml, "gpu_count", lambda: node_has)
     if visible is None:
@@ -144,17 +144,24 @@ def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkey
     assert confined == ([cores] if cores else [])
 
 
-@pytest.mark.parametrize("cores", [range(16, 32), range(4)])  # REF's run started by a sharded run's worker; a taskset
-def test_a_run_already_on_its_gpus_share_of_the_cores_or_fewer_keeps_them(monkeypatch, cores):
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cores))
-    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+@pytest.mark.parametrize("marked, kept", [("16-31", True), ("0-31", False), (None, False)])
+def test_a_run_the_suite_already_confined_keeps_its_cores(monkeypatch, marked, kept):
+    """REF's run started by a sharded run's worker: CUDA sees the worker's GPU, the node has two, and the process
+    inherited the worker's 16 cores and the mark saying so; without the mark (a container's own CPU set, a taskset)
+    they are shared out as ever."""
+    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)))
     monkeypatch.setattr(device, "gpu_count", lambda: 1)
     monkeypatch.setattr(nvml, "gpu_count", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    if marked is None:
+        monkeypatch.delenv(host.CONFINED, raising=False)
+    else:
+        monkeypatch.setenv(host.CONFINED, marked)
     confined = []  # faked: confining this process would confine the rest of the tests
     monkeypatch.setattr(host, "confine", confined.append)
     sharding.confine_to_its_gpu(Options(smoke=False))
-    assert confined == []
+    assert confined == ([] if kept else [list(range(24, 32))])
 
 
 FLAT = lambda cpu: (0, cpu)  # noqa: E731  (one socket, no hyperthreads)
@@ -191,7 +198,7 @@ def _confined(cores, queue):
     child.start()
     child_cores = os.sched_getaffinity(child.pid)
     child.join()
-    queue.put((threads, child_cores, torch.get_num_threads()))
+    queue.put((threads, child_cores, torch.get_num_threads(), os.environ.get(host.CONFINED)))
 
 
 def test_a_confined_process_runs_its_threads_and_children_on_its_cores_only():
@@ -200,9 +207,10 @@ def test_a_confined_process_runs_its_threads_and_children_on_its_cores_only():
     queue = context.Queue()
     process = context.Process(target=_confined, args=(cores, queue))
     process.start()
-    threads, child_cores, torch_threads = queue.get(timeout=120)
+    threads, child_cores, torch_threads, marked = queue.get(timeout=120)
     process.join(timeout=60)
     assert threads == {frozenset(cores)} and child_cores == set(cores) and torch_threads == 1
+    assert marked == host.cpu_list(cores)  # what a process it starts inherits: REF's run keeps them
 
 
 # --- the worker ------------------------------------------------------------------------------------------------

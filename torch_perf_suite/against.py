@@ -95,12 +95,12 @@ def resolve(ref: str, rootdir: Path) -> tuple[Path, str]:
 
 def cache_folder(base: Path, sha: str, env: dict, args: list[str], worker: str | None = None,
                  cores: str | None = None) -> Path:
-    """REF's results for this commit on this chip with these versions and settings, measured by this xdist `worker`
-    (None unsharded) on these `cores`: another chip, another torch or other settings is another folder (and the old
-    one is not used). Two workers never write one folder at once (on a CPU both have no GPU UUID), and REF measured on
-    32 cores is not compared with a head on 16."""
+    """REF's results for this commit on this chip with these versions and settings, on these `cores`: another chip,
+    another torch or other settings is another folder (and the old one is not used), and REF measured on 32 cores is
+    not compared with a head on 16. Without a GPU UUID (a smoke run on a CPU) the xdist `worker` tells the folders
+    apart, so that two workers never write one at once."""
     what = {k: env.get(k) for k in ("gpu", "gpu_uuid", "driver", "cuda", "torch", "torchvision", "python")}
-    what.update(worker=worker, cores=cores)
+    what.update(worker=None if env.get("gpu_uuid") else worker, cores=cores)  # a GPU's own UUID tells workers apart
     digest = hashlib.sha256(json.dumps([what, args], sort_keys=True, default=str).encode()).hexdigest()[:16]
     return base / f"{sha[:12]}-{digest}"
 

@@ -44,6 +44,17 @@ class Device:
         uuid = self.env.get("gpu_uuid")
         return (lambda: nvml.Sampler(uuid)) if self.is_gpu else None
 
+    def free_cached_memory(self) -> None:
+        """Give back to the GPU what torch's allocator keeps cached after the tests so far (another process is to use
+        the GPU: REF's run in a sharded run's worker)."""
+        if self.is_gpu:
+            import gc
+
+            import torch
+
+            gc.collect()
+            torch.cuda.empty_cache()
+
     def reset_peak_memory(self) -> None:
         if self.is_gpu:
             import torch

@@ -58,10 +58,16 @@ def cpu_list(cores: list[int]) -> str:
     return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
+CONFINED = "TORCH_PERF_SUITE_CORES"  # the cores `confine` gave this process, inherited by the processes it starts
+
+
 def confine(cores: list[int]) -> None:
     """Run this process, every thread it has (an OpenMP pool already started among them) and every process
-    and thread it starts, on `cores` only; torch's intra-op threads: one per core of them."""
+    and thread it starts, on `cores` only; torch's intra-op threads: one per core of them. The processes it starts
+    are told so (CONFINED): REF's pytest run by a sharded run's worker keeps the worker's cores."""
     import torch
+
+    os.environ[CONFINED] = cpu_list(cores)
 
     for tid in os.listdir("/proc/self/task"):  # sched_setaffinity sets one thread's mask; a thread started later inherits
         try:

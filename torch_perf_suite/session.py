@@ -61,6 +61,7 @@ class PerfSession:
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
         self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
         self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns
+        self.ref_failed: dict[str, str] = {}  # a sharded worker's: test file -> why REF's tests of it could not run
         if self.settings.against:
             self._check_against()
             return  # the baselines are REF's, loaded once it was measured (compare_against)
@@ -100,23 +101,25 @@ class PerfSession:
     def ref_before(self, item) -> None:
         """A sharded run's worker, before each test: before the first of each file it runs, REF's tests of that file
         measured on this worker's GPU and cores (with --dist loadfile a file runs whole on one worker), and loaded; a
-        test whose REF results were cached counted as such. REF's tests that cannot run fail this test's setup, saying
-        why (and the next test of the file tries them again)."""
+        test whose REF results were cached counted as such. Where REF's tests of the file cannot run, each test of the
+        file fails its setup saying why, REF run once."""
         if not (self.worker and self.ref):
             return
         file = item.nodeid.split("::")[0]
-        if any(t.split("::")[0] == file for t in self.ref.wanted):
-            started, error = time.perf_counter(), None
+        if file not in self.ref_failed and any(t.split("::")[0] == file for t in self.ref.wanted):
+            started = time.perf_counter()
             self.turns.start()  # once, where this worker measures REF: beside REF's pytest, as unsharded
+            self.device.free_cached_memory()  # what this worker's earlier tests keep cached, REF's run may need
             try:
                 against.run(self.ref, files={file})
+                self.records.load(self.ref.folder)
             except pytest.UsageError as e:
-                error = str(e)
-            self.ref_s += time.perf_counter() - started
-            item.user_properties.append((durations.REF_S, time.perf_counter() - started))  # not the test's own (sharding.Clock)
-            if error:
-                pytest.fail(error, pytrace=False)
-            self.records.load(self.ref.folder)
+                self.ref_failed[file] = str(e)
+            elapsed = time.perf_counter() - started
+            self.ref_s += elapsed
+            item.user_properties.append((durations.REF_S, elapsed))  # not the test's own (sharding.Clock)
+        if file in self.ref_failed:
+            pytest.fail(self.ref_failed[file], pytrace=False)
         if item.nodeid in self.ref.status and item.nodeid not in self.ref.measured + self.ref.cached:
             self.ref.cached.append(item.nodeid)
 

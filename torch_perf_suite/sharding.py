@@ -72,13 +72,14 @@ def confine_to_its_gpu(config) -> None:
     """A run without -n on one GPU of a node with several (CUDA_VISIBLE_DEVICES picked it): this process, its loaders
     and its threads on that GPU's share of the cores (gpu_share), as a sharded run's worker on that GPU would be.
     Where CUDA sees several GPUs the tests run on all the cores: the multi_gpu scenarios spread over the node. A
-    process already on a GPU's share of the cores or fewer (REF's run under --perf-against, started by a sharded run's
-    worker; a user's taskset) keeps them."""
+    process that the suite already confined (host.CONFINED: REF's run under --perf-against, started by a sharded
+    run's worker) keeps its cores: split again, REF measured on 8 of the worker's 16."""
     if (hasattr(config, "workerinput") or xdist_workers(config) or config.getoption("--perf-smoke")
-            or not hasattr(os, "sched_getaffinity") or device.gpu_count() != 1):
+            or not hasattr(os, "sched_getaffinity") or device.gpu_count() != 1
+            or os.environ.get(host.CONFINED) == host.cpu_list(sorted(os.sched_getaffinity(0)))):
         return
     gpus = node_gpus(1)
-    if gpus > 1 and len(os.sched_getaffinity(0)) > (os.cpu_count() or 0) // gpus:
+    if gpus > 1:
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]
         host.confine(gpu_share(gpu, 0, gpus, sorted(os.sched_getaffinity(0))))
 
