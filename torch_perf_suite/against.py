@@ -13,9 +13,9 @@ All of REF first, then all of the head: GPU-side numbers on one chip move 0.0-0.
 worker (`-n N --dist loadfile`) measures REF file by file instead, before the head's first test of each file, on its
 own GPU and cores: a file runs whole on one worker, so REF's tests of it are measured where the head's run.
 
-REF's results are kept per (commit, chip, versions, settings, xdist worker, cores) under pytest's cache folder (or
-`--perf-against-cache DIR`): a merge queue testing many changes against one base measures the base once per runner,
-and only the tests not measured there before.
+REF's results are kept per (commit, chip, versions, settings, cores; the xdist worker where there is no GPU UUID)
+under pytest's cache folder (or `--perf-against-cache DIR`): a merge queue testing many changes against one base
+measures the base once per runner, and only the tests not measured there before.
 """
 
 from __future__ import annotations
