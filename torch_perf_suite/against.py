@@ -64,6 +64,10 @@ class Ref:
             f", {len(self.cached)} from the cache ({self.folder})" if self.cached else "")
         return f"against {self.label} on this device: {how}"
 
+    def wanted_in(self, files: set[str] | None) -> list[str]:
+        """The tests still to be measured, of `files` only where given."""
+        return [t for t in self.wanted if files is None or t.split("::")[0] in files]
+
     def why_missing(self, test_id: str) -> str:
         status = self.status.get(test_id)
         if status is None:
@@ -138,7 +142,7 @@ def prepare(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
 def run(ref: Ref, files: set[str] | None = None) -> None:
     """The tests `ref.wanted` measured in REF's files, their statuses kept in its cache folder; only those of `files`
     where given (a sharded run's worker measures REF file by file)."""
-    tests = [t for t in ref.wanted if files is None or t.split("::")[0] in files]
+    tests = ref.wanted_in(files)
     if not tests:
         return
     start = time.perf_counter()

@@ -106,7 +106,7 @@ class PerfSession:
         if not (self.worker and self.ref):
             return
         file = item.nodeid.split("::")[0]
-        if file not in self.ref_failed and any(t.split("::")[0] == file for t in self.ref.wanted):
+        if file not in self.ref_failed and self.ref.wanted_in({file}):
             started = time.perf_counter()
             self.turns.start()  # once, where this worker measures REF: beside REF's pytest, as unsharded
             self.device.free_cached_memory()  # what this worker's earlier tests keep cached, REF's run may need
