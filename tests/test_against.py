@@ -192,6 +192,16 @@ def test_refs_run_from_an_xdist_worker_is_a_plain_pytest_run_on_the_workers_gpu(
     with pytest.raises(pytest.UsageError, match="REF's tests did not run"):
         against._run_at("a" * 40, tmp_path, ["a.py::t"], tmp_path, [])
     assert not [k for k in envs[0] if k.startswith("PYTEST_XDIST_")] and envs[0]["CUDA_VISIBLE_DEVICES"] == "1"
+    assert envs[0][against.AS_REF] == "1"  # REF's run knows it is one: it times what the head gates against it
+
+
+@pytest.mark.parametrize("variable, recording, as_ref", [("1", True, True), ("1", False, False), (None, True, False)])
+def test_a_run_is_refs_only_where_it_records_with_the_variable_set(monkeypatch, variable, recording, as_ref):
+    if variable is None:
+        monkeypatch.delenv(against.AS_REF, raising=False)
+    else:
+        monkeypatch.setenv(against.AS_REF, variable)
+    assert against.is_ref_run(recording) is as_ref
 
 
 def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once(monkeypatch, tmp_path):

@@ -34,6 +34,14 @@ def test_what_was_not_measured_is_none_in_the_entry():
     }
 
 
+def test_a_pipeline_refs_run_only_warmed_up_is_left_out_of_its_entry_and_its_efficiency():
+    parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,), brief=True), gpu=Throughput(100, (0.1,) * 3),
+                  loader=Throughput(100, (0.2,) * 3))
+    entry = Result("t", parts, None, None, None).baseline_entry({"gpu": "cpu"})
+    assert set(entry["parts"]) == {"gpu", "loader"} and entry["efficiency"] is None
+    assert entry["bottleneck"] == "loader"  # the parts timed whole still say which limits
+
+
 def test_the_loaders_cost_per_sample_comes_from_the_loader_window_else_the_pipelines():
     unit = loader.UnitCost(100, 1000.0, 666.6666, 333.3333, 0.66666, 1, 1 / 3, 1200.0)
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit))

@@ -151,3 +151,14 @@ def test_a_host_bound_number_against_ref_is_reported_not_gated():
         "pipeline", 1000.0, None,
         "-5.0% (host-bound, a reading: the loader's settings, instructions, blocks and waiting are judged)")
     assert not v.failed
+
+
+def test_a_host_bound_number_refs_run_did_not_time_is_said_so_not_missing():
+    """REF's run only warms a loader-fed pipeline (parts.Windows): its entry has no pipeline, which against REF is said
+    as such, even under --perf-strict; a committed baseline without the part still asks to re-record."""
+    env, ref = {"gpu_uuid": "GPU-1", "host": HOST}, entry_of("GPU-1")
+    del ref["parts"]["pipeline"]
+    v = gates.decide("pipeline", NOW, ref, M, env, host_gated=False)
+    assert (v.compared, v.failed, v.reported) == (False, False, "not timed at REF (host-bound: a reading, never gated against REF)")
+    committed = gates.decide("pipeline", NOW, ref, M, env)
+    assert not committed.reported and committed.why_not.startswith("no baseline number for this part")

@@ -149,6 +149,17 @@ def test_smoke_runs_one_round_of_two_steps():
     assert w.calls["step"] == 1 + 2 and len(got.rounds) == 1
 
 
+@pytest.mark.parametrize("gpu, loader, brief", [(1000.0, 800.0, True), (1000.0, None, False), (None, 800.0, False)])
+def test_refs_run_only_warms_a_pipeline_whose_gpu_side_and_loader_are_timed_apart(gpu, loader, brief):
+    w = Workload()
+    win = Windows(w, Measure(warmup=2, rounds=3, steps=5, round_s=0.0), Device(w), smoke=False, as_ref=True)
+    win.gpu, win.loader = gpu and t(gpu), loader and t(loader)
+    got = win.time("pipeline")
+    assert got.brief is brief
+    # brief: the warm-up, then one round of the least steps, no drain nor bursts; else the whole window
+    assert (w.calls["step"], len(got.rounds)) == ((2 + 5, 1) if brief else (7 + 3 * 8, 3))
+
+
 class Metered(Device):
     """A GPU drawing 300 W of the workload's clock, with a utilization monitor."""
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from test_kernels import share_by_hand  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
-from torch_perf_suite import baselines, device, instructions, kernels, nvml
+from torch_perf_suite import against, baselines, device, instructions, kernels, nvml
 from torch_perf_suite.syncs import count_syncs, load_trace
 
 pytest_plugins = ["pytester"]
@@ -1337,6 +1337,19 @@ def test_a_baseline_entry_is_noted_recorded_then_re_recorded(suite):
     suite.baseline.unlink()
     suite.run("--perf-report=out/perf").assert_outcomes(passed=1, warnings=1)
     assert json.loads((suite.path / "out" / "perf.json").read_text())["tests"][0]["notes"][-1] == "no baseline"
+
+
+def test_refs_run_records_what_the_head_gates_against_it_and_only_warms_the_loader_fed_pipeline(suite, monkeypatch):
+    gpu = FakeGPU()
+    suite.gpu(gpu)
+    monkeypatch.setenv(against.AS_REF, "1")  # as --perf-against starts REF's run
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    entry = suite.entry()
+    assert "pipeline" not in entry["parts"] and {"gpu", "loader"} <= set(entry["parts"]) and entry["efficiency"] is None
+    assert gpu.steps["pipeline"] == 1 + 5 + 3  # its warm-up, one round of the least steps, the profiled steps
+    monkeypatch.delenv(against.AS_REF)
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)  # recording the committed baselines: whole
+    assert "pipeline" in suite.entry()["parts"]
 
 
 def test_two_parts_that_regress_are_listed_together_against_median_only_entries(suite):

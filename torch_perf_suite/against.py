@@ -36,6 +36,9 @@ from . import host, settings
 
 FLAGS = {o.flag for o in settings.OPTIONS if o.args.get("action") == "store_true"}  # options that take no value
 STATUS = "ref-status.json"  # test id -> "passed", or why REF did not record it
+# set in REF's run: its loader-fed pipelines are host-bound readings the head never gates against REF, so it times them
+# only enough to warm the profiled steps (parts.Windows); a REF from before this variable times them whole
+AS_REF = "TORCH_PERF_SUITE_AS_REF"
 
 
 @dataclass
@@ -197,7 +200,7 @@ def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[s
                           env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")},
                                "COLUMNS": "1000",  # pytest's summary lines whole, not cut at 80
                                "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
-                               "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(kept)})
+                               "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(kept), AS_REF: "1"})
     if proc.returncode not in (0, 1, 5) or not kept.exists():  # 5: none of them is in REF's suite
         raise pytest.UsageError(f"--perf-against: REF's tests did not run at {sha[:12]} (pytest exit {proc.returncode}):\n"
                                 + _tail(proc))
@@ -206,6 +209,11 @@ def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[s
         return {}
     rows = {r["test"]: r for r in json.loads(report.with_suffix(".json").read_text())["tests"]}
     return {t: _status(t, rows, proc) for t in run}
+
+
+def is_ref_run(update_baselines: bool) -> bool:
+    """Whether this process is REF's run under --perf-against (it records, always): see AS_REF."""
+    return update_baselines and os.environ.get(AS_REF) == "1"
 
 
 def _status(test_id: str, rows: dict, proc: subprocess.CompletedProcess) -> str:

@@ -120,6 +120,8 @@ def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, ho
     host-bound part's change is a reading: loader and pipeline numbers move 7-21% between rounds, so the loader is
     judged by what does not move (loader.py: its settings, blocks and waiting per sample; its instructions)."""
     tolerance, host_bound = tolerance_for(part, parts, entry, measure, env.get("gpu_uuid"))
+    if host_bound and not host_gated and part not in entry.get("parts", {}):
+        return Verdict(part, None, reported="not timed at REF (host-bound: a reading, never gated against REF)")
     scope = "" if host_bound or same_chip(entry, env.get("gpu_uuid")) else chip_scope(entry)
     why_not = why_not_comparable(part, entry, env.get("host"), host_bound)
     v = verdict(part, list(parts.get(part).rounds), entry, tolerance, why_not, scope)

@@ -41,7 +41,7 @@ class Measuring:
     def run(self, workload, parts: tuple[str, ...] | None) -> tuple[Result, Windows]:
         laps = self.session.laps_of(self.test_id)
         laps.lap("build")
-        windows = Windows(workload, self.settings, self.session.device, self.smoke)
+        windows = Windows(workload, self.settings, self.session.device, self.smoke, self.session.as_ref)
         keys = self._shared_keys(windows)
         described, unit_note = self._observe(windows, keys)
         by_turns, turns_note = self._by_turns(windows, keys)
@@ -173,7 +173,7 @@ class Measuring:
         if counted is None:  # no matmul or convolution passed the dispatcher
             return
         timed = () if self.smoke else ("pipeline", "gpu")
-        rates = {part: t.median for part in timed if (t := result.parts.get(part)) is not None}
+        rates = {part: t.median for part in timed if (t := result.parts.get(part)) is not None and not t.brief}
         result.mfu = counted.reading(rates, workload.batch_size, self.session.device.env["gpu"])
 
     def _note_measured(self, result: Result, measured: dict, measured_in: dict) -> None:

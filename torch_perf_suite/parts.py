@@ -99,9 +99,10 @@ def for_smoke(measure: Measure) -> Measure:
 class Windows:
     """The timed windows of one workload, with the settings of one test."""
 
-    def __init__(self, workload, measure: Measure, device, smoke: bool):
-        """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it."""
-        self.workload, self.device, self.smoke = workload, device, smoke
+    def __init__(self, workload, measure: Measure, device, smoke: bool, as_ref: bool = False):
+        """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it. `as_ref`: REF's run
+        under --perf-against, which times what the head gates against it (against.AS_REF)."""
+        self.workload, self.device, self.smoke, self.as_ref = workload, device, smoke, as_ref
         self.members = members(workload)  # its optional members, read once
         self.measure = for_smoke(measure) if smoke else measure
         # the GPU-side and loader numbers, where measured: set by the caller before the pipeline's window
@@ -114,11 +115,11 @@ class Windows:
         return loader_ahead(self.gpu, self.loader)
 
     def _time(self, step, warmup: int, runner=None, cycle: int = 1, energy=None, extend: bool = False,
-              least_step_s: float = 0.0, cpu=None, monitor=None) -> Throughput:
+              least_step_s: float = 0.0, cpu=None, monitor=None, measure: Measure | None = None) -> Throughput:
         """`extend`: add rounds up to max_rounds while the median's interval is wider than ci_pct. Only
         GPU-side numbers are: host-bound rounds spread 5-20% on the H200 machines measured, so two more
         rounds do not narrow them, and the confirmation of a failure is what guards those gates."""
-        m = self.measure
+        m = measure or self.measure
         kwargs = {"runner": runner} if runner is not None else {}
         return measure_throughput(
             step, self.device.synchronize, clock=self.device.clock, batch_size=self.workload.batch_size, warmup=warmup,
@@ -146,6 +147,11 @@ class Windows:
         cycle = o.cycle_steps
         monitor = getattr(self.device, "monitor", None)  # what nvidia-smi shows while the GPU trains (not for the loader)
         if part == "pipeline":
+            if self.as_ref and self.gpu is not None and self.loader is not None:
+                # against REF the head gates the GPU-side number, the loader's window and the counts; a loader-fed
+                # pipeline is a host-bound reading there, never gated: its steps only warm up for the profiled window
+                brief = replace(m, rounds=1, max_rounds=1, round_s=0.0)
+                return replace(self._time(w.step, m.warmup, runner, measure=brief), brief=True)
             resident = "gpu" not in self.available()  # the pipeline is the GPU-side step
             if self.loader_ahead:  # whole metric cycles still, not whole bursts of batches
                 return self._time(w.step, m.warmup, runner, cycle=o.gpu_cycle_steps, monitor=monitor)

@@ -62,6 +62,7 @@ class PerfSession:
         self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
         self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns
         self.ref_failed: dict[str, str] = {}  # a sharded worker's: test file -> why REF's tests of it could not run
+        self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
         if self.settings.against:
             self._check_against()
             return  # the baselines are REF's, loaded once it was measured (compare_against)
