@@ -400,3 +400,17 @@ def test_a_pickled_dataset_maps_its_arrays_again_instead_of_carrying_them(datase
     data = pickle.dumps(images)
     assert len(data) < 10_000  # the arrays hold 8 x 40 x 40 x 3 and 8 x 3 x 24 x 24 bytes; labels and paths are small
     assert torch.equal(pickle.loads(data)[3][0], first)
+
+
+@pytest.mark.parametrize("storage", disk.STORAGES)
+def test_a_smoke_run_describes_a_storage_loader_as_a_gpu_run_does(dataset, tmp_path, storage):
+    """baselines/loaders.json holds one description of each storage loader for every run: a smoke run's images are
+    smaller but as many, and the folder (named by the spec) is not described."""
+    from torch_perf_suite import loader
+
+    assert disk.SMOKE_SPEC.count == disk.Spec().count and disk.SMOKE_SPEC.size < disk.Spec().size
+    larger = disk.ensure(dataclasses.replace(SPEC, size=2 * SPEC.size), tmp_path, processes=1)
+    described = [loader.describe(recipes.make_loader(Recipe(dataset="images", storage=storage, data_dir=str(folder),
+                                                            batch_size=4, num_workers=0, cast_on="gpu")))["dataset"]
+                 for folder in (dataset, larger)]
+    assert described[0] == described[1] and "len=8" in described[0] and dataset.name not in described[0]
