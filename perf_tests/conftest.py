@@ -61,7 +61,8 @@ def describe_host_side(result, workload, recipe: recipes.Recipe) -> None:
 @pytest.fixture(scope="session")
 def image_dataset(request):
     """The on-disk image dataset (fixtures/disk.py), written once per machine and reused (small images in smoke
-    runs, as many as a GPU run's); where it cannot be written, each test that needs it fails with what to do, and the others run."""
+    runs, as many as a GPU run's); where it cannot be written, each test that needs it fails with what to do, and the
+    others run."""
     try:
         return disk.ensure(disk.SMOKE_SPEC if request.config.getoption("--perf-smoke") else disk.Spec())
     except disk.DatasetError as e:

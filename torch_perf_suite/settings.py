@@ -151,7 +151,8 @@ SESSION_OPTIONS = (
            "out of git, then at the working tree, on this GPU, and compares the two as with a baseline recorded on this chip; "
            "records nothing into the baselines (README, \"Base against head\")", {"metavar": "REF"}),
     Option("against_cache", "DIR", "pytest's cache folder", "where REF's results are kept per commit, chip, versions, "
-           "settings and cores (and xdist worker where there is no GPU UUID), so that REF is measured once per machine", {"type": Path, "metavar": "DIR"}),
+           "settings and cores (and xdist worker where there is no GPU UUID), so that REF is measured once per machine",
+           {"type": Path, "metavar": "DIR"}),
     Option("worker_start", "METHOD", "the platform's, `fork` on Linux before Python 3.14", "how the DataLoader starts its "
            "workers: `fork`, `forkserver` or `spawn`; the suite's own tests train a loader-fed recipe under `forkserver` "
            "and `spawn`", {"choices": ("fork", "forkserver", "spawn")}),
