@@ -148,8 +148,8 @@ class Windows:
         monitor = getattr(self.device, "monitor", None)  # what nvidia-smi shows while the GPU trains (not for the loader)
         if part == "pipeline":
             if self.as_ref and self.gpu is not None and self.loader is not None:
-                # against REF the head gates the GPU-side number, the loader's window and the counts; a loader-fed
-                # pipeline is a host-bound reading there, never gated: its steps only warm up for the profiled window
+                # against REF the head gates the GPU-side number, the loader's blocks (its window) and the counts; a
+                # loader-fed pipeline is a host-bound reading there, never gated: its steps only warm the profiled ones
                 brief = replace(m, rounds=1, max_rounds=1, round_s=0.0)
                 return replace(self._time(w.step, m.warmup, runner, measure=brief), brief=True)
             resident = "gpu" not in self.available()  # the pipeline is the GPU-side step
