@@ -37,7 +37,8 @@ from . import host, settings
 FLAGS = {o.flag for o in settings.OPTIONS if o.args.get("action") == "store_true"}  # options that take no value
 STATUS = "ref-status.json"  # test id -> "passed", or why REF did not record it
 # set in REF's run: its loader-fed pipelines are host-bound readings the head never gates against REF, so it times them
-# only enough to warm the profiled steps (parts.Windows); a REF from before this variable times them whole
+# only enough to warm the profiled steps (parts.Windows); a REF from before this variable times them whole. Not read
+# from PERF_AGAINST_WANTED, which any head sets: a head from before it would find REF's pipelines missing
 AS_REF = "TORCH_PERF_SUITE_AS_REF"
 
 
