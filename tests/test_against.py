@@ -224,3 +224,24 @@ def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once
         with pytest.raises(pytest.fail.Exception, match="REF's tests did not run at aaaaaaaaaaaa"):
             PerfSession.ref_before(worker, item)
     assert runs == [{"a.py"}]  # once for the file, not once a test
+
+
+@pytest.mark.parametrize("smoke, started", [(False, True), (True, False)])
+def test_with_refs_results_cached_the_turns_processes_start_with_the_session(monkeypatch, tmp_path, smoke, started):
+    """They import torch while the first test builds its workload; the windows wait for them (Measuring). A smoke run
+    times nothing by turns: none start."""
+    from types import SimpleNamespace as NS
+
+    from torch_perf_suite import session as session_module
+    from torch_perf_suite.session import PerfSession
+
+    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", cached=["a.py::t"])
+    monkeypatch.setattr(against, "prepare", lambda *args: ref)
+    monkeypatch.setattr(against, "run", lambda ref: None)
+    begun = []
+    monkeypatch.setattr(session_module.turns, "Turns", lambda *args: NS(start=lambda: begun.append(args)))
+    me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
+            records=NS(load=lambda folder: None), ref=None, turns=None, ref_s=0.0)
+    config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
+    PerfSession.compare_against(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
+    assert begun == ([(tmp_path / "tree", tmp_path)] if started else [])

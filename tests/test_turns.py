@@ -188,3 +188,26 @@ def test_a_loader_timed_without_a_loader_source_says_it_was_not_timed_by_turns(l
     assert figure is None
     assert (note is not None and note.startswith("loader CPU time not timed by turns: the workload names no "
                                                  "loader_source")) == said
+
+
+def test_processes_started_early_are_settled_before_a_window_and_then_time_at_once(tmp_path):
+    ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head")
+    with turns.Turns(ref, head, seconds=0.1) as timed:
+        timed.start()
+        timed.settle()
+        assert all(proc.poll() is None for proc in timed._procs.values()) and not timed._waiting
+        assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
+
+
+def test_a_process_that_died_importing_is_said_by_the_loaders_note_not_by_the_window(tmp_path, monkeypatch):
+    from types import SimpleNamespace as NS
+
+    from torch_perf_suite.measuring import Measuring
+
+    ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head")
+    monkeypatch.setattr(turns, "WORKER", tmp_path / "missing_worker.py")
+    timed = turns.Turns(ref, head, seconds=0.1)
+    timed.start()
+    Measuring(NS(turns=timed), "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})._turns_settled()
+    with pytest.raises(turns.Unavailable, match="the process timing .* stopped"):
+        timed.time(("toyloader:parts", {}))

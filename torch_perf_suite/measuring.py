@@ -14,6 +14,7 @@ No verdict is made here; `Measuring.run` returns what was measured as a `Result`
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import asdict, dataclass, replace
@@ -45,6 +46,7 @@ class Measuring:
         keys = self._shared_keys(windows)
         described, unit_note = self._observe(windows, keys)
         by_turns, turns_note = self._by_turns(windows, keys)
+        self._turns_settled()
         laps.lap("loader alone")
         wanted = tuple(p for p in ("gpu", "loader", "pipeline") if p in (parts or windows.available()))  # this order
         with compiled.watch() as compile_count:
@@ -107,6 +109,13 @@ class Measuring:
             return replace(first, again=session.turns.time(source, fresh=True)), None
         except turns.Unavailable as e:  # judged on the first measurement alone
             return first, f"loader CPU time not measured again by turns: {e}"
+
+    def _turns_settled(self) -> None:
+        """The turns' processes, started with the session (PerfSession.compare_against), done importing before a window
+        is timed; where they failed, the loader's note says why (`_by_turns`)."""
+        if self.session.turns is not None:
+            with contextlib.suppress(turns.Unavailable):
+                self.session.turns.settle()
 
     def _time(self, windows: Windows, wanted: tuple[str, ...], keys: dict) -> tuple[dict, dict]:
         """Each wanted part timed, or taken from the test that measured it. The GPU-side window first: the loader's

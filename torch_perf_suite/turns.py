@@ -149,6 +149,11 @@ class Turns:
 
     def _start(self) -> None:
         self.start()
+        self.settle()
+
+    def settle(self) -> None:
+        """Wait for the processes `start`ed to have imported torch, so that no timed window runs beside an import;
+        Unavailable where one failed (`time` says it again)."""
         while self._waiting:
             side = self._waiting.pop()
             self._expect(side, "started")
