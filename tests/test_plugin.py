@@ -5,9 +5,9 @@ trace recorded on an H200, so every message the suite prints is exercised here.
 """
 
 import contextlib
-import gc
 import dataclasses
 import fnmatch
+import gc
 import json
 import re
 import shutil
