@@ -7,7 +7,6 @@ trace recorded on an H200, so every message the suite prints is exercised here.
 import contextlib
 import dataclasses
 import fnmatch
-import gc
 import json
 import re
 import shutil
@@ -278,24 +277,6 @@ def test_a_gpu_side_window_at_the_power_limit_says_so(suite, watts, note):
     result.assert_outcomes(passed=1)
     assert suite.entry()["parts"]["gpu"]["watts"] == watts
     assert ("GPU-side at the power limit: 690 of 700 W" in result.stdout.str()) is note
-
-
-def test_on_a_gpu_the_heap_is_frozen_for_the_tests_and_thawed_at_the_end(suite, pytester):
-    pytester.makepyfile(test_copy=TEST_FILE + """
-import gc
-
-def test_frozen(perf_session):
-    assert gc.get_freeze_count() > 0 and perf_session.frozen
-""")
-    assert gc.get_freeze_count() == 0
-    suite.run().assert_outcomes(passed=2)
-    assert gc.get_freeze_count() == 0
-
-
-def test_without_a_gpu_nothing_is_frozen(suite, pytester):
-    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
-    pytester.makepyfile(test_frozen="import gc\n\ndef test_frozen():\n    assert gc.get_freeze_count() == 0\n")
-    suite.run("test_frozen.py").assert_outcomes(passed=1)
 
 
 def test_a_loader_is_measured_once_per_recipe_and_settings(suite, pytester):

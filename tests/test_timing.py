@@ -92,25 +92,6 @@ def test_a_probe_too_fast_to_time_keeps_the_least_steps():
     assert steps_per_round(0.0, 4, steps=6, cycle=4, round_s=0.5) == 8
 
 
-def test_a_second_probe_sizes_the_rounds_where_the_first_caught_a_burst_already_made():
-    """Four workers: the first probe finds three batches ready and waits 0.1 s for the fourth; from then on a burst
-    of four takes 0.4 s. Sized on the first probe a round of 0.8 s would take 32 steps (3.2 s); on the second, 8."""
-    clock = FakeClock([0.1])
-    clock.durations = itertools.chain([0.0, 0.0, 0.0, 0.1], itertools.repeat(0.1))
-    t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=2, steps=1, cycle=4, round_s=0.8,
-                           clock=clock)
-    assert t.samples_per_round == 8
-    assert t.durations_s == pytest.approx((0.8, 0.8))
-
-
-def test_no_second_probe_where_the_first_asks_for_the_least_steps():
-    steps = []
-    clock = FakeClock([0.5])
-    t = measure_throughput(lambda: steps.append(1) or clock.step(), lambda: None, batch_size=1, warmup=0, rounds=1,
-                           steps=1, cycle=4, round_s=0.8, clock=clock)
-    assert t.samples_per_round == 4 and len(steps) == 4 + 4  # one probe of a cycle, one round
-
-
 def test_without_a_cycle_the_steps_are_not_rounded():
     clock = FakeClock([0.5])
     t = measure_throughput(clock.step, lambda: None, batch_size=1, warmup=0, rounds=2, steps=3, clock=clock)

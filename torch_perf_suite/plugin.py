@@ -64,7 +64,6 @@ def pytest_collection_modifyitems(config, items):
         except ValueError as e:
             raise pytest.UsageError(str(e)) from None
     config.stash[SESSION].compare_against(config, items)  # --perf-against REF: REF measured before the tests run
-    config.stash[SESSION].freeze_heap()
 
 
 def pytest_deselected(items):

@@ -5,7 +5,6 @@ back, and what is recorded, kept and reported at the end. plugin.py's hooks dele
 from __future__ import annotations
 
 import contextlib
-import gc
 import gzip
 import json
 import math
@@ -64,7 +63,6 @@ class PerfSession:
         self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns
         self.ref_failed: dict[str, str] = {}  # a sharded worker's: test file -> why REF's tests of it could not run
         self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
-        self.frozen = False  # the heap moved out of the garbage collector's way (`freeze_heap`)
         if self.settings.against:
             self._check_against()
             return  # the baselines are REF's, loaded once it was measured (compare_against)
@@ -100,17 +98,6 @@ class PerfSession:
         reporter = None if self.worker else config.pluginmanager.get_plugin("terminalreporter")  # its controller's says it
         if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
             reporter.write_line(f"Compared {self.ref.describe()}; the working tree's tests follow")
-
-    def freeze_heap(self) -> None:
-        """Before the first test, on a GPU: what the session imported and made so far (torch, pytest and its plugins,
-        REF's results) moved out of the garbage collector's way (gc.freeze), so that a full collection scans only
-        what the tests made: each workload's gc.collect at its close took 0.16-0.32 s on an H200, and the collections
-        inside the timed windows are as much cheaper. `finish` undoes it, so that the interpreter's last collections
-        free those objects."""
-        if self.device.is_gpu and not self.frozen:
-            gc.collect()
-            gc.freeze()
-            self.frozen = True
 
     def ref_before(self, item) -> None:
         """A sharded run's worker, before each test: before the first of each file it runs, REF's tests of that file
@@ -294,9 +281,6 @@ class PerfSession:
         self.records.counter.close()
         if self.turns:
             self.turns.close()
-        if self.frozen:
-            gc.unfreeze()
-            self.frozen = False
         if self.loader_dir:
             shutil.rmtree(self.loader_dir, ignore_errors=True)
         if self.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers

@@ -1,14 +1,10 @@
 """Timed rounds: warm-up, then rounds of N steps, each round bounded by a device synchronize.
 
 Steps per round: at least `steps`, grown so that a round lasts at least `round_s` seconds (the
-duration of one probe cycle after the warm-up decides), in whole multiples of `cycle` steps (a
-loader with 8 workers delivers 8 batches at a time). Where a cycle is several batches and the first
-probe asks for more than the least steps, a second probe decides: workers started together deliver
-their batches in bursts, the first probe may begin with most of a burst already made, and the second
-begins as the burst the first ended on is taken (H200, `metrics[none]`'s loader on one probe: rounds
-asked for 0.5 s took 0.87-1.09 s). Rounds: `rounds`, then more, one at a time, while the median's
-confidence interval is wider than `ci_pct` (half-width, percent of the median) and fewer than
-`max_rounds` have run.
+duration of one probe round after the warm-up decides), in whole multiples of `cycle` steps (a
+loader with 8 workers delivers 8 batches at a time). Rounds: `rounds`, then more, one at a time,
+while the median's confidence interval is wider than `ci_pct` (half-width, percent of the median)
+and fewer than `max_rounds` have run.
 """
 
 from __future__ import annotations
@@ -121,16 +117,13 @@ def measure_throughput(
     for _ in range(warmup):
         step()
     sync()
-    least = -(-steps // cycle) * cycle
-    steps = least
-    for _ in range(0 if round_s <= 0 else 2 if cycle > 1 else 1):  # the second only where the first asks for more
+    steps = -(-steps // cycle) * cycle
+    if round_s > 0:
         t0 = clock()
         for _ in range(cycle):
             step()
         sync()
-        steps = steps_per_round(clock() - t0, cycle, steps=least, cycle=cycle, round_s=round_s, least_step_s=least_step_s)
-        if steps <= least:  # a probe that ran fast asks for more steps, never fewer: the least is enough
-            break
+        steps = steps_per_round(clock() - t0, cycle, steps=steps, cycle=cycle, round_s=round_s, least_step_s=least_step_s)
     warmup_s = time.perf_counter() - start
     durations: list[float] = []
     joules: list[float | None] = []
