@@ -134,7 +134,7 @@ class Turns:
 
     def start(self) -> None:
         """The two processes started, not waited for: each imports torch (about 20 s on a GPU host), then waits for a
-        request; `time` waits for them."""
+        request; `settle` and `time` wait for them."""
         if self._procs or self._broken:  # started, or failed: `time` says why
             return
         core = max(os.sched_getaffinity(0))
