@@ -1620,6 +1620,14 @@ def test_the_phases_seconds_add_up_to_the_tests_call(suite):
     assert row["seconds"]["timed"] > 0 and all(s >= 0 for s in row["seconds"].values())
 
 
+def test_the_sessions_seconds_count_from_the_process_start_and_hold_their_parts(suite):
+    suite.run("--perf-report=out/perf").assert_outcomes(passed=1, warnings=1)
+    seconds = json.loads((suite.path / "out" / "perf.json").read_text())["seconds"]
+    assert list(seconds) == ["total", "imports", "REF", "tests"]
+    assert seconds["total"] >= seconds["imports"] + seconds["REF"] + seconds["tests"] - 0.15  # three roundings
+    assert seconds["imports"] > 0 and seconds["tests"] > 0
+
+
 def test_a_recording_into_another_folder_takes_the_committed_count_of_unchanged_code(suite, counted_loader):
     """REF's run under --perf-against records into a folder of its own: there, as in any run, a loader whose code is
     unchanged since the committed count is not counted again; only a recording into the committed file counts afresh."""

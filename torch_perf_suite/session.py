@@ -30,7 +30,10 @@ class PerfSession:
     def __init__(self, config, shards: int = 0):
         """`shards`: the pytest-xdist workers this process starts, as the controller of a sharded run (sharding.py)."""
         self.settings = settings.SessionSettings.from_config(config)
-        self.started = time.perf_counter()
+        # the session's seconds count from the process's start: the imports before it (torch, the plugins, conftest.py);
+        # a session run inside a longer process (pytest.main, pytester) counts that process's time before it too
+        self.imports_s = host.process_age_s()
+        self.started = time.perf_counter() - (self.imports_s or 0.0)
         self.ref_s = 0.0  # what measuring REF took (--perf-against), cached or not
         self.laps: dict[str, timing.Laps] = {}  # test id -> where its call's seconds went
         workerinput = getattr(config, "workerinput", {})
@@ -137,9 +140,12 @@ class PerfSession:
         return self.laps.setdefault(test_id, timing.Laps())
 
     def seconds(self) -> dict:
-        """The session's seconds: in all, measuring REF, and in the perf tests' calls."""
+        """The session's seconds: in all since the process started, the imports before the session, measuring REF, and
+        in the perf tests' calls."""
         tests = sum(sum(laps.seconds.values()) for laps in self.laps.values())
-        return {"total": round(time.perf_counter() - self.started, 1), "REF": round(self.ref_s, 1), "tests": round(tests, 1)}
+        imports = {} if self.imports_s is None else {"imports": round(self.imports_s, 1)}
+        return {"total": round(time.perf_counter() - self.started, 1), **imports, "REF": round(self.ref_s, 1),
+                "tests": round(tests, 1)}
 
     @property
     def reference(self) -> str:
