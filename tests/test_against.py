@@ -226,22 +226,26 @@ def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once
     assert runs == [{"a.py"}]  # once for the file, not once a test
 
 
-@pytest.mark.parametrize("smoke, started", [(False, True), (True, False)])
-def test_with_refs_results_cached_the_turns_processes_start_with_the_session(monkeypatch, tmp_path, smoke, started):
-    """They import torch while the first test builds its workload; the windows wait for them (Measuring). A smoke run
-    times nothing by turns: none start."""
+@pytest.mark.parametrize("smoke, loader, started", [(False, True, True), (True, True, False), (False, False, False)])
+def test_with_refs_results_cached_the_turns_processes_start_with_the_session(monkeypatch, tmp_path, smoke, loader,
+                                                                              started):
+    """Where REF recorded a loader for a selected test, the turns' processes import torch while the first test builds
+    its workload; the windows wait for them (Measuring). Not in a smoke run, which times nothing by turns, nor where
+    no selected test has a loader."""
     from types import SimpleNamespace as NS
 
     from torch_perf_suite import session as session_module
     from torch_perf_suite.session import PerfSession
 
-    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", cached=["a.py::t"])
+    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", status={"a.py::t": "passed"}, cached=["a.py::t"])
     monkeypatch.setattr(against, "prepare", lambda *args: ref)
     monkeypatch.setattr(against, "run", lambda ref: None)
     begun = []
     monkeypatch.setattr(session_module.turns, "Turns", lambda *args: NS(start=lambda: begun.append(args)))
+    loaders = NS(get=lambda test: {"settings": {}} if loader and test == "a.py::t" else None)
     me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
-            records=NS(load=lambda folder: None), ref=None, turns=None, ref_s=0.0)
+            records=NS(load=lambda folder: None, loaders_file=loaders), ref=None, turns=None, ref_s=0.0)
+    me._loader_at_ref = lambda test_ids: PerfSession._loader_at_ref(me, test_ids)
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
     PerfSession.compare_against(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
     assert begun == ([(tmp_path / "tree", tmp_path)] if started else [])

@@ -93,14 +93,20 @@ class PerfSession:
         if self.worker:  # it measures REF file by file, and counts those cached of the tests it runs (ref_before)
             self.ref.cached = []
         else:
-            if self.ref.wanted or not self.settings.smoke:  # they import torch beside REF's run or the first test's build
-                self.turns.start()  # (the windows wait for them: Measuring.run); a smoke run times nothing by turns
+            if self.ref.wanted:  # the turns' processes import torch while REF's pytest does the same, not in a test
+                self.turns.start()
             against.run(self.ref)
         self.ref_s = time.perf_counter() - started
         self.records.load(self.ref.folder)
+        if not (self.worker or self.settings.smoke) and self._loader_at_ref(test_ids):
+            self.turns.start()  # REF cached: beside the first test's build; no window is timed before (Measuring.run)
         reporter = None if self.worker else config.pluginmanager.get_plugin("terminalreporter")  # its controller's says it
         if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
             reporter.write_line(f"Compared {self.ref.describe()}; the working tree's tests follow")
+
+    def _loader_at_ref(self, test_ids: list[str]) -> bool:
+        """Whether REF recorded a loader for any of `test_ids` (its settings, in REF's loaders.json): one the turns time."""
+        return any(self.ref.status.get(t) == "passed" and self.records.loaders_file.get(t) for t in test_ids)
 
     def ref_before(self, item) -> None:
         """A sharded run's worker, before each test: before the first of each file it runs, REF's tests of that file
