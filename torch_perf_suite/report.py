@@ -285,7 +285,7 @@ def seconds_line(seconds: dict | None) -> str:
 
 
 def session_line(seconds: dict) -> str:
-    """session: 418.8 s (imports 6.5 s, REF 143.0 s, tests 269.3 s): in all since the process started, then its parts."""
+    """session: TOTAL s (imports I s, REF R s, tests T s): in all since the process started, then its parts."""
     parts = ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items() if k != "total")
     return f"session: {seconds['total']:.1f} s" + (f" ({parts})" if parts else "")
 
