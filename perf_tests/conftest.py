@@ -7,6 +7,16 @@ from fixtures import disk, recipes
 from torch_perf_suite import host
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compiled_models_kept(request):
+    """Compiled recipes' caches kept in pytest's cache from one run to the next (recipes.compile_cache);
+    `--cache-clear` compiles every model afresh, and so does a run with `-p no:cacheprovider`."""
+    cache = getattr(request.config, "cache", None)
+    recipes.keep_compiled(None if cache is None else cache.mkdir("perf-compile"))
+    yield
+    recipes.keep_compiled(None)
+
+
 @pytest.fixture
 def measure(perf):
     """measure(recipe, parts=None) -> Result: build the recipe on the perf device and measure it.

@@ -203,18 +203,19 @@ def test_recipes_that_differ_around_the_compiled_model_share_its_compile_cache_a
         assert key(replace(base, **{name: other})) != key(base), name
 
 
-def _compile_twice(recipe: Recipe) -> int:
-    """Compile one small model in `ladder[compile]`'s cache, forget it (as a workload's close does), compile it again
-    in `recipe`'s: the cache hits of the second compile."""
-    def train_once():
-        torch.manual_seed(0)
-        torch.compile(torch.nn.Linear(4, 4))(torch.randn(2, 4)).sum().backward()
-        torch._dynamo.reset()
+def _train_once() -> None:
+    """Compile one small model, train it a step and forget it, as a workload's close does."""
+    torch.manual_seed(0)
+    torch.compile(torch.nn.Linear(4, 4))(torch.randn(2, 4)).sum().backward()
+    torch._dynamo.reset()
 
+
+def _compile_twice(recipe: Recipe) -> int:
+    """Compile one small model in `ladder[compile]`'s cache, then in `recipe`'s: the cache hits of the second compile."""
     with recipes.compile_cache(ladder(2)["compile"]):
-        train_once()
+        _train_once()
     with compiled.watch() as count, recipes.compile_cache(recipe):
-        train_once()
+        _train_once()
     return count.cache_hits
 
 
@@ -222,6 +223,28 @@ def test_the_same_compiled_model_is_taken_from_the_cache_and_another_recipes_is_
     steps = ladder(2)
     assert _compile_twice(steps["fused_optimizer"]) > 0
     assert _compile_twice(steps["bf16"]) == 0
+
+
+def test_a_kept_model_answers_the_next_run_until_the_code_that_builds_it_changes(tmp_path, monkeypatch):
+    recipe = ladder(2)["compile"]
+
+    def one_run() -> int:  # a new run finds its folders afresh under the same root: the hits of its compile
+        recipes.keep_compiled(tmp_path)
+        with compiled.watch() as count, recipes.compile_cache(recipe):
+            _train_once()
+        return count.cache_hits
+
+    try:
+        assert one_run() == 0
+        assert one_run() > 0
+        [kept] = tmp_path.iterdir()
+        monkeypatch.setattr(recipes, "_code_digest", lambda: "changed")  # an edit of fixtures/, or another torch
+        assert one_run() == 0
+        assert [p.name for p in tmp_path.iterdir()] == [kept.name.split("-")[0] + "-changed"]  # the older folder gone
+    finally:
+        recipes.keep_compiled(None)
+    with recipes.compile_cache(recipe):  # no root: a folder of this process's own again
+        assert not os.environ["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
 
 
 def test_the_compile_cache_folder_is_set_for_the_step_only(monkeypatch):

@@ -61,7 +61,8 @@ class Measuring:
         result.turns = by_turns
         timed_here = result.unit is not None and result.parts.loader_from is None  # a shared window: said where measured
         result.notes.extend(filter(None, [unit_note, turns_note, timed_here and _parallelism(result, windows.members.loader),
-                                          compile_count.cache_hits and "compiled model taken from an earlier test's cache"]))
+                                          compile_count.cache_hits and f"compiled model taken from the on-disk compile cache "
+                                          f"({compile_count.cache_hits} lookups answered)"]))
         self._count_instructions(result, windows.members.loader_source)
         laps.lap("instructions")
         if result.syncs is not None or self.smoke:  # a smoke run counts them too, to try the counting on every scenario
