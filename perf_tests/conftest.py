@@ -1,18 +1,24 @@
 import math
+import warnings
 from dataclasses import replace
 
 import pytest
 
 from fixtures import disk, recipes
-from torch_perf_suite import host
+from torch_perf_suite import PerfWarning, host
 
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_models_kept(request):
     """Compiled recipes' caches kept in pytest's cache from one run to the next (recipes.compile_cache);
     `--cache-clear` compiles every model afresh, and so does a run with `-p no:cacheprovider`."""
-    cache = getattr(request.config, "cache", None)
-    recipes.keep_compiled(None if cache is None else cache.mkdir("perf-compile"))
+    cache, root = getattr(request.config, "cache", None), None
+    try:
+        root = None if cache is None else cache.mkdir("perf-compile")
+    except OSError as e:  # a read-only checkout: the tests run, each compiled model compiled afresh
+        warnings.warn(PerfWarning(f"compiled models not kept between runs: {e}; give pytest a writable cache "
+                                  "(-o cache_dir=DIR)"), stacklevel=1)
+    recipes.keep_compiled(root)
     yield
     recipes.keep_compiled(None)
 
