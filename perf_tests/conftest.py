@@ -1,6 +1,7 @@
 import math
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -10,17 +11,24 @@ from torch_perf_suite import PerfWarning, host
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_models_kept(request):
-    """Compiled recipes' caches kept in pytest's cache from one run to the next (recipes.compile_cache);
-    `--cache-clear` compiles every model afresh, and so does a run with `-p no:cacheprovider`."""
-    cache, root = getattr(request.config, "cache", None), None
-    try:
-        root = None if cache is None else cache.mkdir("perf-compile")
-    except OSError as e:  # a read-only checkout: the tests run, each compiled model compiled afresh
-        warnings.warn(PerfWarning(f"compiled models not kept between runs: {e}; give pytest a writable cache "
-                                  "(-o cache_dir=DIR)"), stacklevel=1)
-    recipes.keep_compiled(root)
+    """Compiled recipes' caches kept in pytest's cache from one run to the next (recipes.compile_cache)."""
+    recipes.keep_compiled(compile_cache_root(getattr(request.config, "cache", None)))
     yield
     recipes.keep_compiled(None)
+
+
+def compile_cache_root(cache) -> Path | None:
+    """The folder of pytest's cache (`config.cache`) that keeps compiled models; None, so that each compiles afresh,
+    without one (`-p no:cacheprovider`) or where it cannot be written (a read-only checkout: one warning says so).
+    `--cache-clear` empties it."""
+    if cache is None:
+        return None
+    try:
+        return cache.mkdir("perf-compile")
+    except OSError as e:
+        warnings.warn(PerfWarning(f"compiled models not kept between runs: {e}; give pytest a writable cache "
+                                  "(-o cache_dir=DIR)"), stacklevel=1)
+        return None
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 import itertools
 import os
 from dataclasses import fields, replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +12,8 @@ from fixtures import recipes
 from fixtures.data import EndlessShuffle
 from fixtures.metrics import MetricCollector, compute_all, loss_and_classification_metrics, update_classification
 from fixtures.recipes import BASELINE, LADDER_STEPS, LOADER_FIELDS, Recipe, build, channels_last_pair, for_smoke, ladder
-from torch_perf_suite import compiled
+from perf_tests.conftest import compile_cache_root
+from torch_perf_suite import PerfWarning, compiled
 
 CHANGES = {
     "workers": {"num_workers"},
@@ -245,6 +247,24 @@ def test_a_kept_model_answers_the_next_run_until_the_code_that_builds_it_changes
         recipes.keep_compiled(None)
     with recipes.compile_cache(recipe):  # no root: a folder of this process's own again
         assert not os.environ["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
+
+
+def test_pytest_cache_keeps_compiled_models_and_an_unwritable_one_says_so_in_one_line(tmp_path):
+    class Cache:  # pytest's config.cache, as far as the root needs it
+        def __init__(self, writable: bool):
+            self.writable = writable
+
+        def mkdir(self, name: str) -> Path:
+            if not self.writable:
+                raise PermissionError(13, "Permission denied", f"/read-only/.pytest_cache/d/{name}")
+            (tmp_path / name).mkdir()
+            return tmp_path / name
+
+    assert compile_cache_root(Cache(writable=True)) == tmp_path / "perf-compile"
+    assert compile_cache_root(None) is None  # -p no:cacheprovider
+    with pytest.warns(PerfWarning, match=r"^compiled models not kept between runs: .*Permission denied.*"
+                                         r"give pytest a writable cache \(-o cache_dir=DIR\)$"):
+        assert compile_cache_root(Cache(writable=False)) is None
 
 
 def test_the_compile_cache_folder_is_set_for_the_step_only(monkeypatch):
