@@ -149,7 +149,8 @@ def test_a_host_bound_number_against_ref_is_reported_not_gated():
     v = gates.decide("pipeline", NOW, entry_of("GPU-2"), M, env, host_gated=False)
     assert (v.part, v.baseline_sps, v.comparison, v.reported) == (
         "pipeline", 1000.0, None,
-        "-5.0% (host-bound, a reading: the loader's settings, instructions, blocks and waiting are judged)")
+        "-5.0% (host-bound, a reading: the step's host side is judged by its Python lines and blocks a step, the loader by "
+        "its settings, instructions, blocks and waiting)")
     assert not v.failed
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from . import loader, nvml
+from . import host_side, loader, nvml
 from .host import host_class
 from .parts import PARTS
 
@@ -245,7 +245,7 @@ def _validate_counts(counts) -> str | None:
         return None
     if not isinstance(counts, dict):
         return f"'counts' is {_short(counts)}, expected an object"
-    for key in ("kernels_per_step", "copies_per_step", "compile"):
+    for key in ("kernels_per_step", "copies_per_step", "compile"):  # "host" is host_side's
         table = counts.get(key, {})
         if not isinstance(table, dict):
             return f"'counts' {key!r} is {_short(table)}, expected an object"
@@ -253,7 +253,10 @@ def _validate_counts(counts) -> str | None:
         if problem:
             return f"'counts' {key!r} {problem[0]!r} {problem[1]}"
     problem = _number(counts.get("step_peak_bytes"), optional=True, at_most=MAX_MEMORY_GB * 1e9)
-    return f"'counts' 'step_peak_bytes' {problem}" if problem else None
+    if problem:
+        return f"'counts' 'step_peak_bytes' {problem}"
+    problem = "host" in counts and host_side.validate(counts["host"])
+    return f"'counts' 'host': {problem}" if problem else None
 
 
 def _validate_env(env) -> str | None:

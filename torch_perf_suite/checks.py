@@ -9,6 +9,7 @@ checked only against a baseline recorded on this host (`host_scope`).
 
 from __future__ import annotations
 
+from . import host_side
 from .parts import Parts
 
 TOP_CHANGES = 5  # kernel families named in a failure, most changed first
@@ -128,9 +129,10 @@ def compile_counts(now, recorded: dict) -> str | None:
     return "\n".join(problems) or None
 
 
-def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count) -> str | None:
-    """Every count of a test (Result.counts: kernel launches, bytes copied, step memory, compile graphs) against its
-    recorded entry: each failure on a line of its own, or None. Nothing counted, or nothing recorded: None."""
+def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> str | None:
+    """Every count of a test (Result.counts: kernel launches, bytes copied, step memory, compile graphs, the host
+    side) against its recorded entry: each failure on a line of its own, or None. Nothing counted, or nothing
+    recorded: None."""
     if not now or not recorded:
         return None
     failures = [f for f in (
@@ -139,6 +141,7 @@ def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count) 
         "step_peak_bytes" in now and "step_peak_bytes" in recorded
         and step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct),
         ("compile" in now or "compile" in recorded) and compile_counts(compile_count, recorded.get("compile", {})),
+        "host" in now and "host" in recorded and host_side.failure(now["host"], recorded["host"], against),
     ) if f]
     return "\n".join(failures) or None
 

@@ -126,6 +126,7 @@ def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, ho
     why_not = why_not_comparable(part, entry, env.get("host"), host_bound)
     v = verdict(part, list(parts.get(part).rounds), entry, tolerance, why_not, scope)
     if host_bound and not host_gated and v.compared:
-        return Verdict(part, v.baseline_sps, reported=f"{v.change_pct:+.1f}% (host-bound, a reading: the loader's settings, "
-                       "instructions, blocks and waiting are judged)")
+        return Verdict(part, v.baseline_sps, reported=f"{v.change_pct:+.1f}% (host-bound, a reading: the step's host side is "
+                       "judged by its Python lines and blocks a step, the loader by its settings, instructions, blocks and "
+                       "waiting)")
     return v

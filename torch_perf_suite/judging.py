@@ -112,7 +112,11 @@ class Judge:
             self.not_checked(result, "kernels, copies, step memory and compile graphs not checked: the baseline entry was "
                                      "recorded before they were counted; " + self.rerecord())
             return None
-        failure = checks.counted(now, recorded, self.settings.count_margin, result.compile or compiled.CompileCount())
+        if "host" in now and "host" not in recorded:
+            result.notes.append(f"host side not compared: {self.session.against_label} recorded none (its entry is older "
+                                "than the count); " + self.rerecord())
+        failure = checks.counted(now, recorded, self.settings.count_margin, result.compile or compiled.CompileCount(),
+                                 self.session.against_label)
         return failure and f"counted at this GPU model's baseline ({self.session.reference}):\n{failure}"
 
     def _unit(self, result: Result, entry: dict) -> str | None:

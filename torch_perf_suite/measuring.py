@@ -6,6 +6,7 @@
     compile, warm-up, timed
                    the GPU-side, loader and pipeline windows (a part measured in another test is taken from it)
     profiled       the profiled steps: syncs, kernels, bytes copied, peak memory
+    host counted   the step's host side: Python lines and blocks a step, over GPU-side steps under a tracer
     instructions   the loader's instructions per sample (callgrind; a recorded count where its code is unchanged)
     FLOPs          the step's model FLOPs
 
@@ -23,7 +24,7 @@ from typing import Callable
 
 import pytest
 
-from . import compiled, flops, instructions, loader, turns
+from . import compiled, flops, host_side, instructions, loader, turns
 from .parts import PARTS, Parts, Windows
 from .result import Result, part_entry, power_note
 from .settings import Measure
@@ -57,6 +58,9 @@ class Measuring:
         parts = self._parts(workload, windows, wanted, measured, measured_in)
         result = self._profile(workload, windows, parts, profiled=not self.smoke and "pipeline" in wanted)
         laps.lap("profiled")
+        if "gpu" in measured and "gpu" not in measured_in:  # by the test that timed the GPU-side step, as its number
+            self._count_host(result, workload, windows.members)
+        laps.lap("host counted")
         result.compile, result.loader_settings, result.seconds = compile_count, described, laps.seconds
         result.turns = by_turns
         timed_here = result.unit is not None and result.parts.loader_from is None  # a shared window: said where measured
@@ -159,6 +163,16 @@ class Measuring:
         if windows.timer is not None:
             windows.timer.detach()
         return Result(self.test_id, parts, syncs, peak, trace)
+
+    def _count_host(self, result: Result, workload, members) -> None:
+        """The step's host side counted over whole GPU-side cycles (host_side.count), after every timed window."""
+        why_not = host_side.why_uncountable(members, has_loader=members.loader_step is not None or members.loader is not None)
+        if why_not is not None:
+            result.notes.append(why_not)
+            return
+        cycle = members.gpu_cycle_steps
+        steps = cycle if self.smoke else -(-self.settings.profile_steps // cycle) * cycle
+        result.host = host_side.count(members.gpu_step or workload.step, steps)
 
     def _count_instructions(self, result: Result, source: tuple[str, dict] | None) -> None:
         if source is None or not self.session.settings.instructions:

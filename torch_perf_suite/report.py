@@ -77,6 +77,7 @@ def rows(results) -> list[dict]:
             "kernels": None if r.syncs is None or r.syncs.kernels is None else r.syncs.kernels.as_json(),
             "peak_mem_gb": None if r.peak_mem_gb is None else round(r.peak_mem_gb, 2),
             "mfu": r.mfu,
+            "host": None if r.host is None else {k: v for k, v in r.host.entry().items() if k.endswith("_per_step")},
             "extra": {k: round(v, 3) if isinstance(v, float) else v for k, v in r.extra.items()},
             "notes": r.notes,
             "seconds": _seconds(getattr(r, "seconds", None)),
@@ -322,7 +323,13 @@ def _measured(row: dict) -> list[str]:
     peak = "-" if row["peak_mem_gb"] is None else f"{row['peak_mem_gb']:.2f} GB"
     return [_pairs([("bottleneck", row["bottleneck"] or "-"), ("efficiency", _fmt(row["efficiency"], ".2f")),
                     ("spread", _spread(row)), ("loader/CPU s", _sps(row["parts"].get("loader_cpu")))]),
-            _pairs([("GPU-Util", sm), ("", mem), ("peak mem", peak)]), _extra(row["extra"]), _mfu(row.get("mfu"))]
+            _pairs([("GPU-Util", sm), ("", mem), ("peak mem", peak)]), _host(row.get("host")), _extra(row["extra"]),
+            _mfu(row.get("mfu"))]
+
+
+def _host(host: dict | None) -> str:
+    """The step's host side, as host_side counted it."""
+    return "" if not host else f"host side {host['lines_per_step']:,.0f} Python lines, {host['blocks_per_step']:.2f} blocks a step"
 
 
 def markdown(table_rows: list[dict], env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None,
@@ -388,9 +395,9 @@ def _sharded(workers: dict | None) -> str:
 
 
 def _counted(row: dict) -> str:
-    """What a smoke run counted of a test: the loader's instructions per sample and the model's FLOPs."""
+    """What a smoke run counted of a test: the loader's instructions per sample, the model's FLOPs, the host side."""
     return "; ".join(filter(None, [_extra({k: v for k, v in row["extra"].items() if k == "loader instructions/sample"}),
-                                   _mfu(row.get("mfu"))]))
+                                   _mfu(row.get("mfu")), _host(row.get("host"))]))
 
 
 def _smoke(table_rows: list[dict], env: dict, workers: dict | None) -> str:

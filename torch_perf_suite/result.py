@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compiled, gates, instructions, loader, turns
+from . import compiled, gates, host_side, instructions, loader, turns
 from .parts import PARTS, Parts
 from .syncs import SyncCount
 from .timing import Throughput
@@ -46,6 +46,7 @@ class Result:
     loader_settings: dict | None = None  # what the workload's DataLoader is (loader.describe)
     turns: turns.ByTurns | None = None  # a sample's CPU time timed by turns with REF's (--perf-against)
     seconds: dict[str, float] = field(default_factory=dict)  # where the test's time went, by phase (timing.Laps)
+    host: host_side.HostCount | None = None  # the step's host side: Python lines and blocks a step
 
     @property
     def unit(self) -> loader.UnitCost | None:
@@ -55,7 +56,8 @@ class Result:
 
     def counts(self) -> dict:
         """What this test counted, as its baseline entry keeps it: kernel launches a step by family, bytes copied a
-        step by kind, the steps' peak memory, and torch.compile's graphs where it compiled."""
+        step by kind, the steps' peak memory, torch.compile's graphs where it compiled, and the host side's Python
+        lines and blocks a step."""
         found: dict = {}
         k = self.syncs.kernels if self.syncs is not None else None
         if k is not None:
@@ -65,6 +67,8 @@ class Result:
             found["step_peak_bytes"] = self.syncs.step_peak_bytes
         if self.compile is not None and self.compile.compiled:
             found["compile"] = self.compile.as_entry()
+        if self.host is not None:
+            found["host"] = self.host.entry()
         return found
 
     @property

@@ -1,0 +1,148 @@
+"""The step's host side, counted (host_side.py): Python lines a step by function, blocks a step by line, and the
+verdict that compares them with a record."""
+
+import sys
+import threading
+import time
+
+import pytest
+
+from torch_perf_suite import host_side
+from torch_perf_suite.workload import Members
+
+HERE = host_side.short_path(__file__)  # as pytest's sys.path names this file: "test_host_side.py" or "tests/..."
+
+
+def light():
+    return sum(range(3))
+
+
+def with_loop():
+    for _ in range(40):
+        pass
+    return light()
+
+
+def napping():
+    time.sleep(0.001)
+    return light()
+
+
+def test_lines_are_counted_by_function_and_are_the_same_each_time():
+    first, second = host_side.count(light, 4), host_side.count(light, 4)
+    assert first.lines == second.lines == {f"{HERE}:light": 1.0}
+    assert first.blocks_per_step == 0 and first.steps == 4
+
+
+def test_a_loop_a_step_shows_as_lines_of_its_function():
+    counted = host_side.count(with_loop, 3)
+    assert counted.lines[f"{HERE}:with_loop"] >= 40  # a line event each turn at least (two on Python 3.11)
+    assert counted.lines_per_step == counted.lines[f"{HERE}:with_loop"] + 1  # and light's one
+
+
+def test_a_sleep_a_step_is_a_block_at_its_line():
+    counted = host_side.count(napping, 5)
+    line = napping.__code__.co_firstlineno + 1
+    assert counted.blocks == {f"{HERE}:{line} in napping": 1.0}
+
+
+def test_a_wait_on_another_thread_is_a_block():
+    def handed_over():
+        done = threading.Event()
+        threading.Thread(target=lambda: (time.sleep(0.001), done.set())).start()
+        done.wait()
+
+    assert host_side.count(handed_over, 3).blocks_per_step >= 1
+
+
+def test_a_tracer_already_set_is_put_back_and_steps_are_checked():
+    def tracer(frame, event, arg):
+        return None
+
+    sys.settrace(tracer)
+    try:
+        host_side.count(light, 1)
+        assert sys.gettrace() is tracer
+    finally:
+        sys.settrace(None)
+    with pytest.raises(ValueError, match="steps=0"):
+        host_side.count(light, 0)
+
+
+def test_the_entry_keeps_the_totals_and_the_busiest():
+    counted = host_side.HostCount(2, {f"f{i}": float(i) for i in range(60)}, {"a.py:3 in f": 1.0})
+    entry = counted.entry()
+    assert entry["lines_per_step"] == sum(range(60)) and entry["blocks_per_step"] == 1.0
+    assert len(entry["lines"]) == host_side.KEPT and "f59" in entry["lines"] and "f0" not in entry["lines"]
+    assert host_side.validate(entry) is None
+
+
+REF = {"lines_per_step": 1000.0, "blocks_per_step": 1.0,
+       "lines": {"torch/nn/modules/module.py:_call_impl": 600.0, "fixtures/recipes.py:train_step": 400.0},
+       "blocks": {"torch/_tensor.py:625 in backward": 1.0}}
+
+
+def now(lines=None, blocks=None):
+    lines = {**REF["lines"], **(lines or {})}
+    blocks = {**REF["blocks"], **(blocks or {})}
+    return {"lines_per_step": sum(lines.values()), "blocks_per_step": sum(blocks.values()), "lines": lines, "blocks": blocks}
+
+
+def test_the_same_counts_pass_and_fewer_pass():
+    assert host_side.failure(now(), REF, "REF main") is None
+    assert host_side.failure(now({"fixtures/recipes.py:train_step": 100.0}), REF, "REF main") is None
+
+
+@pytest.mark.parametrize("more, fails", [(10, False), (20, False), (21, True)])
+def test_lines_may_grow_by_the_margin_or_the_floor(more, fails):
+    """1% of 1,000 is 10 lines; the floor of 20 is the larger."""
+    grown = now({"fixtures/recipes.py:train_step": 400.0 + more})
+    assert (host_side.failure(grown, REF, "REF main") is not None) == fails
+
+
+def test_more_lines_fail_naming_the_functions_that_grew():
+    message = host_side.failure(now({"fixtures/recipes.py:train_step": 450.0, "scratch/plant.py:hook": 320.0}), REF,
+                                "REF main")
+    assert message.startswith("the host runs 1,370 Python lines a step to issue it, 1,000 at REF main (+370, +37.0%; "
+                              "allowed +1% or +20): per-step Python")
+    assert message.splitlines()[1:] == ["    +320.00 scratch/plant.py:hook (0.00 -> 320.00, new)",
+                                        "    +50.00 fixtures/recipes.py:train_step (400.00 -> 450.00)"]
+
+
+def test_a_function_beyond_the_kept_ones_is_not_called_new():
+    recorded = {**REF, "lines": {f"f{i}": 25.0 for i in range(host_side.KEPT)}}
+    message = host_side.failure(now({"g": 100.0}), recorded, "the baseline")
+    assert "+100.00 g (0.00 -> 100.00)" in message and "new" not in message
+
+
+@pytest.mark.parametrize("blocks, fails", [(1.5, False), (1.51, True), (2.0, True)])
+def test_blocks_may_grow_by_half_a_step(blocks, fails):
+    grown = now(blocks={"fixtures/recipes.py:300 in train_step": blocks - 1.0})
+    message = host_side.failure(grown, REF, "REF main")
+    assert (message is not None) == fails
+    if fails:
+        assert f"the host blocks {blocks:.2f} times a step while issuing it, 1.00 at REF main" in message
+        assert f"+{blocks - 1:.2f} fixtures/recipes.py:300 in train_step (0.00 -> {blocks - 1:.2f}, new)" in message
+
+
+@pytest.mark.parametrize("entry, problem", [
+    ([], "must be an object"),
+    ({**REF, "lines_per_step": "many"}, "lines_per_step must be a number"),
+    ({**REF, "blocks_per_step": -1}, "blocks_per_step must be a number"),
+    ({**REF, "lines": {"f": True}}, "lines must map names to numbers"),
+    ({**REF, "blocks": None}, "blocks must map names to numbers"),
+])
+def test_a_malformed_record_is_named(entry, problem):
+    assert problem in host_side.validate(entry)
+
+
+def test_a_step_that_cannot_be_counted_says_why():
+    assert "a thread of their own" in host_side.why_uncountable(Members(all_threads=True, gpu_step=light), False)
+    assert "give it a gpu_step()" in host_side.why_uncountable(Members(), has_loader=True)
+    assert host_side.why_uncountable(Members(), has_loader=False) is None
+    assert host_side.why_uncountable(Members(gpu_step=light), has_loader=True) is None
+
+
+def test_paths_are_named_from_their_sys_path_entry():
+    assert host_side.short_path(host_side.__file__) == "torch_perf_suite/host_side.py"
+    assert host_side.short_path("/nowhere/x.py") == "/nowhere/x.py"

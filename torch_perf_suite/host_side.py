@@ -1,0 +1,180 @@
+"""The step's host side, counted: what the launching thread does to issue one step, in units that do not move with the
+host's speed.
+
+Where the host limits a step (small batches, eager code, per-step Python), the GPU-side number is the host's speed,
+and that moves: on one H200 machine the same step's host CPU time moved 2.5x between processes run one after the
+other with nothing beside them (docs/host-side.md). So the host side is counted, as the loader's work is:
+
+- lines:  the Python lines the thread executes a step (`sys.settrace`), by function: what a hook, a callback, a
+          logging helper, a library's new wrapper or a mode that falls back to eager adds;
+- blocks: the thread's voluntary context switches a step (`getrusage(RUSAGE_THREAD)`), each put on the Python line
+          that was running when it blocked: a sleep, a lock, I/O, a wait on another thread.
+
+Both are counted over a few GPU-side steps (a batch kept on the device: no loader's queue to wait on) after the timed
+windows, and compared with REF's or the baseline's counts of the same test: exact where the code is the same, on any
+host. What the counts cannot see is C++ work that grew without a Python line or a block (a dispatcher's overhead):
+docs/host-side.md says so.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import resource
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+LINES_MARGIN_PCT = 1.0  # Python lines a step may grow by before it counts
+LINES_FLOOR = 20  # ... or this many, for a step so light that a percent of it is a line or two
+BLOCKS_MARGIN = 0.5  # blocks a step that may appear before it counts (a sleep a step adds 1.00)
+TOP = 5  # functions or lines named in a failure, most grown first
+KEPT = 40  # functions and lines kept in an entry, busiest first
+
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+BEFORE = "(before the step's first line)"
+
+
+@dataclass(frozen=True)
+class HostCount:
+    steps: int
+    lines: dict[str, float]  # "path:function" -> Python lines a step
+    blocks: dict[str, float]  # "path:line in function" -> voluntary context switches a step
+
+    @property
+    def lines_per_step(self) -> float:
+        return sum(self.lines.values())
+
+    @property
+    def blocks_per_step(self) -> float:
+        return sum(self.blocks.values())
+
+    def entry(self) -> dict:
+        """As a baseline entry's counts keep it: the totals, and the busiest functions and lines."""
+        return {"lines_per_step": round(self.lines_per_step, 1), "blocks_per_step": round(self.blocks_per_step, 2),
+                "lines": _busiest(self.lines), "blocks": _busiest(self.blocks)}
+
+    def line(self) -> str:
+        return f"host side: {self.lines_per_step:,.0f} Python lines and {self.blocks_per_step:.2f} blocks a step"
+
+
+def _busiest(counts: dict[str, float]) -> dict[str, float]:
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:KEPT]
+    return {name: round(n, 2) for name, n in top}
+
+
+def _switches() -> int:
+    return resource.getrusage(_RUSAGE_THREAD).ru_nvcsw
+
+
+def short_path(filename: str) -> str:
+    """A file named relative to the longest sys.path entry that holds it: "torch/nn/modules/module.py",
+    "fixtures/recipes.py", "threading.py"."""
+    best = ""
+    for entry in sys.path:
+        root = os.path.join(os.path.abspath(entry or os.curdir), "")
+        if filename.startswith(root) and len(root) > len(best):
+            best = root
+    return filename[len(best):] if best else filename
+
+
+def count(step: Callable[[], object], steps: int) -> HostCount:
+    """Run `steps` steps on this thread with a tracer that counts their Python lines by function and their blocks
+    by line. The steps run slower under it: nothing is timed here. A tracer already set (a debugger, coverage) is put
+    back afterwards."""
+    if steps < 1:
+        raise ValueError(f"steps={steps}; expected at least 1")
+    previous = sys.gettrace()
+    lines: collections.Counter = collections.Counter()  # code object -> lines
+    blocks: collections.Counter = collections.Counter()  # (code object, line) -> switches
+    last = [None, _switches()]  # the line running, the switches counted up to it
+
+    def local(frame, event, arg):
+        now = _switches()
+        if now != last[1]:
+            blocks[last[0]] += now - last[1]
+            last[1] = now
+        if event == "line":
+            lines[frame.f_code] += 1
+            last[0] = (frame.f_code, frame.f_lineno)
+        return local
+
+    sys.settrace(local)
+    try:
+        for _ in range(steps):
+            step()
+    finally:
+        sys.settrace(previous)
+        tail = _switches() - last[1]
+    if tail:
+        blocks[last[0]] += tail
+    by_function: collections.Counter = collections.Counter()
+    for code, n in lines.items():
+        by_function[f"{short_path(code.co_filename)}:{code.co_name}"] += n / steps
+    by_line: collections.Counter = collections.Counter()
+    for where, n in blocks.items():
+        name = BEFORE if where is None else f"{short_path(where[0].co_filename)}:{where[1]} in {where[0].co_name}"
+        by_line[name] += n / steps
+    return HostCount(steps, dict(by_function), dict(by_line))
+
+
+def why_uncountable(members, has_loader: bool) -> str | None:
+    """Why this workload's host side cannot be counted (None where it can): its steps on a thread of their own, or
+    only a step that pulls from its loader (whose queue it would wait on)."""
+    if members.all_threads:
+        return "host side not counted: the steps run on a thread of their own, which the tracer does not follow"
+    if members.gpu_step is None and has_loader:
+        return ("host side not counted: the workload's only step pulls from its loader, whose queue it waits on; give it "
+                "a gpu_step() (the same step on a batch kept on the device)")
+    return None
+
+
+def _grown(now: dict[str, float], recorded: dict[str, float], complete: bool) -> list[str]:
+    """Rows of what grew, most first: '+248.0 fixtures/recipes.py:train_step (12.0 -> 260.0)'."""
+    changed = {k: now.get(k, 0.0) - recorded.get(k, 0.0) for k in {*now, *recorded}}
+    rows = []
+    for name, d in sorted(changed.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]:
+        if d <= 0:
+            break
+        new = ", new" if name not in recorded and complete else ""
+        rows.append(f"    {d:+,.2f} {name} ({recorded.get(name, 0.0):,.2f} -> {now.get(name, 0.0):,.2f}{new})")
+    return rows
+
+
+def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_MARGIN_PCT) -> str | None:
+    """The host side's counts (HostCount.entry) against recorded ones: more Python lines a step than `margin_pct`
+    (and LINES_FLOOR) allow, or more than BLOCKS_MARGIN more blocks a step; each with the functions or lines that
+    grew. None where neither rose."""
+    problems = []
+    lines, was = now["lines_per_step"], recorded["lines_per_step"]
+    if lines > max(was * (1 + margin_pct / 100), was + LINES_FLOOR):
+        problems.append(
+            f"the host runs {lines:,.0f} Python lines a step to issue it, {was:,.0f} at {against} ({lines - was:+,.0f}, "
+            f"{100 * (lines / was - 1) if was else float('inf'):+.1f}%; allowed +{margin_pct:g}% or +{LINES_FLOOR}): "
+            "per-step Python (a hook, a callback, a logging helper, a library's wrapper, a part run eagerly); "
+            "lines a step by function, most grown first:\n"
+            + "\n".join(_grown(now["lines"], recorded["lines"], len(recorded["lines"]) < KEPT)))
+    blocks, blocked = now["blocks_per_step"], recorded["blocks_per_step"]
+    if blocks > blocked + BLOCKS_MARGIN:
+        problems.append(
+            f"the host blocks {blocks:.2f} times a step while issuing it, {blocked:.2f} at {against} (allowed "
+            f"+{BLOCKS_MARGIN:g}): a sleep, a lock, I/O or a wait on another thread (voluntary context switches), "
+            "at these lines, most grown first:\n"
+            + "\n".join(_grown(now["blocks"], recorded["blocks"], len(recorded["blocks"]) < KEPT)))
+    return "\n".join(problems) or None
+
+
+def validate(entry) -> str | None:
+    """Why a recorded host count is malformed, or None."""
+    if not isinstance(entry, dict):
+        return f"host counts must be an object, not {type(entry).__name__}"
+    for key in ("lines_per_step", "blocks_per_step"):
+        value = entry.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            return f"host counts' {key} must be a number of at least 0, not {value!r}"
+    for key in ("lines", "blocks"):
+        table = entry.get(key)
+        if not isinstance(table, dict) or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in table.values()):
+            return f"host counts' {key} must map names to numbers of at least 0"
+    return None
