@@ -1642,3 +1642,34 @@ def test_a_recording_into_another_folder_takes_the_committed_count_of_unchanged_
     suite.run("--perf-update-baselines", "--perf-baseline-dir=ref").assert_outcomes(passed=1)
     ref = json.loads((suite.path / "ref" / "instructions.json").read_text())["environments"]
     assert next(iter(ref.values()))["test_copy.py::test_copy"]["per_sample"] == 6_400_000
+
+
+# --- the step's host side (host_side.py) ---------------------------------------------------------------------------
+
+
+def test_per_step_python_and_a_sleep_in_the_gpu_side_step_fail_naming_where(suite, pytester):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    assert suite.entry()["counts"]["host"]["lines_per_step"] > 0
+    plant = ("    def gpu_step(self):\n        [None for _ in range(60)]\n        time.sleep(0.0001)\n"
+             "        self.work(\"gpu\", 0.001)\n")
+    pytester.makepyfile(test_copy=TEST_FILE.replace('    def gpu_step(self):\n        self.work("gpu", 0.001)\n', plant))
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*counted at this GPU model's baseline (*nvidia-h200.json):",
+                                 "the host runs * Python lines a step to issue it, * at the baseline (+*, +*%; allowed +1% "
+                                 "or +20): per-step Python*",
+                                 "    +* test_copy.py:*",
+                                 "the host blocks 1.00 times a step while issuing it, 0.00 at the baseline (allowed +0.5)*",
+                                 "    +1.00 test_copy.py:* in gpu_step (0.00 -> 1.00, new)"])
+
+
+def test_an_entry_older_than_the_host_count_says_so_once(suite):
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.edit(lambda entry: entry["counts"].pop("host"))
+    result = suite.run("--perf-report=out/perf")
+    result.assert_outcomes(passed=1)
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert [n for n in row["notes"] if n.startswith("host side")] == [
+        "host side not compared: the baseline recorded none (its entry is older than the count); record them with: "
+        "pytest 'test_copy.py::test_copy' --perf-update-baselines"]
+    assert row["host"]["blocks_per_step"] == 0 and row["host"]["lines_per_step"] > 0
