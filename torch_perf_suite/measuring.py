@@ -58,8 +58,9 @@ class Measuring:
         parts = self._parts(workload, windows, wanted, measured, measured_in)
         result = self._profile(workload, windows, parts, profiled=not self.smoke and "pipeline" in wanted)
         laps.lap("profiled")
-        if "gpu" in measured and "gpu" not in measured_in:  # by the test that timed the GPU-side step, as its number
-            self._count_host(result, workload, windows.members)
+        resident = windows.available() == ("pipeline",)  # the pipeline is the GPU-side step
+        if (resident and "pipeline" in measured or "gpu" in measured) and "gpu" not in measured_in:
+            self._count_host(result, workload, windows.members)  # by the test that timed the GPU-side step, as its number
         laps.lap("host counted")
         result.compile, result.loader_settings, result.seconds = compile_count, described, laps.seconds
         result.turns = by_turns
