@@ -146,3 +146,24 @@ def test_a_step_that_cannot_be_counted_says_why():
 def test_paths_are_named_from_their_sys_path_entry():
     assert host_side.short_path(host_side.__file__) == "torch_perf_suite/host_side.py"
     assert host_side.short_path("/nowhere/x.py") == "/nowhere/x.py"
+
+
+def test_a_block_in_a_library_names_the_project_line_that_called_it():
+    def waits():
+        threading.Event().wait(0.001)
+
+    [(where, n)] = host_side.count(waits, 2).blocks.items()
+    line = waits.__code__.co_firstlineno + 1
+    assert where.startswith("threading.py:") and where.endswith(f" in wait (from {HERE}:{line} in waits)") and n == 1.0
+
+
+def test_the_first_step_finishes_what_came_before_and_is_not_counted():
+    calls = []
+
+    def step():
+        if not calls:
+            time.sleep(0.001)  # an earlier window's leftovers: a loader's workers shutting down
+        calls.append(1)
+
+    counted = host_side.count(step, 3)
+    assert len(calls) == 4 and counted.blocks_per_step == 0

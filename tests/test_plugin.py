@@ -319,9 +319,9 @@ def test_other_loader(perf, perf_session):
     suite.gpu(dev)
     result = suite.run("-p", "no:randomly", "--perf-report=out/perf")
     result.assert_outcomes(passed=1, failed=1)
-    # test_copy's window, its confirmation, the 3 steps whose host side is counted and one more whose FLOPs are; none of
-    # test_other_loader's
-    assert dev.steps["gpu"] == 2 * (3 + 3 * 5) + 3 + 1
+    # test_copy's window, its confirmation and one more step whose FLOPs are counted; and in each test a first step and 3
+    # whose host side is counted
+    assert dev.steps["gpu"] == 2 * (3 + 3 * 5) + 1 + 2 * (1 + 3)
     copy, other = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert copy["baseline"]["gpu"]["failed"] and "gpu" not in other["baseline"]
     assert other["gpu_measured_in"] == "test_copy.py::test_copy" and other["loader_measured_in"] is None
@@ -335,8 +335,8 @@ def test_smoke_mode_shrinks_every_window_and_checks_nothing(suite):
     result.assert_outcomes(passed=1)
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1, "loader_cpu": 1}
-    # each window 1 warm-up + 2 steps; one more GPU-side step whose host side is counted, one whose model FLOPs are
-    assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2 + 1 + 1, "loader": 1 + 2}
+    # each window 1 warm-up + 2 steps; a first GPU-side step and one whose host side is counted, one whose FLOPs are
+    assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2 + 2 + 1, "loader": 1 + 2}
     assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
     result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on "
                                  "NVIDIA H200; nothing was timed. torch *", "", "| test | verdict | counted * |",
@@ -1321,7 +1321,7 @@ class TestB:
 def test_a_claim_that_fails_once_is_measured_again_and_noted_when_not_confirmed(suite, pytester):
     """test_copy's GPU-side window, the steps whose host side and FLOPs it counts, and test_other's first window (3
     warm-up + 3 x 5 steps each) run at half speed: test_other is 1.2x at first, 2.4x measured again."""
-    suite.gpu(FakeGPU(slow={"gpu": 2.0}, slow_steps=2 * (3 + 3 * 5) + 3 + 1))
+    suite.gpu(FakeGPU(slow={"gpu": 2.0}, slow_steps=2 * (3 + 3 * 5) + 1 + 3 + 1))
     check = "assert_gain(result, over='test_copy.py::test_copy', at_least=1.5, part='gpu')"
     result = claim(pytester, suite, 1.2, check, "--perf-report=out/perf")
     result.assert_outcomes(passed=2, warnings=1)

@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
+from .syncs import _is_library
+
 LINES_MARGIN_PCT = 1.0  # Python lines a step may grow by before it counts
 LINES_FLOOR = 20  # ... or this many, for a step so light that a percent of it is a line or two
 BLOCKS_MARGIN = 0.5  # blocks a step that may appear before it counts (a sleep a step adds 1.00)
@@ -79,24 +81,26 @@ def short_path(filename: str) -> str:
 
 
 def count(step: Callable[[], object], steps: int) -> HostCount:
-    """Run `steps` steps on this thread with a tracer that counts their Python lines by function and their blocks
-    by line. The steps run slower under it: nothing is timed here. A tracer already set (a debugger, coverage) is put
-    back afterwards."""
+    """Run one step, then `steps` steps on this thread with a tracer that counts their Python lines by function and
+    their blocks by line. The first step is not counted: it finishes what an earlier window left (a gpu_step drops the
+    loader's iterator, whose workers then shut down). The steps run slower under the tracer: nothing is timed here. A
+    tracer already set (a debugger, coverage) is put back afterwards."""
     if steps < 1:
         raise ValueError(f"steps={steps}; expected at least 1")
+    step()
     previous = sys.gettrace()
     lines: collections.Counter = collections.Counter()  # code object -> lines
-    blocks: collections.Counter = collections.Counter()  # (code object, line) -> switches
-    last = [None, _switches()]  # the line running, the switches counted up to it
+    blocks: collections.Counter = collections.Counter()  # where (_where) -> switches
+    last = [None, 0, _switches()]  # the frame running and its line, the switches counted up to it
 
     def local(frame, event, arg):
         now = _switches()
-        if now != last[1]:
-            blocks[last[0]] += now - last[1]
-            last[1] = now
+        if now != last[2]:
+            blocks[_where(last[0], last[1])] += now - last[2]
+            last[2] = now
         if event == "line":
             lines[frame.f_code] += 1
-            last[0] = (frame.f_code, frame.f_lineno)
+            last[0], last[1] = frame, frame.f_lineno
         return local
 
     sys.settrace(local)
@@ -105,17 +109,29 @@ def count(step: Callable[[], object], steps: int) -> HostCount:
             step()
     finally:
         sys.settrace(previous)
-        tail = _switches() - last[1]
+        tail = _switches() - last[2]
     if tail:
-        blocks[last[0]] += tail
+        blocks[_where(last[0], last[1])] += tail
     by_function: collections.Counter = collections.Counter()
     for code, n in lines.items():
         by_function[f"{short_path(code.co_filename)}:{code.co_name}"] += n / steps
-    by_line: collections.Counter = collections.Counter()
-    for where, n in blocks.items():
-        name = BEFORE if where is None else f"{short_path(where[0].co_filename)}:{where[1]} in {where[0].co_name}"
-        by_line[name] += n / steps
-    return HostCount(steps, dict(by_function), dict(by_line))
+    return HostCount(steps, dict(by_function), {where: n / steps for where, n in blocks.items()})
+
+
+def _where(frame, lineno: int) -> str:
+    """'path:line in function' of the line running when the thread blocked, and, where that is a library's, the line
+    of the project's own code that called into it."""
+    if frame is None:
+        return BEFORE
+    here = f"{short_path(frame.f_code.co_filename)}:{lineno} in {frame.f_code.co_name}"
+    if not _is_library(frame.f_code.co_filename):
+        return here
+    caller = frame.f_back
+    while caller is not None and _is_library(caller.f_code.co_filename):
+        caller = caller.f_back
+    if caller is None:
+        return here
+    return f"{here} (from {short_path(caller.f_code.co_filename)}:{caller.f_lineno} in {caller.f_code.co_name})"
 
 
 def why_uncountable(members, has_loader: bool) -> str | None:
