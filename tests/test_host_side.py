@@ -167,3 +167,15 @@ def test_the_first_step_finishes_what_came_before_and_is_not_counted():
 
     counted = host_side.count(step, 3)
     assert len(calls) == 4 and counted.blocks_per_step == 0
+
+
+def test_a_library_block_whose_caller_moved_is_the_same_block():
+    """An edit above `loss.backward()` moves the project line that called into autograd: not a new block."""
+    recorded = {**REF, "blocks": {"torch/autograd/graph.py:869 in _engine_run_backward (from fixtures/recipes.py:328 in "
+                                  "train_step)": 1.0}}
+    grown = now(blocks={"fixtures/recipes.py:315 in train_step": 1.0})
+    grown["blocks"] = {"fixtures/recipes.py:315 in train_step": 1.0, "torch/autograd/graph.py:869 in "
+                       "_engine_run_backward (from fixtures/recipes.py:329 in train_step)": 1.0}
+    grown["blocks_per_step"] = 2.0
+    rows = host_side.failure(grown, recorded, "REF main").splitlines()[1:]
+    assert rows == ["    +1.00 fixtures/recipes.py:315 in train_step (0.00 -> 1.00, new)"]

@@ -146,14 +146,25 @@ def why_uncountable(members, has_loader: bool) -> str | None:
 
 
 def _grown(now: dict[str, float], recorded: dict[str, float], complete: bool) -> list[str]:
-    """Rows of what grew, most first: '+248.0 fixtures/recipes.py:train_step (12.0 -> 260.0)'."""
-    changed = {k: now.get(k, 0.0) - recorded.get(k, 0.0) for k in {*now, *recorded}}
+    """Rows of what grew, most first: '+248.0 fixtures/recipes.py:train_step (12.0 -> 260.0)'. A block in a library is
+    matched by its own line, not by the project line that called it, which moves with any edit above it."""
+    def own(name: str) -> str:
+        return name.split(" (from ", 1)[0]
+
+    was: dict[str, float] = {}
+    for name, n in recorded.items():
+        was[own(name)] = was.get(own(name), 0.0) + n
+    shown = {own(name): name for name in now}
+    mine: dict[str, float] = {}
+    for name, n in now.items():
+        mine[own(name)] = mine.get(own(name), 0.0) + n
+    changed = {k: mine.get(k, 0.0) - was.get(k, 0.0) for k in {*mine, *was}}
     rows = []
-    for name, d in sorted(changed.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]:
+    for key, d in sorted(changed.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]:
         if d <= 0:
             break
-        new = ", new" if name not in recorded and complete else ""
-        rows.append(f"    {d:+,.2f} {name} ({recorded.get(name, 0.0):,.2f} -> {now.get(name, 0.0):,.2f}{new})")
+        new = ", new" if key not in was and complete else ""
+        rows.append(f"    {d:+,.2f} {shown.get(key, key)} ({was.get(key, 0.0):,.2f} -> {mine.get(key, 0.0):,.2f}{new})")
     return rows
 
 
