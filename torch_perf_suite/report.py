@@ -329,7 +329,9 @@ def _measured(row: dict) -> list[str]:
 
 def _host(host: dict | None) -> str:
     """The step's host side, as host_side counted it."""
-    return "" if not host else f"host side {host['lines_per_step']:,.0f} Python lines, {host['blocks_per_step']:.2f} blocks a step"
+    if not host:
+        return ""
+    return f"host side {host['lines_per_step']:,.0f} Python lines, {host['blocks_per_step']:.2f} blocks a step"
 
 
 def markdown(table_rows: list[dict], env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None,
