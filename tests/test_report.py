@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import report, syncs
+from torch_perf_suite import host_side, report, syncs
 from torch_perf_suite.gates import Verdict
 from torch_perf_suite.nvml import Utilization
 from torch_perf_suite.parts import Parts
@@ -48,14 +48,14 @@ def full():
                       periodic_runs=Counter({"perf_periodic:metrics": 1}))
     return SimpleNamespace(test_id="test_a", parts=parts, samples_per_s=parts.pipeline.median, verdicts=verdicts,
                            syncs=syncs, peak_mem_gb=1.23456, mfu=None, extra={"gain": 1.5, "workers": 8, "ratio": 0.12345},
-                           notes=["passed", "loader measured in test_x"])
+                           notes=["passed", "loader measured in test_x"], host=None)
 
 
 def bare():
     """One round of 10 samples in 0.01 s, nothing else measured, compared or profiled."""
     parts = Parts(batch_size=10, pipeline=Throughput(10, (0.01,)))
     return SimpleNamespace(test_id="test_b", parts=parts, samples_per_s=parts.pipeline.median, verdicts={}, syncs=None,
-                           peak_mem_gb=None, mfu=None, extra={}, notes=[])
+                           peak_mem_gb=None, mfu=None, extra={}, notes=[], host=None)
 
 
 FULL_ROW = {
@@ -94,6 +94,7 @@ FULL_ROW = {
     "kernels": None,
     "peak_mem_gb": 1.23,
     "mfu": None,
+    "host": None,
     "extra": {"gain": 1.5, "workers": 8, "ratio": 0.123},
     "notes": ["passed", "loader measured in test_x"],
     "seconds": None,
@@ -106,7 +107,7 @@ BARE_ROW = {
     "loader_measured_in": None, "gpu_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None,
     "baseline": {},
     "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None, "mfu": None,
-    "extra": {},
+    "host": None, "extra": {},
     "notes": [],
     "seconds": None,
 }
@@ -232,7 +233,7 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
                   loader=Throughput(600, (2.0, 3.0, 2.0), cpu_s=(6.0, 5.0, 6.0)), gpu_busy_s=0.04166)
     result = SimpleNamespace(test_id="test_c", parts=parts, samples_per_s=parts.pipeline.median, verdicts={},
                              syncs=SyncCount(steps=3, sources=Counter({ITEM: 1})), peak_mem_gb=None,
-                             mfu=None, extra={"workers": "8 of 16"}, notes=[])
+                             mfu=None, extra={"workers": "8 of 16"}, notes=[], host=None)
     [row] = report.rows([result])
     assert (row["gpu_busy_pct"], row["syncs_per_step"], row["extra"]) == (83.3, 0.333, {"workers": "8 of 16"})
     assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300
@@ -382,3 +383,12 @@ def util(pct=None, unavailable=None, **fields):
 ])
 def test_the_gpu_util_cells(pipeline, gpu, cells):
     assert report._gpu_util({"parts": {"pipeline": pipeline, "gpu": gpu}}) == cells
+
+
+def test_the_host_side_is_a_row_field_and_a_line_of_the_details():
+    counted = full()
+    counted.host = host_side.HostCount(3, {"a.py:f": 1200.0, "b.py:g": 34.4}, {"b.py:3 in g": 1.0})
+    [row, bare_row] = report.rows([counted, bare()])
+    assert row["host"] == {"lines_per_step": 1234.4, "blocks_per_step": 1.0} and bare_row["host"] is None
+    md = report.markdown([row, bare_row], ENV)
+    assert "- host side 1,234 Python lines, 1.00 blocks a step" in md and md.count("host side") == 1
