@@ -7,7 +7,7 @@ import re
 import pytest
 
 from torch_perf_suite import host, settings
-from torch_perf_suite.settings import Measure, SessionSettings, for_marker, percent, positive_int, seconds
+from torch_perf_suite.settings import Measure, SessionSettings, for_marker, percent, positive_int, positive_percent, seconds
 
 pytest_plugins = ["pytester"]
 
@@ -110,6 +110,8 @@ def test_help_names_each_default_and_ini_name(pytester, monkeypatch):
     (percent, "lots", "expected a percentage such as 5 or 7.5, got 'lots'"),
     (percent, "100", "expected a percentage from 0 to below 100, got 100.0"),
     (percent, "-0.5", "expected a percentage from 0 to below 100, got -0.5"),
+    (positive_percent, "0", "expected a percentage above 0 and below 100, got 0"),
+    (positive_percent, "100", "expected a percentage from 0 to below 100, got 100.0"),
     (seconds, "soon", "expected a number of seconds such as 1 or 0.5, got 'soon'"),
     (seconds, "60.5", "expected a number of seconds from 0 to 60, got 60.5"),
     (seconds, "-1", "expected a number of seconds from 0 to 60, got -1.0"),

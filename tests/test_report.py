@@ -202,6 +202,19 @@ def test_write_makes_the_folder_and_both_files(tmp_path):
     assert text.startswith('{\n "env": {\n  "gpu": "NVIDIA H200",') and text.endswith("}\n")
 
 
+def test_a_new_report_gets_the_usual_mode_and_a_rewritten_one_keeps_its_own(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        report.write(tmp_path / "new" / "perf", report.document([], ENV))
+        assert {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "new").iterdir()} == {"perf.md": 0o644,
+                                                                                           "perf.json": 0o644}
+        (tmp_path / "new" / "perf.md").chmod(0o600)
+        report.write(tmp_path / "new" / "perf", report.document([], ENV))
+        assert (tmp_path / "new" / "perf.md").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(umask)
+
+
 def test_write_without_sections_writes_an_empty_object(tmp_path):
     report.write(tmp_path / "perf", report.document([], ENV))
     assert json.loads((tmp_path / "perf.json").read_text()) == {"env": ENV, "smoke": False, "tests": [], "sections": {},

@@ -38,6 +38,14 @@ def percent(text: str) -> float:
     return value
 
 
+def positive_percent(text: str) -> float:
+    """A percentage where 0 makes no sense (an interval of no width, which no number of rounds reaches)."""
+    value = percent(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a percentage above 0 and below 100, got 0")
+    return value
+
+
 def report_path(text: str) -> Path:
     """--perf-report PATH writes PATH.md and PATH.json; a .md or .json suffix given is dropped."""
     path = Path(text)
@@ -82,7 +90,7 @@ class Measure:
                           "pytest-benchmark rounds")
     max_rounds: int = setting(7, positive_int, "N", "GPU-side rounds are added, one at a time, up to this many, while "
                               "the median's interval is too wide")
-    ci_pct: float = setting(1.0, percent, "PCT", "the median's 95% confidence interval wanted, half-width in percent of "
+    ci_pct: float = setting(1.0, positive_percent, "PCT", "the median's 95% confidence interval wanted, half-width in percent of "
                             "the median")
     steps: int = setting(2, positive_int, "N", "least training steps per timed round")
     round_s: float = setting(0.5, seconds, "S", "least seconds per timed round; steps per round grow to fill it")
