@@ -58,6 +58,14 @@ def test_a_bad_ini_value_names_the_option_and_the_value(parsed, pytester):
     assert str(e.value) == "ini option perf_tolerance = '120': expected a percentage from 0 to below 100, got 120.0"
 
 
+def test_a_baseline_folder_given_that_does_not_exist_is_refused_unless_recorded_into(parsed, pytester):
+    with pytest.raises(pytest.UsageError) as e:
+        parsed("--perf-baseline-dir=nowhere/dir")
+    assert str(e.value) == (f"--perf-baseline-dir {pytester.path / 'nowhere' / 'dir'} does not exist: give the folder "
+                            "that holds the baseline files, or record into it with --perf-update-baselines")
+    assert parsed("--perf-baseline-dir=nowhere/dir", "--perf-update-baselines").baseline_dir == pytester.path / "nowhere/dir"
+
+
 def test_folder_options_that_are_files_are_refused(parsed, pytester):
     (pytester.path / "a_file").write_text("")
     with pytest.raises(pytest.UsageError) as e:

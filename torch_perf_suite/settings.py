@@ -244,6 +244,9 @@ class SessionSettings:
         if not baseline_dir.is_absolute():
             baseline_dir = Path(config.rootpath) / baseline_dir
         given = "--perf-baseline-dir" if opt("--perf-baseline-dir") else "ini option perf_baseline_dir:"
+        if opt("--perf-baseline-dir") and not opt("--perf-update-baselines") and not baseline_dir.exists():
+            raise pytest.UsageError(f"--perf-baseline-dir {baseline_dir} does not exist: give the folder that holds the "
+                                    "baseline files, or record into it with --perf-update-baselines")
         report = opt("--perf-report")
         if report is not None:
             _folder(report.parent, f"--perf-report {report}: folder", writable=True)
