@@ -305,6 +305,12 @@ def test_the_file_keeps_other_tests_and_refuses_a_broken_one(tmp_path):
     path.write_text(json.dumps({"schema": 1, "tests": {"a": {"settings": {"x": [1]}, "workers": 2}}}))
     with pytest.raises(loader.SettingsError, match="'a': 'settings' is"):
         loader.SettingsFile.load(path)
+    path.write_text(json.dumps({"schema": 1, "tests": {"a": {"settings": settings(num_workers="zero"), "workers": 2}}}))
+    with pytest.raises(loader.SettingsError, match="'a': setting 'num_workers' is 'zero', expected a number of at least 0"):
+        loader.SettingsFile.load(path)
+    path.write_text(json.dumps({"schema": 1, "tests": {"a": {"settings": settings(pin_memory="yes"), "workers": 2}}}))
+    with pytest.raises(loader.SettingsError, match="'a': setting 'pin_memory' is 'yes', expected true or false"):
+        loader.SettingsFile.load(path)
     path.write_text("{")
     with pytest.raises(loader.SettingsError, match="not valid JSON"):
         loader.SettingsFile.load(path)

@@ -501,6 +501,11 @@ def entry(settings: dict, workers: int) -> dict:
     return {"settings": settings, "workers": workers, "date": datetime.date.today().isoformat()}
 
 
+# what describe() gives each setting that is not a name: read back as anything else, the file is corrupt, not changed
+NUMBERS = ("num_workers", "batch_size", "prefetch_factor", "timeout")  # or null
+FLAGS = ("drop_last", "pin_memory", "persistent_workers", "in_order")
+
+
 def _validate(data) -> str | None:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("tests"), dict):
         return f"expected {{\"schema\": {SCHEMA}, \"tests\": {{...}}}}"
@@ -508,6 +513,12 @@ def _validate(data) -> str | None:
         settings = e.get("settings") if isinstance(e, dict) else None
         if not isinstance(settings, dict) or not all(isinstance(v, SCALARS) for v in settings.values()):
             return f"{test_id!r}: 'settings' is {_short(settings, 60)}, expected an object of plain values"
+        for name, value in settings.items():
+            number = name in NUMBERS and (value is None or not isinstance(value, bool) and isinstance(value, (int, float))
+                                          and value >= 0)
+            if name in NUMBERS and not number or name in FLAGS and not isinstance(value, bool):
+                wanted = "a number of at least 0, or null" if name in NUMBERS else "true or false"
+                return f"{test_id!r}: setting {name!r} is {value!r}, expected {wanted}"
         workers = e.get("workers")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             return f"{test_id!r}: 'workers' is {workers!r}, expected the --perf-workers it was recorded with"
