@@ -188,6 +188,17 @@ def test_without_a_gpu_the_scenarios_skip_naming_perf_smoke(suite):
     result.stdout.fnmatch_lines(["*no CUDA GPU*Run with --perf-smoke*"])
 
 
+def test_without_a_gpu_the_run_ends_with_one_line_of_reason_and_no_warning(suite, pytester):
+    pytester.makepyfile(test_two=TEST_FILE)
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run()
+    result.assert_outcomes(skipped=2)
+    assert "warning" not in result.stdout.lines[-1] and "Benchmark fixture was not used" not in result.stdout.str()
+    assert result.stdout.lines[-2] == ("2 perf test(s) skipped: no CUDA GPU on this machine. Run with --perf-smoke to build "
+                                       "and train each on this device (nothing is timed there), or on a CUDA GPU to "
+                                       "measure them.")
+
+
 def test_strict_mode_fails_without_a_gpu(suite):
     suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
     result = suite.run("--perf-strict")

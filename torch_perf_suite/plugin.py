@@ -14,7 +14,8 @@ import pytest
 
 from . import device, hooks, settings, sharding, syncs
 from .fixture import Perf, PerfWarning, Result
-from .session import PerfSession, check_benchmark_options, check_saved_runs, cross_gpu, smoke_timings_off, sync_sources
+from .session import (PerfSession, check_benchmark_options, check_saved_runs, cross_gpu, no_gpu_line, smoke_timings_off,
+                      sync_sources)
 
 SESSION = pytest.StashKey[PerfSession]()
 CROSS_GPU = pytest.StashKey[str]()  # why --benchmark-compare compares across GPU models, if it does
@@ -42,6 +43,8 @@ def pytest_configure(config):
         config.pluginmanager.register(sharding.Clock(perf), "perf_clock")
     if perf.settings.smoke:
         smoke_timings_off(config)
+    elif not perf.device.is_gpu:  # every perf test skips, saying why once at the end (no_gpu_line)
+        config.addinivalue_line("filterwarnings", "ignore:Benchmark fixture was not used at all in this test")
     check_benchmark_options(config, perf.settings.strict)
 
 
@@ -134,6 +137,8 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(text)
     for line, markup in lines:
         terminalreporter.write_line(line, **markup)
+    if no_gpu := no_gpu_line(terminalreporter.stats.get("skipped", [])):
+        terminalreporter.write_line(no_gpu, yellow=True)
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):

@@ -239,8 +239,8 @@ class PerfSession:
         --perf-strict, saying how to check the recipes on this machine."""
         if self.settings.smoke or self.device.is_gpu:
             return
-        reason = ("no CUDA GPU on this machine; the perf scenarios measure GPU training. "
-                  "Run with --perf-smoke to check that every recipe builds and trains on this device.")
+        reason = (f"{NO_GPU} on this machine: a perf test measures GPU training. "
+                  "Run with --perf-smoke to check that it builds and trains on this device.")
         if self.settings.strict:
             pytest.fail(f"--perf-strict: {reason}", pytrace=False)
         pytest.skip(reason)
@@ -338,6 +338,18 @@ class PerfSession:
                 empty = "" if measured else f" (no test was measured: {why})"
                 out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
         return (report.render(doc) if measured else None), out
+
+
+NO_GPU = "no CUDA GPU"
+
+
+def no_gpu_line(skipped: list) -> str | None:
+    """The one line that ends a run whose perf tests skipped for want of a GPU (skip reports, as pytest keeps them)."""
+    n = sum(1 for r in skipped if NO_GPU in str(getattr(r, "longrepr", "")))
+    if not n:
+        return None
+    return (f"{n} perf test(s) skipped: {NO_GPU} on this machine. Run with --perf-smoke to build and train each on this "
+            "device (nothing is timed there), or on a CUDA GPU to measure them.")
 
 
 def sync_sources(config) -> tuple[syncs.Advice, ...]:
