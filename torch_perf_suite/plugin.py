@@ -14,8 +14,15 @@ import pytest
 
 from . import device, hooks, settings, sharding, syncs
 from .fixture import Perf, PerfWarning, Result
-from .session import (PerfSession, check_benchmark_options, check_saved_runs, cross_gpu, no_gpu_line, smoke_timings_off,
-                      sync_sources)
+from .session import (
+    PerfSession,
+    check_benchmark_options,
+    check_saved_runs,
+    cross_gpu,
+    no_gpu_line,
+    smoke_timings_off,
+    sync_sources,
+)
 
 SESSION = pytest.StashKey[PerfSession]()
 CROSS_GPU = pytest.StashKey[str]()  # why --benchmark-compare compares across GPU models, if it does
