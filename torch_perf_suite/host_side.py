@@ -56,9 +56,6 @@ class HostCount:
         return {"lines_per_step": round(self.lines_per_step, 1), "blocks_per_step": round(self.blocks_per_step, 2),
                 "lines": _busiest(self.lines), "blocks": _busiest(self.blocks)}
 
-    def line(self) -> str:
-        return f"host side: {self.lines_per_step:,.0f} Python lines and {self.blocks_per_step:.2f} blocks a step"
-
 
 def _busiest(counts: dict[str, float]) -> dict[str, float]:
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:KEPT]
