@@ -15,6 +15,7 @@ import pytest
 from . import device, hooks, settings, sharding, syncs
 from .fixture import Perf, PerfWarning, Result
 from .session import (
+    UNUSED_BENCHMARK,
     PerfSession,
     check_benchmark_options,
     check_saved_runs,
@@ -51,7 +52,7 @@ def pytest_configure(config):
     if perf.settings.smoke:
         smoke_timings_off(config)
     elif not perf.device.is_gpu:  # every perf test skips, saying why once at the end (no_gpu_line)
-        config.addinivalue_line("filterwarnings", "ignore:Benchmark fixture was not used at all in this test")
+        config.addinivalue_line("filterwarnings", UNUSED_BENCHMARK)
     check_benchmark_options(config, perf.settings.strict)
 
 

@@ -341,6 +341,7 @@ class PerfSession:
 
 
 NO_GPU = "no CUDA GPU"
+UNUSED_BENCHMARK = "ignore:Benchmark fixture was not used at all in this test"  # pytest-benchmark's, for a skipped test
 
 
 def no_gpu_line(skipped: list) -> str | None:
