@@ -514,11 +514,11 @@ def _validate(data) -> str | None:
         if not isinstance(settings, dict) or not all(isinstance(v, SCALARS) for v in settings.values()):
             return f"{test_id!r}: 'settings' is {_short(settings, 60)}, expected an object of plain values"
         for name, value in settings.items():
-            number = name in NUMBERS and (value is None or not isinstance(value, bool) and isinstance(value, (int, float))
-                                          and value >= 0)
-            if name in NUMBERS and not number or name in FLAGS and not isinstance(value, bool):
-                wanted = "a number of at least 0, or null" if name in NUMBERS else "true or false"
-                return f"{test_id!r}: setting {name!r} is {value!r}, expected {wanted}"
+            number = value is None or (not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0)
+            if name in NUMBERS and not number:
+                return f"{test_id!r}: setting {name!r} is {value!r}, expected a number of at least 0, or null"
+            if name in FLAGS and not isinstance(value, bool):
+                return f"{test_id!r}: setting {name!r} is {value!r}, expected true or false"
         workers = e.get("workers")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             return f"{test_id!r}: 'workers' is {workers!r}, expected the --perf-workers it was recorded with"
