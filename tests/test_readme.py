@@ -11,19 +11,64 @@ ROOT = Path(__file__).parents[1]
 pytest_plugins = ["pytester"]
 
 
+def ci_function(call: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`call` run with .ci/run's own shell functions (`readme`, `runs_pytest_tests`) defined, in `cwd`."""
+    script = f'source <(sed -n "/^[a-z_]*() {{/,/^}}/p" {shlex.quote(str(ROOT / ".ci" / "run"))}); {call}'
+    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, text=True)
+
+
 def readme(heading: str) -> str:
     """The command under `# heading` in the README, as .ci/run's own `readme` function reads it."""
-    script = f'source <(sed -n "/^readme()/,/^}}/p" .ci/run); readme {shlex.quote(heading)}'
-    return subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    done = ci_function(f"readme {shlex.quote(heading)}")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def commands(script: Path) -> list[str]:
+    """The lines of a shell script that are neither blank nor comments."""
+    return [line for line in script.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def test_the_three_commands_are_in_the_readme():
     assert readme("set-up").startswith("python3 -m venv .venv && .venv/bin/pip install -e '.[test]'")
-    # the suite's own tests over two processes (docs/inputs.md: faster on a 2-core machine), then the scenarios
-    assert readme("the test command").startswith(".venv/bin/python -m pytest tests -n 2 && "
-                                                  ".venv/bin/python -m pytest perf_tests --perf-smoke")
+    assert readme("the test command") == "bash .ci/test"
     assert readme("the main job").startswith(".venv/bin/python -m pytest perf_tests")
     assert readme("no such heading") == ""
+
+
+def test_the_test_script_runs_the_suites_tests_then_the_scenarios_then_the_examples():
+    # the suite's own tests over two processes (docs/inputs.md: faster on a 2-core machine), then the scenarios
+    assert commands(ROOT / ".ci" / "test") == [
+        "set -euo pipefail",
+        'cd "$(dirname "$0")/.."',
+        ".venv/bin/python -m pytest tests -n 2",
+        ".venv/bin/python -m pytest perf_tests --perf-smoke",
+        ".venv/bin/python -m pytest examples/guard_your_step --perf-smoke",
+        ".venv/bin/python -m pytest examples/lightning_step --perf-smoke",
+        ".venv/bin/python -m pytest examples/hf_trainer_step --perf-smoke",
+    ]
+    assert sorted(p.name for p in (ROOT / "examples").iterdir() if (p / "pyproject.toml").exists()) == [
+        "guard_your_step", "hf_trainer_step", "lightning_step"]  # every example project is run
+
+
+def test_ci_refuses_a_test_command_that_does_not_run_the_suites_tests(tmp_path):
+    assert ci_function(f"runs_pytest_tests {shlex.quote(readme('the test command'))}").returncode == 0
+    assert ci_function("runs_pytest_tests '.venv/bin/python -m pytest tests -n 2'").returncode == 0
+    (tmp_path / "dropped").write_text((ROOT / ".ci" / "test").read_text().replace(
+        ".venv/bin/python -m pytest tests -n 2\n", ""))
+    (tmp_path / "commented").write_text((ROOT / ".ci" / "test").read_text().replace(
+        ".venv/bin/python -m pytest tests -n 2\n", "# .venv/bin/python -m pytest tests -n 2\n"))
+    for command in ("bash dropped", "bash commented", "bash missing", ".venv/bin/python -m pytest perf_tests"):
+        assert ci_function(f"runs_pytest_tests {shlex.quote(command)}", cwd=tmp_path).returncode == 1, command
+
+
+def test_ci_stops_on_a_test_script_without_the_suites_tests(tmp_path):
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text().replace("apt-get", "true"))
+    (tmp_path / ".ci" / "test").write_text((ROOT / ".ci" / "test").read_text().replace(" -m pytest tests ", " -m pytest "))
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text())
+    done = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "README.md: its test command does not run `pytest tests`: bash .ci/test" in done.stderr
 
 
 def test_the_main_jobs_command_parses(pytester, monkeypatch):

@@ -157,7 +157,7 @@ SESSION_OPTIONS = (
            ini=("count the loader's instructions (on or off; see --perf-instructions)", "string", "on")),
     Option("against", "REF", "off", "measures the selected tests at REF (a commit, branch or tag) in its files written "
            "out of git, then at the working tree, on this GPU, and compares the two as with a baseline recorded on this chip; "
-           "records nothing into the baselines (README, \"Base against head\")", {"metavar": "REF"}),
+           "records nothing into the baselines (docs/against.md)", {"metavar": "REF"}),
     Option("against_cache", "DIR", "pytest's cache folder", "where REF's results are kept per commit, chip, versions, "
            "settings and cores (and xdist worker where there is no GPU UUID), so that REF is measured once per machine",
            {"type": Path, "metavar": "DIR"}),

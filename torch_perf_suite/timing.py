@@ -35,7 +35,7 @@ class Throughput:
     @property
     def per_cpu_s(self) -> Throughput | None:
         """The same rounds per CPU second of the workers instead of per second of wall time: the loader's
-        cost, which waiting for the GPU does not change (the host's speed still does: README, "The gates")."""
+        cost, which waiting for the GPU does not change (the host's speed still does: docs/gates.md)."""
         if not self.cpu_s or min(self.cpu_s) <= 0:
             return None
         return Throughput(self.samples_per_round, self.cpu_s)
