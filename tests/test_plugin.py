@@ -339,15 +339,19 @@ def test_other_loader(perf, perf_session):
     assert "gpu measured in test_copy" in other["notes"] and other["parts"]["gpu"] == copy["parts"]["gpu"]
 
 
-def test_smoke_mode_shrinks_every_window_and_checks_nothing(suite):
-    """--perf-smoke: one round of two steps per part after one warm-up step, whatever the marker asks (5 steps, 3 rounds)."""
-    suite.gpu(gpu := FakeGPU(case="item"))  # a sync per step that a measured run would fail on
+def test_smoke_mode_shrinks_every_window_and_checks_nothing_but_syncs(suite):
+    """--perf-smoke: one round of two steps per part after one warm-up step, whatever the marker asks (5 steps, 3 rounds);
+    on a GPU its profiled steps' syncs are checked as a measured run's (the merge gate's sync pass)."""
+    suite.gpu(FakeGPU(case="item"))  # a sync per step
+    suite.run("--perf-smoke").stdout.fnmatch_lines(["*measured 1.00 host-device syncs per step*expected 0*"])
+    suite.gpu(gpu := FakeGPU(case="clean"))
     result = suite.run("--perf-smoke", "--perf-report=out/perf")
     result.assert_outcomes(passed=1)
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1, "loader_cpu": 1}
-    # each window 1 warm-up + 2 steps; a first GPU-side step and one whose host side is counted, one whose FLOPs are
-    assert gpu.steps == {"pipeline": 1 + 2, "gpu": 1 + 2 + 2 + 1, "loader": 1 + 2}
+    # each window 1 warm-up + 2 steps; the pipeline's profiled steps (3); a first GPU-side step and one whose host side is
+    # counted, one whose FLOPs are
+    assert gpu.steps == {"pipeline": 1 + 2 + 3, "gpu": 1 + 2 + 2 + 1, "loader": 1 + 2}
     assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
     result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on "
                                  "NVIDIA H200; nothing was timed. torch *", "", "| test | verdict | counted * |",
@@ -1633,12 +1637,15 @@ def test_the_phases_seconds_add_up_to_the_tests_call(suite):
     assert row["seconds"]["timed"] > 0 and all(s >= 0 for s in row["seconds"].values())
 
 
-def test_the_sessions_seconds_count_from_the_process_start_and_hold_their_parts(suite):
+def test_the_sessions_seconds_count_from_pytests_start_and_hold_their_parts(suite, pytester):
+    """The imports are measured from pytest's start (a conftest.py that takes 0.5 s), not the process's (this one's
+    pytest run is older than that)."""
+    pytester.makeconftest(CONFTEST + "import time\ntime.sleep(0.5)\n")
     suite.run("--perf-report=out/perf").assert_outcomes(passed=1, warnings=1)
     seconds = json.loads((suite.path / "out" / "perf.json").read_text())["seconds"]
     assert list(seconds) == ["total", "imports", "REF", "tests"]
     assert seconds["total"] >= seconds["imports"] + seconds["REF"] + seconds["tests"] - 0.15  # three roundings
-    assert seconds["imports"] > 0 and seconds["tests"] > 0
+    assert 0.5 <= seconds["imports"] < 3 and seconds["tests"] > 0
 
 
 def test_a_recording_into_another_folder_takes_the_committed_count_of_unchanged_code(suite, counted_loader):
@@ -1684,3 +1691,14 @@ def test_an_entry_older_than_the_host_count_says_so_once(suite):
         "host side not compared: the baseline recorded none (its entry is older than the count); record them with: "
         "pytest 'test_copy.py::test_copy' --perf-update-baselines"]
     assert row["host"]["blocks_per_step"] == 0 and row["host"]["lines_per_step"] > 0
+
+
+def test_a_smoke_run_without_a_gpu_fails_a_host_read_naming_its_line(suite, pytester):
+    """The README's example: a loss read on the host each step fails --perf-smoke on a CPU, at its line."""
+    read = "        import torch\n        print(torch.ones(3).sum().item())\n"
+    pytester.makepyfile(test_copy=TEST_FILE.replace("    def step(self):\n", "    def step(self):\n" + read))
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run("--perf-smoke")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*measured 1.00 host reads per step (3 in 3 steps) with no GPU, expected at most 0:*",
+                                 "*host read in aten::_local_scalar_dense*", "*user code: test_copy.py:24 in step*"])

@@ -26,6 +26,9 @@ def syncs(counted, *, per_step: float | None = None, at_least: float | None = No
     documents can be retired, knowingly. `versions` names the libraries the pitfall was seen with."""
     if (per_step is None) == (at_least is None):
         raise TypeError("assert_syncs takes exactly one of per_step= and at_least=")
+    every_step = periodic_every_step(counted)
+    if every_step:
+        return every_step
     measured = counted.per_step
     head = f"measured {measured:.2f} host-device syncs per step ({counted.total} in {counted.steps} profiled steps)"
     where = f"\n{counted.describe()}"
@@ -41,6 +44,31 @@ def syncs(counted, *, per_step: float | None = None, at_least: float | None = No
             listing = "\n".join(s.describe() for s in stray)
             return f"{head}; expected every sync to come from {from_library!r}, these do not:\n{listing}"
     return None
+
+
+def periodic_every_step(counted) -> str | None:
+    """A phase marked periodic (`periodic()`, a `perf_periodic:` range) whose syncs are counted apart from the steps'
+    must not run on every step: there its syncs are per-step syncs, and marking them would hide them."""
+    steps = counted.steps
+    every = sorted(name for name, runs in counted.periodic_runs.items() if steps > 1 and runs >= steps)
+    if not every:
+        return None
+    return (f"a phase marked periodic ran in every one of the {steps} profiled steps ({', '.join(every)}): its syncs "
+            f"are per-step syncs. Mark only what runs every k > 1 steps, or count more steps "
+            f"(--perf-profile-steps) than its period:\n{counted.describe()}")
+
+
+def host_reads(counted, *, per_step: float | None = None) -> str | None:
+    """A smoke run's syncs: no more host reads a step (host_reads.py) than the syncs the test expects on a GPU.
+
+    Only an upper bound holds: a pitfall's sync that is not a read (a pageable copy) has no read to see, and which
+    reads sync depends on where the tensor would live."""
+    every_step = periodic_every_step(counted)
+    if every_step or per_step is None or counted.per_step <= per_step + 1e-9:
+        return every_step
+    return (f"measured {counted.per_step:.2f} host reads per step ({counted.total} in {counted.steps} steps) with no GPU, "
+            f"expected at most {per_step:g}: each reads a tensor's value on the host, which on a GPU is a host-device "
+            f"sync:\n{counted.describe()}")
 
 
 # --- kernels, from the profiled window -------------------------------------------------------------

@@ -77,16 +77,6 @@ def confine(cores: list[int]) -> None:
     torch.set_num_threads(len(cores))
 
 
-def process_age_s() -> float | None:
-    """Seconds since this process started, from Linux's /proc (to its clock tick, 10 ms); None where there is none."""
-    try:
-        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22, starttime
-        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return max(uptime_s - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
-
-
 def workers_cpu_s(batches) -> float | None:
     """CPU seconds (user + system) that the worker processes of a DataLoader iterator have run; None
     where it has no workers or one of them has exited (its seconds are gone).

@@ -24,10 +24,12 @@ from typing import Callable
 
 import pytest
 
-from . import compiled, flops, host_side, instructions, loader, turns
+from . import compiled, flops, host_reads, host_side, instructions, loader, turns
 from .parts import PARTS, Parts, Windows
 from .result import Result, part_entry, power_note
 from .settings import Measure
+
+READS_NOT_COUNTED = "host reads not counted (the smoke run's sync check)"
 
 
 @dataclass
@@ -56,7 +58,12 @@ class Measuring:
         warm = sum(t.warmup_s for part, t in measured.items() if part not in measured_in)
         laps.split("timed", compile=compile_count.compile_s, **{"warm-up": warm - compile_count.compile_s})
         parts = self._parts(workload, windows, wanted, measured, measured_in)
-        result = self._profile(workload, windows, parts, profiled=not self.smoke and "pipeline" in wanted)
+        # a smoke run on a GPU profiles its steps too: its syncs are checked as a measured run's (the merge gate's sync
+        # pass); without a GPU, the dispatcher counts the steps' host reads instead
+        on_gpu = self.session.device.is_gpu
+        result = self._profile(workload, windows, parts, profiled="pipeline" in wanted and (on_gpu or not self.smoke))
+        if self.smoke and not on_gpu:
+            self._count_reads(result, workload, windows.members)
         laps.lap("profiled")
         if "gpu" in wanted or windows.available() == ("pipeline",):  # a GPU-side step, or a pipeline that is one
             self._count_host(result, workload, windows.members)  # in every test that has it: cheap, and REF's has it too
@@ -163,6 +170,13 @@ class Measuring:
         if windows.timer is not None:
             windows.timer.detach()
         return Result(self.test_id, parts, syncs, peak, trace)
+
+    def _count_reads(self, result: Result, workload, members) -> None:
+        """A smoke run's syncs: the steps' host reads, which the dispatcher sees on any device (host_reads.count)."""
+        if members.all_threads:  # a dispatch mode is the calling thread's own
+            result.notes.append(f"{READS_NOT_COUNTED}: the loop runs its steps on a thread of its own")
+            return
+        result.reads = host_reads.count(workload.step, self.settings.profile_steps, self.session.device.name)
 
     def _count_host(self, result: Result, workload, members) -> None:
         """The step's host side counted over whole GPU-side cycles (host_side.count), after every timed window."""

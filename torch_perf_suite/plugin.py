@@ -8,6 +8,7 @@ with pytest-xdist is sharding.py's.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from . import device, hooks, settings, sharding, syncs
 from .fixture import Perf, PerfWarning, Result
 from .session import (
+    STARTED,
     UNUSED_BENCHMARK,
     PerfSession,
     check_benchmark_options,
@@ -36,6 +38,11 @@ def pytest_addoption(parser):
 
 def pytest_addhooks(pluginmanager):
     pluginmanager.add_hookspecs(hooks)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config):
+    early_config.stash[STARTED] = time.perf_counter()  # pytest's start as this run sees it: before conftest.py's imports
 
 
 @pytest.hookimpl(tryfirst=True)  # before any plugin (pytest-benchmark reads the GPU here) starts CUDA

@@ -47,6 +47,7 @@ class Result:
     turns: turns.ByTurns | None = None  # a sample's CPU time timed by turns with REF's (--perf-against)
     seconds: dict[str, float] = field(default_factory=dict)  # where the test's time went, by phase (timing.Laps)
     host: host_side.HostCount | None = None  # the step's host side: Python lines and blocks a step
+    reads: SyncCount | None = None  # smoke runs: host reads a step, seen by the dispatcher (host_reads.py)
 
     @property
     def unit(self) -> loader.UnitCost | None:

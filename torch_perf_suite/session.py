@@ -19,6 +19,7 @@ import pytest
 from . import against, device, durations, host, loader, records, report, settings, syncs, timing, turns
 from .fixture import PerfWarning, Result
 
+STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
     "--benchmark-skip": "pytest-benchmark then skips every perf scenario, so throughput goes unchecked",
     "--benchmark-disable": "pytest-benchmark then keeps no benchmark record (no table, nothing to --benchmark-json, "
@@ -30,10 +31,13 @@ class PerfSession:
     def __init__(self, config, shards: int = 0):
         """`shards`: the pytest-xdist workers this process starts, as the controller of a sharded run (sharding.py)."""
         self.settings = settings.SessionSettings.from_config(config)
-        # the session's seconds count from the process's start: the imports before it (torch, the plugins, conftest.py);
-        # a session run inside a longer process (pytest.main, pytester) counts that process's time before it too
-        self.imports_s = host.process_age_s()
-        self.started = time.perf_counter() - (self.imports_s or 0.0)
+        # the session's seconds count from pytest's start (the plugin's first hook), so the imports before the session
+        # (conftest.py, the plugins', torch where one imports it) are measured; without that hook (the plugin registered
+        # by a conftest.py, too late for it), from now
+        now = time.perf_counter()
+        started = config.stash.get(STARTED, None)
+        self.imports_s = None if started is None else now - started
+        self.started = now if started is None else started
         self.ref_s = 0.0  # what measuring REF took (--perf-against), cached or not
         self.laps: dict[str, timing.Laps] = {}  # test id -> where its call's seconds went
         workerinput = getattr(config, "workerinput", {})

@@ -145,9 +145,11 @@ SESSION_OPTIONS = (
            "matplotlib (`pip install -e '.[charts]'`), as `PATH.<section>.png`", {"type": report_path, "metavar": "PATH"}),
     Option("trace_dir", "DIR", "not kept", "keeps the profiler trace (gzipped Chrome trace) of every failed test in DIR",
            {"type": folder, "metavar": "DIR"}),
-    Option("smoke", "", "off", "runs every scenario for 2 steps at 32x32 on whatever device exists, without throughput or "
-           "sync assertions: proves each recipe builds and trains. It reports no throughput, and pytest-benchmark neither "
-           "prints, saves nor compares its timings; the loader's instruction counts are still checked",
+    Option("smoke", "", "off", "runs every scenario for 2 steps at 32x32 on whatever device exists, without throughput "
+           "assertions: proves each recipe builds and trains. Its syncs are checked: on a GPU in profiled steps, without one "
+           "by the host reads (`.item()`, `bool(t)`, a boolean mask) that would sync on a GPU (docs/host-reads.md). It "
+           "reports no throughput, and pytest-benchmark neither prints, saves nor compares its timings; the loader's "
+           "instruction counts and settings are still checked",
            {"action": "store_true", "default": False}),
     Option("workers", "N", "one per core{here}; on a node of several GPUs, one per core of the GPU's share: the cores / "
            "the GPUs", "DataLoader workers of the multi-worker recipes", {"type": positive_int}),

@@ -536,18 +536,27 @@ def _short(where: str) -> str:
 # --- recording --------------------------------------------------------------------------------
 
 
-def _site_of(stack: list[traceback.FrameSummary], called: str = "") -> str:
-    """The marker for a sync seen with this stack; `called`: the library function the innermost frame called (an
-    explicit synchronize, whose own frame is not on the stack), where no library frame is."""
+def lines_of(stack: list[traceback.FrameSummary], called: str = "") -> tuple[str, str] | None:
+    """(user line, library line) of a sync seen with this stack, None where no frame is the user's; `called`: the
+    library function the innermost frame called (an explicit synchronize, whose own frame is not on the stack), where
+    no library frame is."""
     frames = [f for f in stack if not _is_harness(f.filename)]
     user = [f for f in frames if not _is_library(f.filename)]
     if not user:
-        return ""
+        return None
     u = user[-1]
     inner = [f for f in frames[frames.index(u) + 1 :] if "site-packages" in f.filename or "dist-packages" in f.filename]
-    lib = f"|lib={_short(inner[-1].filename)}:{inner[-1].lineno} in {inner[-1].name}" if inner else (
-        f"|lib={called}" if called else "")
-    return f"{SITE_PREFIX}user={_short(u.filename)}:{u.lineno} in {u.name}{lib}"
+    lib = f"{_short(inner[-1].filename)}:{inner[-1].lineno} in {inner[-1].name}" if inner else called
+    return f"{_short(u.filename)}:{u.lineno} in {u.name}", lib
+
+
+def _site_of(stack: list[traceback.FrameSummary], called: str = "") -> str:
+    """The marker for a sync seen with this stack (lines_of), "" where no frame is the user's."""
+    found = lines_of(stack, called)
+    if found is None:
+        return ""
+    user, lib = found
+    return f"{SITE_PREFIX}user={user}" + (f"|lib={lib}" if lib else "")
 
 
 def _explicit_syncs(torch, marked: list[int], on_sync: Callable[[str], None]):
