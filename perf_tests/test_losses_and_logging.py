@@ -26,11 +26,12 @@ LOSS_SPEEDUP = 20  # vectorized over naive, the loss alone on the GPU (forward a
 def test_custom_loss(perf, variant):
     """The loss alone, on fixed logits on the GPU: the naive form syncs once per sample (label check) and once
     per kept sample (hard-example check), each sync attributed to its line in fixtures/losses.py."""
-    workload = LossStep(variant, perf.device, batch=4 if perf.smoke else BATCH)
+    batch = 4 if perf.smoke else BATCH
+    workload = LossStep(variant, perf.device, batch=batch)
     try:
         result = perf.measure(workload)
         if variant == "naive":
-            labels = example_batch(BATCH, 10, "cpu")[1]
+            labels = example_batch(batch, 10, "cpu")[1]
             per_step = BATCH + int((labels != IGNORE).sum())
             perf.assert_syncs(result, per_step=per_step)
             if result.syncs is not None:
@@ -65,7 +66,7 @@ def test_logging_the_loss(perf, measure, way):
 def test_the_pinned_log_reads_what_item_reads(perf_session):
     """The same CUDA values logged both ways, every third step: equal, in order, and all of them."""
     if not perf_session.device.is_gpu:
-        pytest.skip("the pinned log copies from a CUDA GPU; on a CPU both ways are .item()")
+        pytest.skip("the pinned log copies from a CUDA GPU; on a CPU it keeps the value and reads it with the log")
     losses = [torch.tensor(0.5 * i, device="cuda") * 3 for i in range(50)]
     item, pinned = LossLog("item", 3, "cuda"), LossLog("pinned", 3, "cuda")
     for loss in losses:

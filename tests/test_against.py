@@ -244,8 +244,25 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
     monkeypatch.setattr(session_module.turns, "Turns", lambda *args: NS(start=lambda: begun.append(args)))
     loaders = NS(get=lambda test: {"settings": {}} if loader and test == "a.py::t" else None)
     me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
-            records=NS(load=lambda folder: None, loaders_file=loaders), ref=None, turns=None, ref_s=0.0)
+            records=NS(load=lambda folder: None, loaders_file=loaders), ref=None, turns=None, ref_s=0.0, deselected=set())
     me._loader_at_ref = lambda test_ids: PerfSession._loader_at_ref(me, test_ids)
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
     PerfSession.compare_against(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
     assert begun == ([(tmp_path / "tree", tmp_path)] if started else [])
+
+
+def test_a_renamed_parameter_fails_the_strict_gate_naming_both_ids(repo):
+    """REF collected test_toy[old], the head has test_toy[new]: compared with nothing, which --perf-strict fails."""
+    params = '@pytest.mark.parametrize("v", ["{}"])\n@pytest.mark.perf'
+    old, new = (TOY.format(body="pass").replace("@pytest.mark.perf", params.format(v)).replace("def test_toy(perf)",
+                                                                                              "def test_toy(perf, v)")
+                for v in ("old", "new"))
+    repo.makepyfile(test_toy=old)
+    git(repo.path, "commit", "-qam", "parametrized")
+    repo.makepyfile(test_toy=new)
+    run(repo, "--perf-against", "HEAD").assert_outcomes(passed=1)  # not strict: a note
+    result = run(repo, "--perf-against", "HEAD", "--perf-strict")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_toy.py::test_toy[[]new[]]: new in this change: not in HEAD (*)'s suite, not "
+                                 "compared; HEAD (*) has test_toy.py::test_toy[[]old[]], which this suite does not: "
+                                 "renamed? (--perf-strict: nothing of it was compared with REF)*"])

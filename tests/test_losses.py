@@ -49,11 +49,20 @@ def test_a_loss_step_runs_forward_and_backward_on_fixed_logits():
         LossStep("fancy", "cpu")
 
 
-def test_item_log_keeps_every_kth_step():
-    log = LossLog("item", 4, "cpu")
+@pytest.mark.parametrize("mode", ["item", "pinned"])
+def test_a_log_keeps_every_kth_step(mode):
+    log = LossLog(mode, 4, "cpu")
     for i in range(10):
         log(torch.tensor(float(i)))
     assert log.values() == [(0, 0.0), (4, 4.0), (8, 8.0)]
+
+
+def test_the_pinned_log_reads_nothing_in_the_step_on_a_cpu_either():
+    from torch_perf_suite import host_reads
+
+    log = LossLog("pinned", 1, "cpu")
+    assert host_reads.count(lambda: log(torch.tensor(2.0)), 3, "cpu").total == 0
+    assert log.values() == [(0, 2.0), (1, 2.0), (2, 2.0)]
 
 
 @pytest.mark.parametrize("mode, every", [("print", 1), ("item", 0)])

@@ -36,6 +36,7 @@ from . import host, settings
 
 FLAGS = {o.flag for o in settings.OPTIONS if o.args.get("action") == "store_true"}  # options that take no value
 STATUS = "ref-status.json"  # test id -> "passed", or why REF did not record it
+COLLECTED = "ref-collected.json"  # every test id REF's suite collected in the files its run took
 # set in REF's run: its loader-fed pipelines are host-bound readings the head never gates against REF, so it times them
 # only enough to warm the profiled steps (parts.Windows); a REF from before this variable times them whole. Not read
 # from PERF_AGAINST_WANTED, which any head sets: a head from before it would find REF's pipelines missing
@@ -55,6 +56,7 @@ class Ref:
     cached: list[str] = field(default_factory=list)  # and those whose REF results came from the cache
     wanted: list[str] = field(default_factory=list)  # and those still to be measured (`run`)
     args: list[str] = field(default_factory=list)  # the perf options REF's run takes (`forwarded`)
+    collected: set[str] = field(default_factory=set)  # REF's test ids in the files its runs took (COLLECTED)
     seconds: float = 0.0  # how long measuring REF took in this job: a cold REF's cost beside the head's run
 
     @property
@@ -72,11 +74,16 @@ class Ref:
         """The tests still to be measured, of `files` only where given."""
         return [t for t in self.wanted if files is None or t.split("::")[0] in files]
 
-    def why_missing(self, test_id: str) -> str:
+    def why_missing(self, test_id: str, head_ids: set[str]) -> str:
+        """Why `test_id` has nothing at REF to be compared with; for a test new in this change, REF's tests of the same
+        function that this suite no longer has (`head_ids`: the head's collected tests), where one may be its old id."""
         status = self.status.get(test_id)
-        if status is None:
-            return f"new in this change: not in {self.label}'s suite, not compared"
-        return f"not compared: at {self.label} it {status}"
+        if status is not None:
+            return f"not compared: at {self.label} it {status}"
+        function = test_id.split("[", 1)[0]
+        gone = sorted(t for t in self.collected if t.split("[", 1)[0] == function and t not in head_ids)
+        renamed = f"; {self.label} has {', '.join(gone)}, which this suite does not: renamed?" if gone else ""
+        return f"new in this change: not in {self.label}'s suite, not compared{renamed}"
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -138,9 +145,10 @@ def prepare(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
     folder.mkdir(parents=True, exist_ok=True)
     status_file = folder / STATUS
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
+    collected = set(json.loads((folder / COLLECTED).read_text())) if (folder / COLLECTED).exists() else set()
     root = written_out(sha, top, folder) / rootdir.relative_to(top)
     return Ref(ref, sha, folder, root, status, cached=[t for t in test_ids if t in status],
-               wanted=[t for t in test_ids if t not in status], args=args)
+               wanted=[t for t in test_ids if t not in status], args=args, collected=collected)
 
 
 def run(ref: Ref, files: set[str] | None = None) -> None:
@@ -151,13 +159,20 @@ def run(ref: Ref, files: set[str] | None = None) -> None:
         return
     start = time.perf_counter()
     ref.status.update(_run_at(ref.sha, ref.root, tests, ref.folder, ref.args))
+    run_collected = ref.folder / "collected.json"  # this run's, which ref_select wrote
+    if run_collected.exists():
+        ref.collected |= set(json.loads(run_collected.read_text()))
+    _write_whole(ref.folder / COLLECTED, sorted(ref.collected))
     ref.measured += tests
     ref.wanted = [t for t in ref.wanted if t not in tests]
     ref.seconds += time.perf_counter() - start
-    status_file = ref.folder / STATUS
-    tmp = status_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(ref.status, indent=1, sort_keys=True))
-    tmp.replace(status_file)  # whole, or not at all
+    _write_whole(ref.folder / STATUS, ref.status)
+
+
+def _write_whole(path: Path, data) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.replace(path)  # whole, or not at all
 
 
 def written_out(sha: str, top: Path, folder: Path) -> Path:
@@ -185,7 +200,7 @@ def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[s
     files = sorted({t.split("::")[0] for t in test_ids if (cwd / t.split("::")[0]).exists()})
     if not files:
         return {}
-    plugin, wanted, kept = folder / "plugin", folder / "wanted.json", folder / "kept.json"
+    plugin, wanted, kept, collected = folder / "plugin", folder / "wanted.json", folder / "kept.json", folder / "collected.json"
     plugin.mkdir(exist_ok=True)
     shutil.copyfile(Path(__file__).with_name("ref_select.py"), plugin / "perf_against_select.py")
     wanted.write_text(json.dumps(test_ids))
@@ -201,7 +216,8 @@ def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[s
                           env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")},
                                "COLUMNS": "1000",  # pytest's summary lines whole, not cut at 80
                                "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
-                               "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(kept), AS_REF: "1"})
+                               "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(kept),
+                               "PERF_AGAINST_COLLECTED": str(collected), AS_REF: "1"})
     if proc.returncode not in (0, 1, 5) or not kept.exists():  # 5: none of them is in REF's suite
         raise pytest.UsageError(f"--perf-against: REF's tests did not run at {sha[:12]} (pytest exit {proc.returncode}):\n"
                                 + _tail(proc))

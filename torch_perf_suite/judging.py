@@ -91,7 +91,10 @@ class Judge:
         """This test's baseline entry (REF's under --perf-against), where its timed numbers are to be compared."""
         session = self.session
         if session.ref and session.ref.status.get(self.test_id) != "passed":  # new in this change, or failed at REF
-            result.notes.append(session.ref.why_missing(self.test_id))
+            why = session.ref.why_missing(self.test_id, session.collected)
+            if self.strict:  # the merge gate: a test compared with nothing is a hole in it, renamed or not
+                pytest.fail(f"{self.test_id}: {why} (--perf-strict: nothing of it was compared with REF)", pytrace=False)
+            result.notes.append(why)
             return None
         if session.settings.smoke:
             return None

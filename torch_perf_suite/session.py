@@ -60,6 +60,7 @@ class PerfSession:
         self.results: dict[str, Result] = {}
         # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement of each a session
         self.shared: dict = {}
+        self.collected: set[str] = set()  # under --perf-against, the tests collected, selected or not
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
         self.sections: dict[str, list[dict]] = {}
         self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
@@ -89,6 +90,7 @@ class PerfSession:
         test_ids = [item.nodeid for item in items if "perf" in getattr(item, "fixturenames", ())]
         if not test_ids:
             return
+        self.collected = {item.nodeid for item in items} | self.deselected
         cache = self.settings.against_cache or (config.cache.mkdir("perf-against") if getattr(config, "cache", None)
                                                 else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
         started = time.perf_counter()
