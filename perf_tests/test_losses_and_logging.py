@@ -32,7 +32,7 @@ def test_custom_loss(perf, variant):
         result = perf.measure(workload)
         if variant == "naive":
             labels = example_batch(batch, 10, "cpu")[1]
-            per_step = BATCH + int((labels != IGNORE).sum())
+            per_step = batch + int((labels != IGNORE).sum())
             perf.assert_syncs(result, per_step=per_step)
             if result.syncs is not None:
                 lines = {s.user_line.rsplit(" in ", 1)[0] for s in result.syncs.sources}

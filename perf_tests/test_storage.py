@@ -56,7 +56,7 @@ def test_storage(perf, measure, image_dataset, scenario):
                      num_workers=perf.workers)
     result = measure(recipe)
     if e.storage == "jpeg_gpu_decode":
-        perf.assert_syncs(result, at_least=e.syncs)
+        perf.assert_syncs(result, at_least=1 if perf.smoke else e.syncs)  # a wait per image: a smoke batch has few
         if result.syncs is not None:
             ops = {s.ops for s in result.syncs.sources}
             assert all("image::decode_jpegs_cuda" in o for o in ops), f"syncs outside the GPU decode: {ops}"
