@@ -106,3 +106,23 @@ def test_a_periodic_phase_that_runs_every_step_fails_as_per_step_syncs():
     assert message.startswith("a phase marked periodic ran in every one of the 3 profiled steps (perf_periodic:metrics)")
     assert message == checks.syncs(counted, per_step=0)  # the GPU's verdict says the same
     assert checks.periodic_every_step(host_reads.count(step, 1, "cpu")) is None  # one step cannot tell
+
+
+def test_a_value_made_on_the_host_is_not_a_read_and_what_it_touches_on_the_device_is():
+    """torch.as_tensor(a float) stays on the host on a GPU too (a metric's host value); mixed with a device tensor, the
+    result is the device's."""
+    counted = host_reads.count(lambda: bool(torch.isnan(torch.as_tensor(0.5)).any()), 3, "cpu")
+    assert counted.total == 0
+    assert host_reads.count(lambda: (torch.as_tensor(0.5) * X).sum().item(), 3, "cpu").total == 3
+
+
+def test_a_read_in_the_datasets_item_is_the_hosts():
+    class Items(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            return X[i % 8] if X.sum().item() > 0 else X[0]  # a read of a tensor made before: on the host anyway
+
+    batches = iter(torch.utils.data.DataLoader(Items(), batch_size=4))
+    assert host_reads.count(lambda: next(batches), 3, "cpu").total == 0
