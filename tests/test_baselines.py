@@ -420,3 +420,23 @@ def test_driver_version_from_proc_with_the_open_kernel_module(monkeypatch, proc_
     proc_version(OPEN_PROC_VERSION)
     monkeypatch.setattr(baselines.nvml, "pynvml", None)
     assert baselines._driver_version() == "575.57.08"
+
+
+def test_a_torchvision_built_for_another_torch_is_named_with_how_to_install_both(monkeypatch):
+    """A CPU torch beside a CUDA torchvision fails its import with an operator error: one line saying what to do."""
+    import builtins
+
+    real = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "torchvision":
+            raise RuntimeError("operator torchvision::nms does not exist")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", broken)
+    from torch_perf_suite import baselines
+
+    with pytest.raises(baselines.Mismatched, match=r"^torchvision \S+ does not load with torch \S+ \(operator "
+                                                   r"torchvision::nms does not exist\): .* pip install --force-reinstall "
+                                                   r"torch torchvision, adding --index-url"):
+        baselines.environment()

@@ -88,20 +88,21 @@ def test_help_names_each_default_and_ini_name(pytester, monkeypatch):
     squeezed = re.sub(r"\s+", " ", out)
     for name in ("warmup", "rounds", "max_rounds", "ci_pct", "steps", "round_s", "profile_steps", "tolerance", "host_tolerance"):
         option, default = "--perf-" + name.replace("_", "-"), getattr(Measure(), name)
-        assert re.search(rf"{option}=PERF_{name.upper()} {re.escape(settings.MEASURE_HELP[name])} "
+        value = next(o.value for o in settings.OPTIONS if o.name == name)  # the README's placeholder: N, PCT, S
+        assert re.search(rf"{option}={value} {re.escape(settings.MEASURE_HELP[name])} "
                          rf"\(default: {default}; ini: perf_{name}\)", squeezed), name
         ini_help = rf"perf_{name} \(string\):? {re.escape(settings.MEASURE_HELP[name])} \(default: {default}\)"
         assert re.search(ini_help, squeezed), name
-    assert "performance regression suite: --perf-warmup=PERF_WARMUP " in squeezed  # the options' own group
+    assert "performance regression suite: --perf-warmup=N " in squeezed  # the options' own group
     # each flag says what it defaults to, and its ini name where it has one (the next option follows)
     for claim in [
         r"--perf-strict .*?\(default: off; ini: perf_strict\) --perf-update-baselines ",
         r"--perf-update-baselines .*?\(default: off\) --perf-baseline-dir=",
-        r"--perf-baseline-dir=PERF_BASELINE_DIR .*?\(default: baselines/ in the rootdir; ini: perf_baseline_dir\) --perf-report=",
+        r"--perf-baseline-dir=DIR .*?\(default: baselines/ in the rootdir; ini: perf_baseline_dir\) --perf-report=",
         r"--perf-report=PATH .*?\(default: terminal only\) --perf-trace-dir=",
         r"--perf-trace-dir=DIR .*?\(default: not kept\) --perf-smoke ",
         r"--perf-smoke .*?\(default: off\) --perf-workers=",
-        rf"--perf-workers=PERF_WORKERS .*?\(default: one per core, here {host.cpu_count()}; on a node of several GPUs, one "
+        rf"--perf-workers=N .*?\(default: one per core, here {host.cpu_count()}; on a node of several GPUs, one "
         r"per core of the GPU's share: the cores / the GPUs\) ",
         r"perf_strict \(bool\): strict mode \(see --perf-strict\) perf_baseline_dir \(string\): ",
         r"perf_baseline_dir \(string\): .*?\(default: baselines\) ",

@@ -62,6 +62,10 @@ def gpu_slug(name: str) -> str:
     return slug
 
 
+class Mismatched(RuntimeError):
+    """Installed libraries that do not load together: the message says which, and how to install them."""
+
+
 def environment() -> dict:
     """GPU, driver, library versions and host class of this process, as recorded with every measurement."""
     import torch
@@ -71,6 +75,11 @@ def environment() -> dict:
         env["torchvision"] = __import__("torchvision").__version__
     except ImportError:
         env["torchvision"] = None
+    except RuntimeError as e:  # built for another torch: "operator torchvision::nms does not exist"
+        raise Mismatched(f"torchvision {importlib.metadata.version('torchvision')} does not load with torch "
+                         f"{torch.__version__} ({e}): they come from different builds. Install both from one index: "
+                         f"pip install --force-reinstall torch torchvision, adding --index-url "
+                         f"https://download.pytorch.org/whl/cpu on a machine without a GPU") from None
     try:  # from its installed metadata: importing torchmetrics takes seconds, and only the metric scenarios use it
         env["torchmetrics"] = importlib.metadata.version("torchmetrics")
     except importlib.metadata.PackageNotFoundError:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import against, device, durations, host, loader, records, report, settings, syncs, timing, turns
+from . import against, baselines, device, durations, host, loader, records, report, settings, syncs, timing, turns
 from .fixture import PerfWarning, Result
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
@@ -48,7 +48,10 @@ class PerfSession:
         self.worker_outputs: dict[str, dict] = {}  # the controller's: what each worker sent at its end
         self.merged: dict | None = None  # the controller's: the workers' reports as one
         self.written: list[Path] = []  # the controller's: the merged report's files
-        self.device = device.detect_device()
+        try:
+            self.device = device.detect_device()
+        except baselines.Mismatched as e:
+            raise pytest.UsageError(str(e)) from None
         if self.gpu is not None and self.device.is_gpu and device.gpu_count() != 1:
             # CUDA's driver read CUDA_VISIBLE_DEVICES before _pin_worker set it: torch.cuda.is_available() at import
             # time starts the driver without torch.cuda.is_initialized() saying so

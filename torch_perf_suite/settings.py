@@ -198,7 +198,8 @@ def add_options(parser) -> None:
         default = o.default.format(here=f", here {default_workers()}")
         ini = f"; ini: perf_{o.name}" if o.ini else ""
         help_text = f"{o.help} (default: {default}{ini})".replace("`", "").replace("%", "%%")  # argparse formats with %
-        group.addoption(o.flag, **{"default": None, **o.args}, help=help_text)
+        named = {"metavar": o.value} if o.value and "choices" not in o.args else {}  # --perf-warmup=N, as the README
+        group.addoption(o.flag, **{"default": None, **named, **o.args}, help=help_text)
         if o.ini:
             ini_help, ini_type, ini_default = o.ini
             parser.addini(f"perf_{o.name}", ini_help, type=ini_type, default=ini_default)
