@@ -436,30 +436,50 @@ def test_any_positive_count_below_1e15_is_accepted(tmp_path):
 # --- the content of the loader's code: a count is reused only where it is unchanged -------------------------
 
 
-def _write_loader(folder, body: str, other: str = "X = 1\n") -> None:
+def _write_loader(folder, body: str, other: str = "X = 1\n", times: str = "N = 1\n") -> None:
     (folder / "mydata.py").write_text(
         "import torch\n"
         "from torch.utils.data import default_collate\n"
-        "import myother\n\n"
+        "import myother\n"
+        "from mytimes import N\n\n"
         "class Items(torch.utils.data.Dataset):\n"
         "    def __len__(self):\n        return 100\n\n"
         f"    def __getitem__(self, i):\n        {body}\n\n"
         "def parts():\n    return Items(), default_collate\n")
     (folder / "myother.py").write_text(other)
+    (folder / "mytimes.py").write_text(times)
 
 
 def test_a_one_line_change_in_getitem_changes_the_digest_and_an_unrelated_file_does_not(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     digests = []
-    for body, other in [("return torch.tensor(float(i))", "X = 1\n"), ("return torch.tensor(float(i))", "X = 2\n"),
-                        ("return torch.tensor(float(i + 1))", "X = 2\n")]:
-        _write_loader(tmp_path, body, other)
-        for name in ("mydata", "myother"):
+    for body, other, times in [("return torch.tensor(float(i))", "X = 1\n", "N = 1\n"),
+                               ("return torch.tensor(float(i))", "X = 2\n", "N = 1\n"),
+                               ("return torch.tensor(float(i + 1))", "X = 2\n", "N = 1\n"),
+                               ("return torch.tensor(float(i + 1))", "X = 2\n", "N = 5\n"),
+                               ("return torch.tensor(float(i + N))", "X = 2\n", "N = 5\n"),
+                               ("return torch.tensor(float(i + N))", "X = 2\n", "N = 1\n")]:
+        _write_loader(tmp_path, body, other, times)
+        for name in ("mydata", "myother", "mytimes"):
             sys.modules.pop(name, None)
         digests.append(instructions.content(("mydata:parts", {}), tmp_path))
-    assert digests[0] == digests[1]  # myother.py is imported, never called: not the loader's code
+    assert digests[0] == digests[1]  # myother.py is imported, never read: not the loader's code
     assert digests[1] != digests[2]  # one line of __getitem__: counted again
+    assert digests[2] == digests[3]  # mytimes.N, imported and not read
+    assert len({digests[3], digests[4], digests[5]}) == 3  # read now, its constant changed: counted again
+
+
+def test_a_constant_read_through_its_module_is_the_loaders_code(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    digests = []
+    for other in ("X = 1\n", "X = 5\n"):
+        _write_loader(tmp_path, "return torch.tensor(float(i * myother.X))", other)
+        for name in ("mydata", "myother", "mytimes"):
+            sys.modules.pop(name, None)
+        digests.append(instructions.content(("mydata:parts", {}), tmp_path))
+    assert digests[0] != digests[1]
 
 
 def test_the_digest_names_files_by_the_rootdir_not_by_the_folder_pytest_ran_from(tmp_path, monkeypatch):

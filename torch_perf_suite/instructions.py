@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -59,16 +60,20 @@ class Counted:
 def content(source: tuple[str, dict], root: Path | None = None) -> str:
     """A digest of the project's own code that the loader runs: the files (under `root`, the current folder, and
     outside the interpreter's and its packages' folders) of every Python function called while the factory builds the
-    loader and its samples are made and collated, each file whole. Packages are named by their versions in `key()`;
-    this names the rest. Equal digests, keys and sources: the same instructions, so a recorded count is the answer."""
+    loader and its samples are made and collated, and of every project module whose names those functions read (a
+    constant imported from a module whose functions never run), each file whole. Packages are named by their versions
+    in `key()`; this names the rest. Equal digests, keys and sources: the same instructions, so a recorded count is the
+    answer."""
     import hashlib
 
     root = (root or Path.cwd()).resolve()
     called: set[str] = set()
+    read: dict[str, set[str]] = {}  # file -> the global and attribute names its called functions read
 
     def profile(frame, event, arg):  # a function's call; a module's body, run by an import, is not the loader's code
         if event == "call" and frame.f_code.co_name != "<module>":
             called.add(frame.f_code.co_filename)
+            read.setdefault(frame.f_code.co_filename, set()).update(frame.f_code.co_names)
 
     factory, kwargs = source
     build = _load(factory)  # before the profile: the harness's own code is not the loader's
@@ -82,14 +87,42 @@ def content(source: tuple[str, dict], root: Path | None = None) -> str:
     called.add(sys.modules[factory.partition(":")[0]].__file__)
     # the interpreter's folders, and the harness's own: on Python 3.11 the comprehension above is a call into this file
     outside = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(__file__)}}
+
+    def projects(path: Path) -> bool:
+        return path.is_file() and root in path.parents and "site-packages" not in path.parts \
+            and not any(o == path or o in path.parents for o in outside)
+
+    files = {p for p in (Path(name).resolve() for name in called) if projects(p)}
+    files |= {p for f in sorted(files) for p in _modules_read(f, read.get(str(f), set())) if projects(p)}
     digest = hashlib.sha256()
-    for name in sorted(called):
-        path = Path(name).resolve()
-        if not path.is_file() or root not in path.parents or "site-packages" in path.parts \
-                or any(o == path or o in path.parents for o in outside):
-            continue
+    for path in sorted(files):
         digest.update(f"{path.relative_to(root).as_posix()}\0".encode() + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:16]
+
+
+def _modules_read(path: Path, names: set[str]) -> set[Path]:
+    """The files of the modules that `path` imports and whose name, or a name taken from them, is in `names` (what its
+    called functions read): `import m` then `m.X`, or `from m import X` then `X`."""
+    import ast
+
+    module = next((n for n, m in list(sys.modules.items()) if getattr(m, "__file__", None) and
+                   Path(m.__file__).resolve() == path), "")
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError):
+        return set()
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            used |= {a.name for a in node.names if (a.asname or a.name.partition(".")[0]) in names}
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
+                else node.module or ""
+            taken = [a.name for a in node.names if (a.asname or a.name) in names]
+            used |= {f"{base}.{n}" if f"{base}.{n}" in sys.modules else base for n in taken}  # a module, or a name
+    found = (getattr(sys.modules.get(name), "__file__", None) for name in used)
+    return {Path(f).resolve() for f in found if f}
 
 
 def describe_source(source: tuple[str, dict]) -> str:
