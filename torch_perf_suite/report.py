@@ -403,6 +403,11 @@ def _counted(row: dict) -> str:
                                    _mfu(row.get("mfu")), _host(row.get("host"))]))
 
 
+NOT_WITHOUT_GPU = ("Without a GPU: syncs were checked by the host reads each step makes (`.item()`, `bool(t)`, a "
+                   "boolean mask), not by copies or explicit synchronizes (docs/host-reads.md); throughput, kernels, "
+                   "bytes copied and peak memory need a GPU and were not checked.")
+
+
 def _smoke(table_rows: list[dict], env: dict, workers: dict | None) -> str:
     """A smoke run's report: which scenarios were built and trained, and what was counted (the loader's instructions);
     no throughput, bottleneck or efficiency, since nothing was timed that means anything."""
@@ -411,6 +416,8 @@ def _smoke(table_rows: list[dict], env: dict, workers: dict | None) -> str:
     head = (f"SMOKE RUN (--perf-smoke): {len(table_rows)} scenario(s) built and trained for 2 steps on "
             f"{env.get('gpu')}; nothing was timed. torch {env.get('torch')} | torchvision {env.get('torchvision')} | "
             f"host {host.get('cpu')} x {host.get('cores')} cores | {env.get('date')}\n\n") + _sharded(workers)
+    if env.get("gpu") == "cpu":  # said once, here: what a run without a GPU could not check
+        head += NOT_WITHOUT_GPU + "\n\n"
     head += _said_once(shared, len(table_rows))
     text = head + _table(["test", "verdict", "counted"],
                          [[short_id(row["test"]), outcome(row), _counted(row) or "-"] for row in table_rows])
