@@ -188,12 +188,22 @@ def test_without_a_gpu_the_scenarios_skip_naming_perf_smoke(suite):
     result.stdout.fnmatch_lines(["*no CUDA GPU*Run with --perf-smoke*"])
 
 
-def test_without_a_gpu_the_run_ends_with_one_line_of_reason_and_no_warning(suite, pytester):
+@pytest.mark.parametrize("args", [(), ("--benchmark-compare", "--benchmark-autosave")])  # the README's main job
+def test_without_a_gpu_the_run_ends_with_one_line_of_reason_and_no_warning(suite, pytester, args):
+    import warnings
+
     pytester.makepyfile(test_two=TEST_FILE)
     suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
-    result = suite.run()
+    with warnings.catch_warnings(record=True) as seen:  # an in-process run's warnings outside its tests land here
+        warnings.simplefilter("always")
+        filters = list(warnings.filters)
+        result = suite.run(*args)
+        assert warnings.filters == filters  # quieted for that session only
     result.assert_outcomes(skipped=2)
-    assert "warning" not in result.stdout.lines[-1] and "Benchmark fixture was not used" not in result.stdout.str()
+    out = result.stdout.str() + result.stderr.str()
+    assert "warning" not in result.stdout.lines[-1] and "Benchmark fixture was not used" not in out
+    # "Can't compare. No benchmark files", "Not saving anything"
+    assert not [str(w.message) for w in seen if type(w.message).__name__ == "PytestBenchmarkWarning"]
     assert result.stdout.lines[-2] == ("2 perf test(s) skipped: no CUDA GPU on this machine. Run with --perf-smoke to build "
                                        "and train each on this device (nothing is timed there), or on a CUDA GPU to "
                                        "measure them.")

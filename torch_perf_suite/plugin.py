@@ -17,12 +17,13 @@ from . import device, hooks, settings, sharding, syncs
 from .fixture import Perf, PerfWarning, Result
 from .session import (
     STARTED,
-    UNUSED_BENCHMARK,
     PerfSession,
     check_benchmark_options,
     check_saved_runs,
     cross_gpu,
     no_gpu_line,
+    nothing_to_benchmark,
+    quiet_benchmark_ends,
     smoke_timings_off,
     sync_sources,
 )
@@ -59,7 +60,7 @@ def pytest_configure(config):
     if perf.settings.smoke:
         smoke_timings_off(config)
     elif not perf.device.is_gpu:  # every perf test skips, saying why once at the end (no_gpu_line)
-        config.addinivalue_line("filterwarnings", UNUSED_BENCHMARK)
+        nothing_to_benchmark(config)
     check_benchmark_options(config, perf.settings.strict)
 
 
@@ -134,6 +135,7 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_unconfigure(config):
     syncs.user_sources = ()  # the next session (pytester's, say) asks its own plugins
+    quiet_benchmark_ends(config)
 
 
 def pytest_sessionfinish(session):

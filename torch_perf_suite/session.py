@@ -8,6 +8,7 @@ import contextlib
 import gzip
 import json
 import math
+import re
 import shutil
 import tempfile
 import time
@@ -351,6 +352,27 @@ class PerfSession:
 
 NO_GPU = "no CUDA GPU"
 UNUSED_BENCHMARK = "ignore:Benchmark fixture was not used at all in this test"  # pytest-benchmark's, for a skipped test
+# pytest-benchmark's, outside any test, where nothing ran: a --benchmark-compare with no saved run, an autosave of nothing
+NOTHING_BENCHMARKED = ("Can't compare. No benchmark files", "Not saving anything, no benchmarks have been run")
+QUIETED = pytest.StashKey[list]()
+
+
+def nothing_to_benchmark(config) -> None:
+    """No GPU and no smoke run: every perf test skips, and no_gpu_line says why once at the end. pytest-benchmark's
+    warnings about its fixture unused in a skipped test, a compare with nothing and a save of nothing are noise: ignored
+    for this session only (quiet_benchmark_ends puts the filters back)."""
+    config.addinivalue_line("filterwarnings", UNUSED_BENCHMARK)
+    before = list(warnings.filters)
+    for message in NOTHING_BENCHMARKED:  # not a test's warnings: issued at configure and at the session's end
+        warnings.filterwarnings("ignore", message=re.escape(message))
+    config.stash[QUIETED] = [f for f in warnings.filters if f not in before]
+
+
+def quiet_benchmark_ends(config) -> None:
+    for added in config.stash.get(QUIETED, []):
+        if added in warnings.filters:
+            warnings.filters.remove(added)
+    getattr(warnings, "_filters_mutated", lambda: None)()  # the filters are cached: say they changed (CPython's own)
 
 
 def no_gpu_line(skipped: list) -> str | None:
