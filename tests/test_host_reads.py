@@ -27,7 +27,7 @@ def test_an_item_in_the_step_is_one_read_a_step_at_its_line():
         lines.append(here(1))
         return X.sum().item()
 
-    counted = host_reads.count(step, 3, "cpu")
+    counted = host_reads.count(step, 3)
     source, n = only(counted)
     assert (n, counted.per_step) == (3, 1.0)
     assert (source.call, source.ops, source.user_line, source.library_line) == (
@@ -40,7 +40,7 @@ def test_bool_of_a_tensor_and_a_boolean_mask_are_reads():
         if X.sum() > 0:
             X[X > 3].sum()
 
-    counted = host_reads.count(step, 2, "cpu")
+    counted = host_reads.count(step, 2)
     assert sorted((s.ops, n) for s, n in counted.sources.items()) == [
         ("aten::_local_scalar_dense", 2), ("aten::index > aten::nonzero", 2)]
     mask = next(s for s in counted.sources if "index" in s.ops)
@@ -48,7 +48,7 @@ def test_bool_of_a_tensor_and_a_boolean_mask_are_reads():
 
 
 def test_integer_indexing_and_arithmetic_are_not_reads():
-    counted = host_reads.count(lambda: (X[torch.tensor([1, 2])] * 2).sum(), 3, "cpu")
+    counted = host_reads.count(lambda: (X[torch.tensor([1, 2])] * 2).sum(), 3)
     assert counted.total == 0 and not counted.periodic
 
 
@@ -61,7 +61,7 @@ def test_reads_inside_a_periodic_phase_are_counted_apart_with_its_runs():
             with torch.profiler.record_function(PERIODIC_PREFIX + "metrics"):
                 X.max().item()
 
-    counted = host_reads.count(step, 4, "cpu")
+    counted = host_reads.count(step, 4)
     assert counted.total == 0
     assert counted.periodic_runs == {PERIODIC_PREFIX + "metrics": 2}
     [((phase, source), n)] = counted.periodic.items()
@@ -79,21 +79,17 @@ def test_an_optimizers_step_counter_is_not_a_read():
         opt.step()
 
     step()
-    assert host_reads.count(step, 2, "cpu").total == 0
-
-
-def test_on_a_gpu_only_reads_of_device_tensors_count():
-    assert host_reads.count(lambda: X.sum().item(), 2, "cuda").total == 0
+    assert host_reads.count(step, 2).total == 0
 
 
 def test_the_smoke_verdict_fails_a_read_where_no_sync_is_expected_naming_it():
-    counted = host_reads.count(lambda: X.sum().item(), 2, "cpu")
+    counted = host_reads.count(lambda: X.sum().item(), 2)
     message = checks.host_reads(counted, per_step=0)
     assert message.startswith("measured 1.00 host reads per step (2 in 2 steps) with no GPU, expected at most 0:")
     assert "user code: tests/test_host_reads.py:" in message and "in <lambda>" in message
     assert checks.host_reads(counted, per_step=1) is None  # the pitfall's sync, as documented
     assert checks.host_reads(counted, per_step=None) is None  # at_least: no upper bound to hold
-    assert checks.host_reads(host_reads.count(lambda: None, 2, "cpu"), per_step=0) is None
+    assert checks.host_reads(host_reads.count(lambda: None, 2), per_step=0) is None
 
 
 def test_a_periodic_phase_that_runs_every_step_fails_as_per_step_syncs():
@@ -101,19 +97,19 @@ def test_a_periodic_phase_that_runs_every_step_fails_as_per_step_syncs():
         with torch.profiler.record_function(PERIODIC_PREFIX + "metrics"):
             X.max().item()
 
-    counted = host_reads.count(step, 3, "cpu")
+    counted = host_reads.count(step, 3)
     message = checks.host_reads(counted, per_step=0)
     assert message.startswith("a phase marked periodic ran in every one of the 3 profiled steps (perf_periodic:metrics)")
     assert message == checks.syncs(counted, per_step=0)  # the GPU's verdict says the same
-    assert checks.periodic_every_step(host_reads.count(step, 1, "cpu")) is None  # one step cannot tell
+    assert checks.periodic_every_step(host_reads.count(step, 1)) is None  # one step cannot tell
 
 
 def test_a_value_made_on_the_host_is_not_a_read_and_what_it_touches_on_the_device_is():
     """torch.as_tensor(a float) stays on the host on a GPU too (a metric's host value); mixed with a device tensor, the
     result is the device's."""
-    counted = host_reads.count(lambda: bool(torch.isnan(torch.as_tensor(0.5)).any()), 3, "cpu")
+    counted = host_reads.count(lambda: bool(torch.isnan(torch.as_tensor(0.5)).any()), 3)
     assert counted.total == 0
-    assert host_reads.count(lambda: (torch.as_tensor(0.5) * X).sum().item(), 3, "cpu").total == 3
+    assert host_reads.count(lambda: (torch.as_tensor(0.5) * X).sum().item(), 3).total == 3
 
 
 def test_a_read_in_the_datasets_item_is_the_hosts():
@@ -125,4 +121,4 @@ def test_a_read_in_the_datasets_item_is_the_hosts():
             return X[i % 8] if X.sum().item() > 0 else X[0]  # a read of a tensor made before: on the host anyway
 
     batches = iter(torch.utils.data.DataLoader(Items(), batch_size=4))
-    assert host_reads.count(lambda: next(batches), 3, "cpu").total == 0
+    assert host_reads.count(lambda: next(batches), 3).total == 0

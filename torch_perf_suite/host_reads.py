@@ -4,11 +4,11 @@ On a GPU the profiler's trace counts the syncs themselves (syncs.py). Without on
 ops that would make one still pass through torch's dispatcher, on the CPU too: `.item()`, `float(t)`, `bool(t)` and
 `if t:` (`aten::_local_scalar_dense`), `nonzero`, boolean-mask indexing, `masked_select` and `unique` (their output's
 size is read on the host). A `TorchDispatchMode` sees each one with the Python stack that called it, so a smoke run
-names the line as the GPU's check does, as a `SyncCount` that `checks.syncs` judges.
+names the line as the GPU's check does, as a `SyncCount` that `checks.host_reads` judges. (A smoke run on a GPU
+profiles its steps instead, as a measured run does.)
 
 What it cannot see on the CPU: a copy between host and device (`.cpu()`, `.to("cuda")`, `.tolist()`, `.numpy()`:
-on the CPU there is no copy to make) and an explicit `torch.cuda.synchronize()`. On a GPU, in a smoke run, only reads
-of tensors on the GPU count: a read of a CPU tensor makes no sync.
+on the CPU there is no copy to make) and an explicit `torch.cuda.synchronize()`.
 
 Reads that are host-side on a GPU too are left out:
 - of a tensor made from Python values (`torch.tensor(x)`, `torch.as_tensor(x)`: `aten::lift_fresh`), or computed from
@@ -40,7 +40,7 @@ def is_read(op: str, args: tuple) -> bool:
         getattr(i, "dtype", None) is not None and str(i.dtype) in ("torch.bool", "torch.uint8") for i in args[1] or ())
 
 
-def count(step, steps: int, device_type: str) -> SyncCount:
+def count(step, steps: int) -> SyncCount:
     """`steps` calls of `step` under the dispatcher's watch: each host read with its lines, those inside a
     `perf_periodic:` range counted apart, as the GPU's count does."""
     import torch
@@ -62,7 +62,7 @@ def count(step, steps: int, device_type: str) -> SyncCount:
                     counted.periodic_runs[args[0]] += 1
             elif op == "_record_function_exit" and ranges:
                 ranges.pop()
-            elif is_read(op, args) and args[0] not in on_host and (device_type == "cpu" or args[0].device.type != "cpu"):
+            elif is_read(op, args) and args[0] not in on_host:
                 _note(counted, op, ranges, _callers(traceback.extract_stack()[:-1]))
             out = func(*args, **(kwargs or {}))
             if op == FROM_PYTHON or (inputs and all(t in on_host for t in inputs)):

@@ -172,11 +172,11 @@ class Measuring:
         return Result(self.test_id, parts, syncs, peak, trace)
 
     def _count_reads(self, result: Result, workload, members) -> None:
-        """A smoke run's syncs: the steps' host reads, which the dispatcher sees on any device (host_reads.count)."""
+        """A smoke run's syncs without a GPU: the steps' host reads, which the dispatcher sees (host_reads.count)."""
         if members.all_threads:  # a dispatch mode is the calling thread's own
             result.notes.append(f"{READS_NOT_COUNTED}: the loop runs its steps on a thread of its own")
             return
-        result.reads = host_reads.count(workload.step, self.settings.profile_steps, self.session.device.name)
+        result.reads = host_reads.count(workload.step, self.settings.profile_steps)
 
     def _count_host(self, result: Result, workload, members) -> None:
         """The step's host side counted over whole GPU-side cycles (host_side.count), after every timed window."""
