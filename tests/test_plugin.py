@@ -479,9 +479,9 @@ def test_loader_numbers_from_another_machine_are_not_compared(suite):
     result.assert_outcomes(passed=1)  # half the loader's speed, but on another host: no verdict
     assert ("- loader, pipeline: not comparable: recorded on machine 4c4c4544, this is machine 9b1d0c2e "
             "(the same CPU class)") in details(result.stdout.str(), "copy: passed")
-    strict = suite.run("--perf-strict")
-    strict.assert_outcomes(failed=1)
-    strict.stdout.fnmatch_lines(["*--perf-strict: no comparable baseline: *not comparable*"])
+    strict = suite.run("--perf-strict")  # the nightly on a new runner: a host change is said, not a failure
+    strict.assert_outcomes(passed=1)
+    assert "not comparable: recorded on machine 4c4c4544" in strict.stdout.str()
 
 
 def test_a_loader_slowdown_on_the_recording_machine_fails(suite):
@@ -1409,11 +1409,11 @@ def test_two_parts_that_regress_are_listed_together_against_median_only_entries(
 
 def test_strict_mode_lists_every_part_it_could_not_compare(suite):
     suite.run("--perf-update-baselines").assert_outcomes(passed=1)
-    suite.gpu(FakeGPU(host={**HOST, "machine": "elsewhere"}))
+    suite.edit(lambda e: [e["parts"].pop(part) for part in ("loader", "pipeline")])  # an entry older than those parts
     result = suite.run("--perf-strict")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*test_copy.py::test_copy: --perf-strict: no comparable baseline: loader, pipeline: "
-                                 "not comparable: recorded on machine 4c4c4544, this is machine elsewhere*"])
+                                 "no baseline number for this part*"])
 
 
 def test_an_installed_package_gives_any_project_the_plugin(pytester):

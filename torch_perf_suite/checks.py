@@ -242,3 +242,11 @@ def parts_line(p: Parts) -> str:
     shown = ", ".join(f"{n} {t.median:,.0f}" for n, t in names if t is not None)
     cpu = f"; loader {p.loader_cpu.median:,.0f} samples per worker CPU second" if p.loader_cpu is not None else ""
     return f"parts (samples/s): {shown}; bottleneck: {p.bottleneck}{cpu}"
+
+
+def holes(left: list[str], ref: str) -> str | None:
+    """--perf-strict against REF: what a test left uncompared with REF and nothing else judged, one line each."""
+    if not left:
+        return None
+    return (f"--perf-strict: {len(left)} check(s) not made against REF {ref}, and nothing else judged what they cover:\n"
+            + "\n".join(f"  {what}" for what in left))

@@ -71,21 +71,28 @@ class Judge:
         records = session.records
         failure, note, missing = instructions.verdict(counted, records.instructions_file, records.instructions_key,
                                                       self.test_id, self.settings.count_margin, self.rerecord())
-        result.notes.extend(filter(None, [note]))
-        if missing:
+        if note:
+            self.left(result, note)
+        elif missing:
             self.not_checked(result, missing)
+        else:
+            result.judged.add("loader")
         return failure
 
     def _loader_settings(self, result: Result, expected: tuple[str, ...]) -> str | None:
         session = self.session
         if session.settings.update_baselines:
             return None
-        loaders = session.records.loaders_file
+        loaders, recorded = session.records.loaders_file, session.records.loader_record(self.test_id)
         recorded_any = bool(session.ref or loaders and loaders.tests)
-        return noted(loader.settings_verdict(
-            result.loader_settings, session.records.loader_record(self.test_id), workers=session.settings.workers,
-            worker_start=session.settings.worker_start, expected=expected, against=session.against_label,
-            recorded_any=recorded_any), result)
+        failure, note = loader.settings_verdict(
+            result.loader_settings, recorded, workers=session.settings.workers, worker_start=session.settings.worker_start,
+            expected=expected, against=session.against_label, recorded_any=recorded_any)
+        if note and recorded is None:
+            self.left(result, note)
+        elif note:
+            result.notes.append(note)
+        return failure
 
     def _entry(self, result: Result) -> dict | None:
         """This test's baseline entry (REF's under --perf-against), where its timed numbers are to be compared."""
@@ -94,7 +101,7 @@ class Judge:
             why = session.ref.why_missing(self.test_id, session.collected)
             if self.strict:  # the merge gate: a test compared with nothing is a hole in it, renamed or not
                 pytest.fail(f"{self.test_id}: {why} (--perf-strict: nothing of it was compared with REF)", pytrace=False)
-            result.notes.append(why)
+            self.left(result, why)
             return None
         if session.settings.smoke:
             return None
@@ -102,7 +109,7 @@ class Judge:
         if session.settings.update_baselines:
             result.notes.append("baseline recorded" if entry is None else "baseline re-recorded")
         elif entry is None and session.ref:  # passed at REF, yet recorded nothing there
-            result.notes.append(f"not compared: {session.ref.label} recorded nothing for it")
+            self.left(result, f"not compared: {session.ref.label} recorded nothing for it")
         elif entry is None:
             self.missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {session.records.baseline_file.path}, "
                                  "throughput not checked")
@@ -116,8 +123,10 @@ class Judge:
                                      "recorded before they were counted; " + self.rerecord())
             return None
         if "host" in now and "host" not in recorded:
-            result.notes.append(f"host side not compared: {self.session.against_label} recorded none (its entry is older "
-                                "than the count); " + self.rerecord())
+            self.left(result, f"host side not compared: {self.session.against_label} recorded none (its entry is older "
+                              "than the count); " + self.rerecord())
+        elif "host" in now:
+            result.judged.add("host")
         failure = checks.counted(now, recorded, self.settings.count_margin, result.compile or compiled.CompileCount(),
                                  self.session.against_label)
         return failure and f"counted at this GPU model's baseline ({self.session.reference}):\n{failure}"
@@ -127,11 +136,19 @@ class Judge:
         measured it)."""
         session = self.session
         if result.parts.loader_from is not None:
+            result.judged.add("loader")  # by the test that timed its window
             return None
         same_host = "" if session.ref else host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host"))
-        failures = [noted(loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
-                                              against=session.against_label), result)]
+        failure, note = loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
+                                            against=session.against_label)
+        if result.unit is not None and entry.get("loader_unit") is not None:
+            result.judged.add("loader")
+            result.notes.extend(filter(None, [note]))
+        elif note:
+            self.left(result, note)
+        failures = [failure]
         if result.turns is not None:
+            result.judged.add("loader")
             failures.append(noted(turns.verdict(result.turns, self.settings.unit_tolerance, session.against_label), result))
         return "\n".join(filter(None, failures)) or None
 
@@ -141,6 +158,8 @@ class Judge:
                 continue  # a shared measurement is checked by the test that measured it
             v = result.verdicts[part] = gates.decide(part, result.parts, entry, self.settings, self.session.device.env,
                                                      host_gated=self.session.ref is None)
+            if v.compared:
+                result.judged.add(part)
             if v.failed:
                 base = entry["parts"][part]
                 v.confirmation = compare(self.confirm(result, part).rounds, base.get("rounds") or [base["samples_per_s"]],
@@ -157,21 +176,39 @@ class Judge:
     def timed_notes(self, result: Result) -> None:
         """What the timed verdicts that passed say: a shortfall not confirmed, a number reported, a part not compared."""
         result.notes.extend(v.describe() for v in result.verdicts.values() if v.qualified)
-        result.notes.extend(f"{v.part} {v.reported}" for v in result.verdicts.values() if v.reported)
+        for v in result.verdicts.values():
+            if v.reported:  # a host-bound reading against REF: judged where the host side or the loader was
+                self.left(result, f"{v.part} {v.reported}", covered_by=self.covering(result, v.part))
         why_not: dict[str, list[str]] = {}  # one note for the parts not compared for one reason
         for v in result.verdicts.values():
             if not v.compared and not v.reported:
                 why_not.setdefault(v.why_not, []).append(v.part)
         notes = [f"{', '.join(parts)}: {why}" for why, parts in why_not.items()]
-        if notes and self.strict:
-            pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(notes), pytrace=False)
+        holes = [f"{', '.join(parts)}: {why}" for why, parts in why_not.items()
+                 if not any(result.verdicts[p].host_changed for p in parts)]  # another host's: said once, not a hole
+        if holes and self.strict:
+            pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(holes), pytrace=False)
         result.notes.extend(notes)
+
+    @staticmethod
+    def covering(result: Result, part: str) -> str:
+        """What judges a host-bound `part` where its number is a reading: the GPU-side step by its host side, a
+        loader-fed pipeline or the loader by the loader's settings and cost per sample."""
+        fed = result.loader_settings is not None or result.parts.loader is not None
+        return "loader" if part == "loader" or part == "pipeline" and fed else "host"
 
     # --- what could not be checked ----------------------------------------------------------------
 
     def rerecord(self) -> str:
         smoke = " --perf-smoke" if self.session.settings.smoke else ""
         return f"record them with: pytest '{self.test_id}'{smoke} --perf-update-baselines"
+
+    def left(self, result: Result, what: str, covered_by: str = "") -> None:
+        """A note of what was not compared. Against REF it is a hole unless `covered_by` was judged: the merge gate
+        (--perf-strict) fails on it when the test ends (PerfSession.call_passed)."""
+        result.notes.append(what)
+        if self.session.ref:
+            result.unjudged.append((what, covered_by))
 
     def not_checked(self, result: Result, why: str) -> None:
         """A check that could not be made: a failure under --perf-strict, else a note and a warning."""
@@ -198,7 +235,7 @@ class Judge:
         name = over.rsplit("::", 1)[-1]
         label = f"{part} vs {name}" + (f" {over_part}" if over_part != part else "")
         if other is None or other.parts.get(over_part) is None or result.parts.get(part) is None:
-            return self._not_compared(result, over, name, label, over_part)
+            return self._not_compared(result, over, name, label, part, over_part)
         ref, mine = other.parts.get(over_part), result.parts.get(part)
 
         def check(t: Throughput):
@@ -219,7 +256,7 @@ class Judge:
                         f"again: {again.median / ref.median:.3f}x ({second.method}).\n  this test's rounds: {rounds(mine)}\n"
                         f"  {name}'s rounds: {rounds(ref)}", pytrace=False)
 
-    def _not_compared(self, result: Result, over: str, name: str, label: str, over_part: str) -> None:
+    def _not_compared(self, result: Result, over: str, name: str, label: str, part: str, over_part: str) -> None:
         full = over if "::" in over else f"{self.test_id.split('[', 1)[0]}[{over}]"
         msg = f"{self.test_id}: the {over_part} number of {over} was not measured in this run, so {label} is not checked"
         left_out = full in self.session.deselected
@@ -227,7 +264,7 @@ class Judge:
             msg = f"{self.test_id}: {over} was deselected (-k or -m) in this run, so {label} is not checked"
         elif self.strict:
             pytest.fail(msg, pytrace=False)
-        result.notes.append(f"not compared with {name}" + (" (deselected)" if left_out else ""))
+        self.left(result, f"not compared with {name}" + (" (deselected)" if left_out else ""), covered_by=part)
         warn(msg)
 
 

@@ -116,14 +116,19 @@ def pytest_runtest_setup(item):
         perf.ref_before(item)  # --perf-against REF in a sharded run's worker: REF's tests of this file measured first
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     perf = item.config.stash.get(SESSION, None)
     if perf:
         perf.call_started(item)
-    yield
+    try:
+        outcome = yield
+    finally:
+        if perf:
+            perf.call_ended(item)
     if perf:
-        perf.call_ended(item)
+        perf.call_passed(item)  # may fail it: --perf-strict against REF, a check left unmade
+    return outcome
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -48,6 +48,14 @@ class Result:
     seconds: dict[str, float] = field(default_factory=dict)  # where the test's time went, by phase (timing.Laps)
     host: host_side.HostCount | None = None  # the step's host side: Python lines and blocks a step
     reads: SyncCount | None = None  # smoke runs: host reads a step, seen by the dispatcher (host_reads.py)
+    # what was left uncompared, each with what covers it where that was judged instead ("" where nothing can): a part,
+    # "host" (the step's host side) or "loader" (its settings with its cost per sample). Under --perf-against
+    # --perf-strict a test fails on every one that `judged` does not cover (`holes`)
+    unjudged: list[tuple[str, str]] = field(default_factory=list)
+    judged: set[str] = field(default_factory=set)  # the parts compared, and "host", "loader" where they were
+
+    def holes(self) -> list[str]:
+        return [what for what, covered_by in self.unjudged if covered_by not in self.judged]
 
     @property
     def unit(self) -> loader.UnitCost | None:

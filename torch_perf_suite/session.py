@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import against, baselines, device, durations, host, loader, records, report, settings, syncs, timing, turns
+from . import against, baselines, checks, device, durations, host, loader, records, report, settings, syncs, timing, turns
 from .fixture import PerfWarning, Result
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
@@ -151,6 +151,15 @@ class PerfSession:
     def call_ended(self, item) -> None:
         if item.nodeid in self.laps:
             self.laps[item.nodeid].lap("checks")
+
+    def call_passed(self, item) -> None:
+        """A test's checks all passed: under --perf-against --perf-strict (the merge gate) it fails where it left
+        something uncompared that nothing else judged (Result.holes), naming each."""
+        result = self.results.get(item.nodeid)
+        if self.ref and self.settings.strict and result is not None:
+            failure = checks.holes(result.holes(), self.ref.label)
+            if failure:
+                pytest.fail(f"{item.nodeid}: {failure}", pytrace=False)
 
     def laps_of(self, test_id: str) -> timing.Laps:
         return self.laps.setdefault(test_id, timing.Laps())

@@ -1,0 +1,80 @@
+"""--perf-strict against REF (the merge gate): what a test leaves uncompared fails it, unless what covers it was judged:
+a host-bound reading by the step's host side or the loader's verdicts, a claim over a deselected test by the test's own
+part compared with REF. Against baselines nothing is a hole: what another host's entry cannot compare is said."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from torch_perf_suite import checks, gates
+from torch_perf_suite.judging import Judge
+from torch_perf_suite.parts import Parts
+from torch_perf_suite.result import Result
+from torch_perf_suite.settings import Measure
+from torch_perf_suite.timing import Throughput
+
+READING = "+47.0% (host-bound, a reading)"
+
+
+def judge(against: bool, strict: bool = True) -> Judge:
+    session = SimpleNamespace(ref=SimpleNamespace(label="HEAD (abc)") if against else None,
+                              settings=SimpleNamespace(strict=strict), deselected={"t.py::test[over]"})
+    return Judge(session, "t.py::test[mine]", Measure(), confirm=None)
+
+
+def result(loader_fed: bool = False) -> Result:
+    loader = Throughput(100, (0.2,)) if loader_fed else None
+    parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), gpu=Throughput(100, (0.1,)), loader=loader)
+    return Result("t.py::test[mine]", parts, None, None, None)
+
+
+def test_a_gpu_reading_is_a_hole_until_the_host_side_is_judged():
+    r = result()
+    r.verdicts["gpu"] = gates.Verdict("gpu", 1000.0, reported=READING)
+    judge(against=True).timed_notes(r)
+    assert r.holes() == [f"gpu {READING}"]
+    r.judged.add("host")
+    assert r.holes() == []
+
+
+def test_a_loader_fed_pipelines_reading_is_covered_by_the_loaders_verdicts_not_by_the_host_side():
+    r = result(loader_fed=True)
+    r.verdicts["pipeline"] = gates.Verdict("pipeline", 1000.0, reported=READING)
+    judge(against=True).timed_notes(r)
+    r.judged.add("host")
+    assert r.holes() == [f"pipeline {READING}"]
+    r.judged.add("loader")
+    assert r.holes() == []
+
+
+def test_a_claim_over_a_deselected_test_is_covered_by_this_tests_part_compared_with_ref():
+    r = result()
+    with pytest.warns(UserWarning, match="deselected"):
+        judge(against=True).ratio(r, None, "over", "gpu", "gpu", at_least=0.99)
+    assert r.holes() == ["not compared with over (deselected)"]
+    r.judged.add("gpu")
+    assert r.holes() == []
+
+
+def test_against_baselines_nothing_is_a_hole():
+    r = result()
+    r.verdicts["gpu"] = gates.Verdict("gpu", 1000.0, reported=READING)
+    judge(against=False).timed_notes(r)
+    assert r.notes == [f"gpu {READING}"] and r.holes() == []
+
+
+def test_a_part_not_comparable_because_the_host_changed_is_no_failure_under_strict_but_a_missing_number_is():
+    r = result()
+    r.verdicts["loader"] = gates.Verdict("loader", None, why_not="not comparable: recorded on machine m1", host_changed=True)
+    judge(against=False).timed_notes(r)
+    assert r.notes == ["loader: not comparable: recorded on machine m1"]
+    r.verdicts["gpu"] = gates.Verdict("gpu", None, why_not="no baseline number for this part")
+    with pytest.raises(pytest.fail.Exception, match="no comparable baseline: gpu: no baseline number"):
+        judge(against=False).timed_notes(r)
+
+
+def test_the_failure_names_each_hole_and_ref():
+    assert checks.holes([], "HEAD") is None
+    text = checks.holes(["gpu +47.0% (a reading)", "not compared with over (deselected)"], "HEAD (abc)")
+    assert text.splitlines() == ["--perf-strict: 2 check(s) not made against REF HEAD (abc), and nothing else judged "
+                                 "what they cover:", "  gpu +47.0% (a reading)", "  not compared with over (deselected)"]
