@@ -149,10 +149,11 @@ def test_a_sample_alone_is_timed_on_one_thread_and_a_nap_is_waiting():
     import torch
 
     threads = torch.get_num_threads()
-    samples, wall, cpu, wait, ratio = loader.solo(Squares(size=50, nap_s=0.001), default_collate, seconds=0.0)
+    samples, wall, cpu, wait, ratio, blocks = loader.solo(Squares(size=50, nap_s=0.001), default_collate, seconds=0.0)
     assert samples == loader.SOLO_LEAST and torch.get_num_threads() == threads  # restored
     assert wait > 900 and wall > wait and cpu < 900 and wall == pytest.approx(cpu + wait, rel=0.2)
     assert ratio > 0  # a sample's CPU time over the yardsticks timed beside it
+    assert 1.0 <= blocks < 1.5  # each nap a voluntary context switch, counted on any host
 
 
 class Ticks:
@@ -202,7 +203,7 @@ def test_a_sample_alone_sees_one_in_twenty_made_twice(ticks):
                 super().__getitem__(i)
             return super().__getitem__(i)
 
-    samples, wall, cpu, wait, _ = loader.solo(Napping(size=1000), default_collate, seconds=0.3)
+    samples, wall, cpu, wait, *_ = loader.solo(Napping(size=1000), default_collate, seconds=0.3)
     assert samples > loader.SOLO_LEAST and (wall, cpu, wait) == pytest.approx((520, 20, 500))  # the clock it was given
     more = loader.solo(OneInTwenty(size=1000), default_collate, seconds=0.3)
     # one sample in twenty made twice (index i * STRIDE is a multiple of 20 where i is): of each five chunks of 32, three
@@ -265,7 +266,7 @@ def test_a_sample_alone_is_timed_beside_its_yardsticks(ticks, monkeypatch):
 
     base = loader.solo(Busy(size=1000), default_collate, seconds=0.0)  # the least: two chunks, 64 real yardsticks
     more = loader.solo(TwiceAsBusy(size=1000), default_collate, seconds=0.0)
-    assert base[2:] == pytest.approx((20, 100, 0.5)) and more[2:] == pytest.approx((40, 100, 1.0))  # CPU, waiting, ratio
+    assert base[2:5] == pytest.approx((20, 100, 0.5)) and more[2:5] == pytest.approx((40, 100, 1.0))  # CPU, waiting, ratio
     assert more[4] == pytest.approx(2 * base[4])  # the same yardsticks, twice the work a sample
 
 
@@ -381,3 +382,33 @@ def test_a_broken_unit_entry_is_named(unit, problem):
     assert problem in loader.validate_unit(unit)
     assert loader.validate_unit(None) is None
     assert loader.validate_unit({"wall_us": 5, "cpu_us": 4, "wait_us": 1.0, "blocks": 0.1, "crowd_us": 6}) is None
+
+
+def test_a_smoke_runs_cost_is_the_samples_made_alone_and_their_blocks(tmp_path):
+    timer = loader.Timer(tmp_path)
+    timer.alone = (64, 1000.0, 900.0, 100.0, 0.9, 1.0)  # solo(): a block a sample
+    unit = timer.cost(0, 1, alone_only=True)
+    assert (unit.batches, unit.blocks, unit.crowd_us) == (0, 1.0, 0.0)
+    assert unit.line() == "a sample alone: 1,000 µs (900 µs CPU = 0.900 yardsticks, 100 µs waiting), 1.00 blocks"
+    assert timer.cost(0, 1) is None  # a measured run's: no batch made in the workers in that window
+
+
+def test_a_smoke_runs_new_block_a_sample_fails_against_refs_smoke_run_and_its_waiting_is_not_judged():
+    ref = loader.UnitCost(64, 1000.0, 900.0, 100.0, 0.9, 0, 0.0, 0.0).entry()
+    cold = loader.UnitCost(64, 1300.0, 900.0, 400.0, 0.9, 0, 1.0, 0.0)
+    failure, note = loader.unit_verdict(cold, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run", against="REF")
+    assert failure == ("the loader's cost per sample rose:\n  blocks 1.00 times a sample made alone (sleep, I/O, a lock: "
+                       "voluntary context switches), 0.00 at REF")
+    assert note == "loader waiting per sample: not in a smoke run"
+    slower = loader.UnitCost(64, 1300.0, 900.0, 400.0, 0.9, 0, 0.0, 0.0)  # 300 µs more waiting: a busy host's
+    assert loader.unit_verdict(slower, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run", against="REF")[0] is None
+
+
+def test_a_loaders_entry_keeps_a_smoke_runs_unit_and_a_broken_one_is_named(tmp_path):
+    unit = loader.UnitCost(64, 1000.0, 900.0, 100.0, 0.9, 0, 1.0, 0.0)
+    entry = loader.entry({"num_workers": 2}, 2, unit)
+    assert entry["unit"] == unit.entry() and "unit" not in loader.entry({"num_workers": 2}, 2)
+    path = tmp_path / "loaders.json"
+    path.write_text(json.dumps({"schema": loader.SCHEMA, "tests": {"t": {**entry, "unit": {"wall_us": "fast"}}}}))
+    with pytest.raises(loader.SettingsError, match="'t': 'loader_unit' 'wall_us' is fast, expected a non-negative number"):
+        loader.SettingsFile.load(path)

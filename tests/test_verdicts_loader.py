@@ -738,7 +738,7 @@ def test_a_sample_alone_is_timed_for_its_seconds_up_to_its_most(monkeypatch):
 
 
 def test_a_sample_alone_is_in_microseconds_and_its_cpu_time_in_yardsticks():
-    samples, wall, cpu, wait, ratio = loader.solo(Seen(nap_s=0.001), default_collate, seconds=0.0)
+    samples, wall, cpu, wait, ratio, _ = loader.solo(Seen(nap_s=0.001), default_collate, seconds=0.0)
     assert 1000 <= wall < 10_000 and 900 < wait < wall and 0 <= cpu < 500  # a 1 ms nap a sample, little CPU
     assert 0 < ratio < 1  # a nap's CPU time is a small part of a yardstick's
 
@@ -759,7 +759,7 @@ def test_observe_describes_the_loader_and_times_it_only_where_given_a_folder(tmp
     assert loader.observe(members, None, "w") == (loader.describe(dl), None, None)
     described, timer, note = loader.observe(members, tmp_path / "t", "w")
     assert described == loader.describe(dl) and note is None
-    assert timer.loader is dl and "__getitems__" in vars(dl.dataset) and len(timer.alone) == 5  # attached, timed alone
+    assert timer.loader is dl and "__getitems__" in vars(dl.dataset) and len(timer.alone) == 6  # attached, timed alone
     timer.detach()
 
 

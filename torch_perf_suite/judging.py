@@ -20,6 +20,10 @@ from .settings import Measure
 from .stats import compare
 from .timing import Throughput
 
+# a smoke run's host is often busy (CI's 2 cores): a sample's waiting moves with its load (docs/loader.md, "Smoke runs
+# against REF"); its blocks, a count, are compared
+SMOKE_WAITING = "not compared in a smoke run (its waiting moves with the host's load; its blocks are a count)"
+
 
 class PerfWarning(UserWarning):
     """A check that could not be made: no baseline, no predecessor measured in this run."""
@@ -52,6 +56,9 @@ class Judge:
     def baseline(self, result: Result, loader_changes: tuple[str, ...]) -> tuple[str, dict | None]:
         """(every failure against the baseline, one per line; the entry compared with, None where none was)."""
         failures = [self._instructions(result), self._loader_settings(result, loader_changes)]
+        if self.session.settings.smoke and self.session.ref:  # CI's job against the base: the loader's blocks a sample
+            recorded = (self.session.records.loader_record(self.test_id) or {}).get("unit")
+            failures.append(self._unit(result, {"loader_unit": recorded}, why_not_timed=SMOKE_WAITING))
         entry = self._entry(result)
         if entry is not None:
             failures += [self._counts(result, entry), self._unit(result, entry), self._timed(result, entry)]
@@ -131,14 +138,15 @@ class Judge:
                                  self.session.against_label)
         return failure and f"counted at this GPU model's baseline ({self.session.reference}):\n{failure}"
 
-    def _unit(self, result: Result, entry: dict) -> str | None:
+    def _unit(self, result: Result, entry: dict, why_not_timed: str | None = None) -> str | None:
         """The loader's cost per sample, judged by the test that timed its window (a shared window: by the one that
-        measured it)."""
+        measured it). Its waiting only against REF or an entry of this host, unless `why_not_timed` says why not."""
         session = self.session
         if result.parts.loader_from is not None:
             result.judged.add("loader")  # by the test that timed its window
             return None
-        same_host = "" if session.ref else host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host"))
+        same_host = why_not_timed if why_not_timed is not None else "" if session.ref else host.why_not_comparable(
+            entry["env"].get("host"), session.device.env.get("host"))
         failure, note = loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
                                             against=session.against_label)
         if result.unit is not None and entry.get("loader_unit") is not None:

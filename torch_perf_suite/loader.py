@@ -254,7 +254,7 @@ class UnitCost:
     cpu_us: float
     wait_us: float
     cpu_ratio: float
-    batches: int
+    batches: int  # 0: a smoke run's, whose blocks are of the samples made alone
     blocks: float
     crowd_us: float
 
@@ -262,9 +262,11 @@ class UnitCost:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
     def line(self) -> str:
-        return (f"a sample alone: {self.wall_us:,.0f} µs ({self.cpu_us:,.0f} µs CPU = {self.cpu_ratio:.3f} yardsticks, "
-                f"{self.wait_us:,.0f} µs waiting); in the workers: {self.crowd_us:,.0f} µs, {self.blocks:.2f} blocks "
-                f"({self.batches} batches)")
+        alone = (f"a sample alone: {self.wall_us:,.0f} µs ({self.cpu_us:,.0f} µs CPU = {self.cpu_ratio:.3f} yardsticks, "
+                 f"{self.wait_us:,.0f} µs waiting)")
+        if not self.batches:  # a smoke run's
+            return f"{alone}, {self.blocks:.2f} blocks"
+        return f"{alone}; in the workers: {self.crowd_us:,.0f} µs, {self.blocks:.2f} blocks ({self.batches} batches)"
 
 
 def in_workers(records: list[tuple]) -> tuple[int, float, float] | None:
@@ -306,12 +308,12 @@ def _cpu_ns(work, times: int) -> int:
     return time.thread_time_ns() - cpu
 
 
-def solo(dataset, collate, seconds: float = SOLO_S) -> tuple[int, float, float, float, float]:
-    """(samples, wall, CPU, waiting µs, CPU in yardsticks) of one sample made alone on this thread, torch on one
+def solo(dataset, collate, seconds: float = SOLO_S) -> tuple[int, float, float, float, float, float]:
+    """(samples, wall, CPU, waiting µs, CPU in yardsticks, blocks) of one sample made alone on this thread, torch on one
     thread as in a worker: the median over chunks of CHUNK fixed indices of each chunk's items and collate per
     sample, each chunk followed by CHUNK yardsticks (`Yardstick`), the ratio the median of each chunk's CPU time over
     its yardsticks'. A chunk's mean, not a sample's median: one sample in twenty made twice is 5% more work, which a
-    median of samples would not see."""
+    median of samples would not see. Blocks: the thread's voluntary context switches a sample, over all chunks."""
     import torch
 
     threads = torch.get_num_threads()
@@ -322,17 +324,18 @@ def solo(dataset, collate, seconds: float = SOLO_S) -> tuple[int, float, float, 
         for i in range(4):
             dataset[i * STRIDE % size]
             yardstick()
-        deadline, i = time.perf_counter() + seconds, 0
+        deadline, i, blocks = time.perf_counter() + seconds, 0, 0
         while (i < SOLO_LEAST or time.perf_counter() < deadline) and i < SOLO_MOST:
-            cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
+            switches, cpu, wall = _switches(), time.thread_time_ns(), time.perf_counter_ns()
             collate([dataset[(i + k) * STRIDE % size] for k in range(CHUNK)])
             wall, cpu = time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
+            blocks += _switches() - switches
             chunks.append((wall / CHUNK / 1e3, cpu / CHUNK / 1e3, cpu / max(_cpu_ns(yardstick, CHUNK), 1)))
             i += CHUNK
     finally:
         torch.set_num_threads(threads)
     return (i, statistics.median(w for w, _, _ in chunks), statistics.median(c for _, c, _ in chunks),
-            statistics.median(w - c for w, c, _ in chunks), statistics.median(r for _, _, r in chunks))
+            statistics.median(w - c for w, c, _ in chunks), statistics.median(r for _, _, r in chunks), blocks / i)
 
 
 class Timer:
@@ -384,10 +387,16 @@ class Timer:
         collate = self.loader.collate_fn
         self.alone = solo(self.loader.dataset, getattr(collate, "original", collate))
 
-    def cost(self, since_ns: int, until_ns: int) -> UnitCost | None:
-        """The samples made alone, with the batches made in the workers in that window; None where no batch was."""
+    def cost(self, since_ns: int, until_ns: int, alone_only: bool = False) -> UnitCost | None:
+        """The samples made alone, with the batches made in the workers in that window; None where no batch was.
+        `alone_only` (a smoke run, whose workers make a few small batches): the samples made alone, their blocks."""
+        if self.alone is None:
+            return None
+        samples, wall, cpu, wait, ratio, blocks = self.alone
+        if alone_only:
+            return UnitCost(samples, wall, cpu, wait, ratio, 0, blocks, 0.0)
         crowd = in_workers(self.records(since_ns, until_ns))
-        return None if crowd is None or self.alone is None else UnitCost(*self.alone, *crowd)
+        return None if crowd is None else UnitCost(samples, wall, cpu, wait, ratio, *crowd)
 
 
 WAIT_FLOOR_US = 20.0  # waiting per sample below this much more is no verdict: a sleep or a read waits far longer
@@ -403,7 +412,8 @@ def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool
     instruction count judges the CPU's work exactly, and against REF turns.py times it by turns with REF's."""
     lines = []
     if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN:
-        lines.append(f"blocks {now['blocks']:.2f} times a sample in the workers (sleep, I/O, a lock: voluntary context "
+        where = "in the workers" if now.get("batches", 1) else "made alone"  # 0: a smoke run's, against a smoke run's
+        lines.append(f"blocks {now['blocks']:.2f} times a sample {where} (sleep, I/O, a lock: voluntary context "
                      f"switches), {recorded['blocks']:.2f} at {against}")
     more = now["wait_us"] - recorded["wait_us"]
     waited = 100 * more / recorded["wall_us"]
@@ -497,8 +507,10 @@ class SettingsFile:
             self.tests = current
 
 
-def entry(settings: dict, workers: int) -> dict:
-    return {"settings": settings, "workers": workers, "date": datetime.date.today().isoformat()}
+def entry(settings: dict, workers: int, unit: UnitCost | None = None) -> dict:
+    """A loaders.json entry; `unit`: a smoke run's cost per sample, kept where no baseline entry holds it (REF's run)."""
+    found = {"settings": settings, "workers": workers, "date": datetime.date.today().isoformat()}
+    return {**found, "unit": unit.entry()} if unit is not None else found
 
 
 # what describe() gives each setting that is not a name: read back as anything else, the file is corrupt, not changed
@@ -522,6 +534,9 @@ def _validate(data) -> str | None:
         workers = e.get("workers")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             return f"{test_id!r}: 'workers' is {workers!r}, expected the --perf-workers it was recorded with"
+        problem = validate_unit(e.get("unit"))
+        if problem:
+            return f"{test_id!r}: {problem}"
     return None
 
 

@@ -140,7 +140,7 @@ class Windows:
             return self._time_part(part, runner)
         since = time.monotonic_ns()
         measured = self._time_part(part, runner)
-        return replace(measured, unit=self.timer.cost(since, time.monotonic_ns()))
+        return replace(measured, unit=self.timer.cost(since, time.monotonic_ns(), alone_only=self.smoke))
 
     def _time_part(self, part: str, runner=None) -> Throughput:
         w, o, m = self.workload, self.members, self.measure

@@ -99,7 +99,8 @@ class Records:
                 self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
         if result.loader_settings is not None and self.loaders_file is not None:
             try:
-                self.loaders_file.save({test_id: loader.entry(result.loader_settings, self.settings.workers)})
+                unit = result.unit if self.settings.smoke else None  # a measured run's is in its baseline entry
+                self.loaders_file.save({test_id: loader.entry(result.loader_settings, self.settings.workers, unit)})
                 self.loaders_recorded += 1
             except (OSError, loader.SettingsError) as e:
                 self.save_error = f"loader settings NOT recorded into {self.loaders_file.path}: {e}"

@@ -135,7 +135,8 @@ SESSION_OPTIONS = (
     Option("strict", "", "off", "the nightly's and the merge gate's mode: no GPU, no baseline, no predecessor in the run, "
            "`--benchmark-skip`/`--benchmark-disable`, or a `--benchmark-compare` against another GPU model fails instead of "
            "skipping or warning; under `--perf-against`, so does every check a test left unmade that nothing else judged "
-           "(a baseline from another host is said, not failed)", {"action": "store_true"}, ini=("strict mode (see --perf-strict)", "bool", False)),
+           "(a baseline from another host is said, not failed)", {"action": "store_true"},
+           ini=("strict mode (see --perf-strict)", "bool", False)),
     Option("update_baselines", "", "off", "records each test that passed into `baselines/<gpu>.json` as soon as it passed, "
            "keeping every other entry (atomic write, file mode kept); a corrupt file is moved aside to "
            "`<name>.corrupt-<time>` and said so", {"action": "store_true", "default": False}),
