@@ -67,6 +67,20 @@ def test_the_same_loader_counts_the_same_and_a_heavier_one_counts_more(counter):
     assert first.samples == instructions.SAMPLES and first.source == 'toy_loader:parts({"n": 2000})'
 
 
+def test_a_count_begun_beside_other_work_is_the_count_taken_alone(counter):
+    """The overlap (Counter.begin) changes when valgrind starts, not what it counts."""
+    source = ("toy_loader:parts", {"n": 2000})
+    counter.begin(source)
+    sum(i * i for i in range(3_000_000))  # the caller's work meanwhile
+    overlapped = counter.count(source)
+    alone = Counter()
+    try:
+        counted = alone.count(source)
+    finally:
+        alone.close()
+    assert abs(overlapped.per_sample / counted.per_sample - 1) < 0.005  # the 1% margin, with room
+
+
 def test_a_loader_that_cannot_be_built_says_so_and_the_process_serves_on(counter):
     with pytest.raises(Unavailable, match=r"could not be built for counting: toy_loader:parts: TypeError"):
         counter.count(("toy_loader:parts", {"m": 1}))
@@ -216,6 +230,30 @@ def test_one_callgrind_process_counts_each_loader_once_per_sample(fake, tmp_path
     process = fake._proc
     fake.close()
     assert process.wait(timeout=10) == 0 and not folder.exists() and fake._proc is None  # it ended when stdin closed
+
+
+def test_a_begun_count_runs_before_it_is_collected_and_is_counted_once(fake):
+    source = ("toy_loader:parts", {"n": 10})
+    fake.begin(source)
+    assert fake._pending == 'toy_loader:parts({"n": 10})' and not fake._started  # sent, not waited on
+    assert os.sched_getaffinity(fake._proc.pid) == {max(os.sched_getaffinity(0))}  # one core, beside the timed windows
+    first = fake.count(source)
+    assert first.per_sample == 1_000_000.0 and fake.count(source) is first
+    fake.begin(source)  # counted: nothing begun
+    assert fake._pending is None and [c["control"] for c in fake.log() if "control" in c] == [["-i", "on"], ["-i", "off"], ["-d"]]
+
+
+def test_a_count_asked_for_another_source_than_the_one_begun_collects_both(fake):
+    fake.begin(("toy_loader:parts", {"n": 10}))
+    assert fake.count(("toy_loader:parts", {"n": 20})).per_sample == 1_000_000.0
+    assert 'toy_loader:parts({"n": 10})' in fake._cache and fake._pending is None
+
+
+def test_a_begun_loader_that_cannot_be_built_is_said_when_collected(fake):
+    fake.begin(("toy_loader:parts", {"m": 1}))
+    with pytest.raises(Unavailable, match="could not be built for counting"):
+        fake.count(("toy_loader:parts", {"m": 1}))
+    assert fake.count(("toy_loader:parts", {"n": 10})).per_sample == 1_000_000.0
 
 
 def test_of_two_new_dumps_the_newest_is_read(fake, monkeypatch):

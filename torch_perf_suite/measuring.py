@@ -46,6 +46,8 @@ class Measuring:
         laps = self.session.laps_of(self.test_id)
         laps.lap("build")
         windows = Windows(workload, self.settings, self.session.device, self.smoke, self.session.as_ref)
+        self._begin_instructions(windows.members.loader_source)
+        laps.lap("instructions")  # the digest of the loader's code, and callgrind's process started
         keys = self._shared_keys(windows)
         described, unit_note = self._observe(windows, keys)
         by_turns, turns_note = self._by_turns(windows, keys)
@@ -191,6 +193,13 @@ class Measuring:
         cycle = members.gpu_cycle_steps
         steps = cycle if self.smoke else -(-self.settings.profile_steps // cycle) * cycle
         result.host = host_side.count(members.gpu_step or workload.step, steps)
+
+    def _begin_instructions(self, source: tuple[str, dict] | None) -> None:
+        """The loader's count started before the windows where it is to be taken (its code changed since counted):
+        callgrind's start runs beside them; `_count_instructions` collects it, and says why where it could not."""
+        if source is not None and self.session.settings.instructions:
+            with contextlib.suppress(instructions.Unavailable):
+                self.session.records.begin_count(source)
 
     def _count_instructions(self, result: Result, source: tuple[str, dict] | None) -> None:
         if source is None or not self.session.settings.instructions:

@@ -79,14 +79,25 @@ class Records:
         run's instructions file, or the committed one) where there is one; else counted now, under callgrind. A run
         recording into the committed file (--perf-update-baselines) counts afresh: it records what it measured; one
         recording into another folder (REF's, under --perf-against) takes the committed count of unchanged code."""
+        described, digest, found = self._recorded(source)
+        if found is not None:
+            return instructions.Counted(found["per_sample"], found["samples"], described, digest, reused=True)
+        return replace(self.counter.count(source), content=digest)
+
+    def begin_count(self, source: tuple[str, dict]) -> None:
+        """Where `count_instructions` will count `source` under callgrind, start it now (Counter.begin): the count
+        runs beside the test's timed windows and is collected when the test asks for it."""
+        if self._recorded(source)[2] is None:
+            self.counter.begin(source)
+
+    def _recorded(self, source: tuple[str, dict]) -> tuple[str, str, dict | None]:
+        """(the source described, the digest of the code it runs, a count recorded for both in this environment)."""
         described = instructions.describe_source(source)
         digest = self.digests[described] = self.digests.get(described) or instructions.content(source, Path(self.rootdir))
         files = [self.committed_instructions] if self.settings.update_baselines else [self.instructions_file,
                                                                                         self.committed_instructions]
         found = next((e for f in files if f is not None and (e := f.reusable(self.instructions_key, described, digest))), None)
-        if found is not None:
-            return instructions.Counted(found["per_sample"], found["samples"], described, digest, reused=True)
-        return replace(self.counter.count(source), content=digest)
+        return described, digest, found
 
     def record(self, test_id: str, result) -> None:
         """Save one passed test's baseline entry, loader settings and instruction count at once (atomic): an
