@@ -266,3 +266,45 @@ def test_a_renamed_parameter_fails_the_strict_gate_naming_both_ids(repo):
     result.stdout.fnmatch_lines(["*test_toy.py::test_toy[[]new[]]: new in this change: not in HEAD (*)'s suite, not "
                                  "compared; HEAD (*) has test_toy.py::test_toy[[]old[]], which this suite does not: "
                                  "renamed? (--perf-strict: nothing of it was compared with REF)*"])
+
+
+FED = """
+import time
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Data(Dataset):
+    def __len__(self):
+        return 10_000
+    def __getitem__(self, i):
+        {plant}
+        return torch.zeros(4)
+
+class Work:
+    batch_size = 8
+    def __init__(self):
+        self.loader = DataLoader(Data(), batch_size=8)
+        self.batches = iter(self.loader)
+    def step(self):
+        next(self.batches)
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_fed(perf):
+    result = perf.measure(Work())
+    perf.assert_baseline(result)
+"""
+
+
+def test_a_smoke_run_against_ref_fails_a_new_block_a_sample_of_its_loader(repo):
+    """CI's job against the base: no GPU, so the loader's samples made alone, whose blocks (voluntary context switches)
+    are a count; REF's smoke run keeps them with the loader's settings."""
+    repo.makepyfile(test_toy=FED.format(plant="pass"))
+    git(repo.path, "add", ".")
+    git(repo.path, "commit", "-qm", "fed by a loader")
+    run(repo, "--perf-against", "HEAD").assert_outcomes(passed=1)  # REF measured first, its unit kept
+    repo.makepyfile(test_toy=FED.format(plant="time.sleep(0.0005)"))
+    result = run(repo, "--perf-against", "HEAD")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the loader's cost per sample rose:*", "*blocks 1.0* times a sample made alone (sleep, I/O, "
+                                 "a lock: voluntary context switches), 0.0* at REF HEAD (*)"])

@@ -78,3 +78,23 @@ def test_the_failure_names_each_hole_and_ref():
     text = checks.holes(["gpu +47.0% (a reading)", "not compared with over (deselected)"], "HEAD (abc)")
     assert text.splitlines() == ["--perf-strict: 2 check(s) not made against REF HEAD (abc), and nothing else judged "
                                  "what they cover:", "  gpu +47.0% (a reading)", "  not compared with over (deselected)"]
+
+
+def test_the_session_fails_a_test_with_holes_only_under_strict_against_ref():
+    from torch_perf_suite.session import PerfSession
+
+    r = result()
+    r.unjudged.append(("gpu +47.0% (a reading)", "host"))
+    item = SimpleNamespace(nodeid=r.test_id)
+
+    def session(against: bool, strict: bool):
+        return SimpleNamespace(results={r.test_id: r}, settings=SimpleNamespace(strict=strict),
+                               ref=SimpleNamespace(label="HEAD (abc)") if against else None)
+
+    with pytest.raises(pytest.fail.Exception, match=r"t.py::test\[mine\]: --perf-strict: 1 check\(s\) not made"):
+        PerfSession.call_passed(session(against=True, strict=True), item)
+    PerfSession.call_passed(session(against=True, strict=False), item)  # a note, not a failure
+    PerfSession.call_passed(session(against=False, strict=True), item)
+    r.judged.add("host")
+    PerfSession.call_passed(session(against=True, strict=True), item)
+    PerfSession.call_passed(session(against=True, strict=True), SimpleNamespace(nodeid="not a perf test"))
