@@ -66,7 +66,7 @@ def test_logging_the_loss(perf, measure, way):
 def test_the_pinned_log_reads_what_item_reads(perf_session):
     """The same CUDA values logged both ways, every third step: equal, in order, and all of them."""
     if not perf_session.device.is_gpu:
-        pytest.skip("the pinned log copies from a CUDA GPU; on a CPU it keeps the value and reads it with the log")
+        perf_session.skip("the pinned log copies from a CUDA GPU; on a CPU it keeps the value and reads it with the log")
     losses = [torch.tensor(0.5 * i, device="cuda") * 3 for i in range(50)]
     item, pinned = LossLog("item", 3, "cuda"), LossLog("pinned", 3, "cuda")
     for loss in losses:

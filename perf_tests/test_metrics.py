@@ -58,7 +58,7 @@ def test_fixed_matches_naive_on_real_outputs(perf_session):
     """The fix changes no value: both collections see the outputs of the same real training steps."""
     dev = perf_session.device
     if not dev.is_gpu and not perf_session.settings.smoke:
-        pytest.skip("no CUDA GPU; run with --perf-smoke to check on this device")
+        perf_session.skip("no CUDA GPU; run with --perf-smoke to check on this device")
     recipe = recipes.metrics_recipe(0, "none")
     if perf_session.settings.smoke:
         recipe = recipes.for_smoke(recipe)
@@ -100,7 +100,7 @@ def test_ddp_metric_placement(perf, measure, placement):
 def test_ddp_cpu_metric_fails_at_compute(perf_session):
     """Seed 004: a CPU metric under DDP with NCCL cannot be reduced across ranks."""
     if not perf_session.device.is_gpu:
-        pytest.skip("needs a CUDA GPU: under gloo, the CPU backend, the CPU metric works")
+        perf_session.skip("needs a CUDA GPU: under gloo, the CPU backend, the CPU metric works")
     recipe = replace(recipes.metrics_recipe(0, "host_value_cpu_metric"), ddp=True, compute_every=2)
     workload = recipes.build(recipe, perf_session.device.name)
     try:

@@ -253,6 +253,12 @@ class PerfSession:
 
     # --- what the hooks delegate -------------------------------------------------------------------
 
+    def skip(self, reason: str) -> None:
+        """A check that cannot be made in this run: the test skips, or fails under --perf-strict (the nightly's mode)."""
+        if self.settings.strict:
+            pytest.fail(f"--perf-strict: {reason}", pytrace=False)
+        pytest.skip(reason)
+
     def require_device(self) -> None:
         """A perf scenario measures GPU training: without a GPU (and without --perf-smoke) it skips, or fails under
         --perf-strict, saying how to check the recipes on this machine."""
@@ -260,9 +266,7 @@ class PerfSession:
             return
         reason = (f"{NO_GPU} on this machine: a perf test measures GPU training. "
                   "Run with --perf-smoke to check that it builds and trains on this device.")
-        if self.settings.strict:
-            pytest.fail(f"--perf-strict: {reason}", pytrace=False)
-        pytest.skip(reason)
+        self.skip(reason)
 
     @staticmethod
     @contextlib.contextmanager
