@@ -308,3 +308,20 @@ def test_a_smoke_run_against_ref_fails_a_new_block_a_sample_of_its_loader(repo):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the loader's cost per sample rose:*", "*blocks 1.0* times a sample made alone (sleep, I/O, "
                                  "a lock: voluntary context switches), 0.0* at REF HEAD (*)"])
+
+
+def test_the_strict_gate_fails_a_test_at_its_end_naming_what_ref_left_uncompared(repo):
+    """REF's test had no loader to record, the head's has one: its settings are compared with nothing. Not strict, a
+    note; under --perf-strict the test fails when it ends, naming the check."""
+    hidden = FED.format(plant="pass").replace("self.loader = DataLoader", "self.hidden = DataLoader").replace(
+        "iter(self.loader)", "iter(self.hidden)")
+    repo.makepyfile(test_toy=hidden)
+    git(repo.path, "add", ".")
+    git(repo.path, "commit", "-qm", "a loader the harness does not see")
+    repo.makepyfile(test_toy=FED.format(plant="pass"))
+    run(repo, "--perf-against", "HEAD").assert_outcomes(passed=1)
+    result = run(repo, "--perf-against", "HEAD", "--perf-strict")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_toy.py::test_fed: --perf-strict: * check(s) not made against REF HEAD (*), and "
+                                 "nothing else judged what they cover:",
+                                 "*loader settings not compared: REF HEAD (*) recorded none for this test*"])

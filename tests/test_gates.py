@@ -164,3 +164,11 @@ def test_a_host_bound_number_refs_run_did_not_time_is_said_so_not_missing():
     assert v.reported == "not timed at REF (host-bound: a reading, never gated against REF)"
     committed = gates.decide("pipeline", NOW, ref, M, env)
     assert not committed.reported and committed.why_not.startswith("no baseline number for this part")
+
+
+def test_a_pipeline_not_comparable_for_a_host_change_says_so_but_one_with_no_host_recorded_does_not():
+    elsewhere = {"gpu_uuid": "GPU-1", "host": {**HOST, "machine": "elsewhere"}}
+    moved = gates.decide("pipeline", NOW, entry_of("GPU-1"), M, elsewhere)
+    assert not moved.compared and moved.host_changed  # a new runner: said, not a failure under --perf-strict
+    old = gates.decide("pipeline", NOW, entry_of("GPU-1", host=None), M, elsewhere)
+    assert not old.compared and not old.host_changed  # an old entry: re-record it

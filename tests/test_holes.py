@@ -25,7 +25,7 @@ def judge(against: bool, strict: bool = True) -> Judge:
 def result(loader_fed: bool = False) -> Result:
     loader = Throughput(100, (0.2,)) if loader_fed else None
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), gpu=Throughput(100, (0.1,)), loader=loader)
-    return Result("t.py::test[mine]", parts, None, None, None)
+    return Result("t.py::test[mine]", parts, None, None, None, compared=True)  # perf.assert_baseline was called
 
 
 def test_a_gpu_reading_is_a_hole_until_the_host_side_is_judged():
@@ -98,3 +98,36 @@ def test_the_session_fails_a_test_with_holes_only_under_strict_against_ref():
     r.judged.add("host")
     PerfSession.call_passed(session(against=True, strict=True), item)
     PerfSession.call_passed(session(against=True, strict=True), SimpleNamespace(nodeid="not a perf test"))
+
+
+def test_a_result_never_compared_is_a_hole():
+    r = result()
+    r.compared = False
+    assert r.holes() == ["perf.assert_baseline(result) was never called: nothing of it was compared"]
+    r.compared = True
+    assert r.holes() == []
+
+
+def test_blocks_and_waiting_alone_do_not_judge_the_loaders_cpu_work():
+    """A loader with no loader_source: no instruction count, no timing by turns. Its waits are judged; a reading of
+    the loader or its pipeline stays a hole under the merge gate."""
+    from torch_perf_suite import loader
+
+    r = result(loader_fed=True)
+    unit = loader.UnitCost(64, 1000.0, 900.0, 100.0, 0.9, 5, 0.0, 1200.0)
+    r.parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit))
+    j = judge(against=True)
+    j.session.against_label = "REF HEAD (abc)"
+    assert j._unit(r, {"loader_unit": unit.entry(), "env": {}}) is None
+    r.verdicts["loader"] = gates.Verdict("loader", 1000.0, reported=READING)
+    j.timed_notes(r)
+    assert "loader" not in r.judged and f"loader {READING}" in r.holes()
+
+
+def test_against_ref_a_part_ref_timed_on_another_host_is_a_hole_unless_covered():
+    r = result(loader_fed=True)
+    r.verdicts["loader"] = gates.Verdict("loader", None, why_not="not comparable: recorded on 8 cores", host_changed=True)
+    judge(against=True).timed_notes(r)
+    assert r.holes() == ["loader: not comparable: recorded on 8 cores"]
+    r.judged.add("loader")
+    assert r.holes() == []

@@ -126,7 +126,7 @@ def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, ho
     scope = "" if host_bound or same_chip(entry, env.get("gpu_uuid")) else chip_scope(entry)
     why_not = why_not_comparable(part, entry, env.get("host"), host_bound)
     v = verdict(part, list(parts.get(part).rounds), entry, tolerance, why_not, scope)
-    v.host_changed = bool(why_not) and host_bound and part in entry.get("parts", {})
+    v.host_changed = bool(why_not) and host_bound and part in entry.get("parts", {}) and bool(entry.get("env", {}).get("host"))
     if host_bound and not host_gated and v.compared:
         return Verdict(part, v.baseline_sps, reported=f"{v.change_pct:+.1f}% (host-bound, a reading: the step's host side is "
                        "judged by its Python lines and blocks a step, the loader by its settings, instructions, blocks and "

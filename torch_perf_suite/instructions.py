@@ -157,7 +157,7 @@ def valgrind_version() -> str | None:
 class Counter:
     """The session's callgrind process: `count(source)` -> Counted, once per source; `close()` ends it. `begin(source)`
     starts a count without waiting for it: valgrind starting Python and torch, then building the loader, the slow part,
-    run beside the caller's timed windows, on one core of their own (the last), and `count` collects it."""
+    run beside the caller's timed windows, on one core (`counting_core`), and `count` collects it."""
 
     def __init__(self):
         self._proc: subprocess.Popen | None = None
@@ -220,8 +220,8 @@ class Counter:
              f"--callgrind-out-file={self._dir}/callgrind.out", sys.executable, "-m", "torch_perf_suite.instructions"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(self._dir, "valgrind.log"), "w"),
             text=True, env=env, cwd=os.getcwd())
-        with contextlib.suppress(OSError, AttributeError):  # one core, the last: the timed windows run beside it
-            os.sched_setaffinity(self._proc.pid, {max(os.sched_getaffinity(0))})
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setaffinity(self._proc.pid, {counting_core()})
         return self._proc
 
     def _send(self, message) -> None:
@@ -266,6 +266,13 @@ class Counter:
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+def counting_core() -> int:
+    """The core callgrind's process is pinned to: the next to last, since turns.py times on the last, and the timed
+    windows' threads and workers spread over the rest (the only one where there is one)."""
+    cores = sorted(os.sched_getaffinity(0))
+    return cores[-2] if len(cores) > 1 else cores[0]
 
 
 def read_total(path: Path) -> int:

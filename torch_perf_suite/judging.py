@@ -55,6 +55,7 @@ class Judge:
 
     def baseline(self, result: Result, loader_changes: tuple[str, ...]) -> tuple[str, dict | None]:
         """(every failure against the baseline, one per line; the entry compared with, None where none was)."""
+        result.compared = True
         failures = [self._instructions(result), self._loader_settings(result, loader_changes)]
         if self.session.settings.smoke and self.session.ref:  # CI's job against the base: the loader's blocks a sample
             recorded = (self.session.records.loader_record(self.test_id) or {}).get("unit")
@@ -149,8 +150,7 @@ class Judge:
             entry["env"].get("host"), session.device.env.get("host"))
         failure, note = loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
                                             against=session.against_label)
-        if result.unit is not None and entry.get("loader_unit") is not None:
-            result.judged.add("loader")
+        if result.unit is not None and entry.get("loader_unit") is not None:  # its waits judged; its CPU work is not
             result.notes.extend(filter(None, [note]))
         elif note:
             self.left(result, note)
@@ -191,12 +191,17 @@ class Judge:
         for v in result.verdicts.values():
             if not v.compared and not v.reported:
                 why_not.setdefault(v.why_not, []).append(v.part)
-        notes = [f"{', '.join(parts)}: {why}" for why, parts in why_not.items()]
-        holes = [f"{', '.join(parts)}: {why}" for why, parts in why_not.items()
-                 if not any(result.verdicts[p].host_changed for p in parts)]  # another host's: said once, not a hole
+        holes, notes = [], []
+        for why, parts in why_not.items():
+            host_changed = all(result.verdicts[p].host_changed for p in parts)
+            # another host's baseline: said, not a failure (a new runner); REF measured on another host (its cache's
+            # cores) is a hole where nothing else judged the part
+            (notes if host_changed else holes).append((f"{', '.join(parts)}: {why}", parts))
         if holes and self.strict:
-            pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(holes), pytrace=False)
-        result.notes.extend(notes)
+            pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(h for h, _ in holes),
+                        pytrace=False)
+        for note, parts in notes:
+            self.left(result, note, covered_by=self.covering(result, parts[0]))
 
     @staticmethod
     def covering(result: Result, part: str) -> str:

@@ -53,9 +53,11 @@ class Result:
     # --perf-strict a test fails on every one that `judged` does not cover (`holes`)
     unjudged: list[tuple[str, str]] = field(default_factory=list)
     judged: set[str] = field(default_factory=set)  # the parts compared, and "host", "loader" where they were
+    compared: bool = False  # perf.assert_baseline(result) was called
 
     def holes(self) -> list[str]:
-        return [what for what, covered_by in self.unjudged if covered_by not in self.judged]
+        never = [] if self.compared else ["perf.assert_baseline(result) was never called: nothing of it was compared"]
+        return never + [what for what, covered_by in self.unjudged if covered_by not in self.judged]
 
     @property
     def unit(self) -> loader.UnitCost | None:
