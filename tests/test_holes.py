@@ -56,6 +56,18 @@ def test_a_claim_over_a_deselected_test_is_covered_by_this_tests_part_compared_w
     assert r.holes() == []
 
 
+def test_a_claim_on_a_part_read_not_compared_against_ref_is_covered_where_that_reading_is():
+    """pin_memory's pipeline claim over the deselected workers step: REF only warmed the loader-fed pipeline, so the
+    claim is covered where the loader's CPU work was judged (by turns)."""
+    r = result(loader_fed=True)
+    with pytest.warns(UserWarning, match="deselected"):
+        judge(against=True).ratio(r, None, "over", "pipeline", "pipeline", at_least=0.9)
+    r.judged.add("host")
+    assert r.holes() == ["not compared with over (deselected)"]
+    r.judged.add("loader")
+    assert r.holes() == []
+
+
 def test_against_baselines_nothing_is_a_hole():
     r = result()
     r.verdicts["gpu"] = gates.Verdict("gpu", 1000.0, reported=READING)

@@ -241,7 +241,7 @@ class Perf:
         scope = checks.host_scope(entry, same_host, session.settings.update_baselines, against=session.ref is not None)
         if scope:  # against REF a reading, covered as the pipeline's number is
             self._judge.left(result, f"{claim}: {scope}" + ("; it does not hold here" if failure else ""),
-                             covered_by=Judge.covering(result, "pipeline"))
+                             covered_by=result.cover_of("pipeline"))
             return
         self._fail(failure, result)
 

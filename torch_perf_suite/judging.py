@@ -186,7 +186,7 @@ class Judge:
         result.notes.extend(v.describe() for v in result.verdicts.values() if v.qualified)
         for v in result.verdicts.values():
             if v.reported:  # a host-bound reading against REF: judged where the host side or the loader was
-                self.left(result, f"{v.part} {v.reported}", covered_by=self.covering(result, v.part))
+                self.left(result, f"{v.part} {v.reported}", covered_by=result.cover_of(v.part))
         why_not: dict[str, list[str]] = {}  # one note for the parts not compared for one reason
         for v in result.verdicts.values():
             if not v.compared and not v.reported:
@@ -201,14 +201,7 @@ class Judge:
             pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(h for h, _ in holes),
                         pytrace=False)
         for note, parts in notes:
-            self.left(result, note, covered_by=self.covering(result, parts[0]))
-
-    @staticmethod
-    def covering(result: Result, part: str) -> str:
-        """What judges a host-bound `part` where its number is a reading: the GPU-side step by its host side, a
-        loader-fed pipeline or the loader by the loader's settings and cost per sample."""
-        fed = result.loader_settings is not None or result.parts.loader is not None
-        return "loader" if part == "loader" or part == "pipeline" and fed else "host"
+            self.left(result, note, covered_by=result.cover_of(parts[0]))
 
     # --- what could not be checked ----------------------------------------------------------------
 

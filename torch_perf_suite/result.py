@@ -57,7 +57,17 @@ class Result:
 
     def holes(self) -> list[str]:
         never = [] if self.compared else ["perf.assert_baseline(result) was never called: nothing of it was compared"]
-        return never + [what for what, covered_by in self.unjudged if covered_by not in self.judged]
+        return never + [what for what, covered_by in self.unjudged if not self.is_judged(covered_by)]
+
+    def is_judged(self, what: str) -> bool:
+        """Whether `what` ("host", "loader" or a part) was judged: a part compared, or its reading covered."""
+        return what in self.judged or what in PARTS and self.cover_of(what) in self.judged
+
+    def cover_of(self, part: str) -> str:
+        """What judges a host-bound `part` where its number is a reading: the GPU-side step by its host side, a
+        loader-fed pipeline or the loader by the loader's CPU work (its instructions or its CPU time by turns)."""
+        fed = self.loader_settings is not None or self.parts.loader is not None
+        return "loader" if part == "loader" or part == "pipeline" and fed else "host"
 
     @property
     def unit(self) -> loader.UnitCost | None:
