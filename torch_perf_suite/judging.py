@@ -191,17 +191,15 @@ class Judge:
         for v in result.verdicts.values():
             if not v.compared and not v.reported:
                 why_not.setdefault(v.why_not, []).append(v.part)
-        holes, notes = [], []
-        for why, parts in why_not.items():
-            host_changed = all(result.verdicts[p].host_changed for p in parts)
-            # another host's baseline: said, not a failure (a new runner); REF measured on another host (its cache's
-            # cores) is a hole where nothing else judged the part
-            (notes if host_changed else holes).append((f"{', '.join(parts)}: {why}", parts))
+        # another host's baseline: said, not a failure (a new runner); REF measured on another host (its cache's cores)
+        # is a hole where nothing else judged the part
+        found = [(f"{', '.join(parts)}: {why}", parts, all(result.verdicts[p].host_changed for p in parts))
+                 for why, parts in why_not.items()]
+        holes = [text for text, _, moved in found if not moved]
         if holes and self.strict:
-            pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(h for h, _ in holes),
-                        pytrace=False)
-        for note, parts in notes:
-            self.left(result, note, covered_by=result.cover_of(parts[0]))
+            pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(holes), pytrace=False)
+        for text, parts, moved in found:
+            self.left(result, text, covered_by=result.cover_of(parts[0]) if moved else "")
 
     # --- what could not be checked ----------------------------------------------------------------
 
