@@ -150,7 +150,8 @@ def test_a_host_bound_number_against_ref_is_reported_not_gated():
     assert (v.part, v.baseline_sps, v.comparison, v.reported) == (
         "pipeline", 1000.0, None,
         "-5.0% (host-bound, a reading: the step's host side is judged by its Python lines and blocks a step, the loader by "
-        "its settings, instructions, blocks and waiting)")
+        "its settings, blocks and waiting, and its CPU work by its instructions per sample or, against REF, its CPU time "
+        "by turns)")
     assert not v.failed
 
 

@@ -37,6 +37,7 @@ from . import host, settings
 FLAGS = {o.flag for o in settings.OPTIONS if o.args.get("action") == "store_true"}  # options that take no value
 STATUS = "ref-status.json"  # test id -> "passed", or why REF did not record it
 COLLECTED = "ref-collected.json"  # every test id REF's suite collected in the files its run took
+REF_CACHE = "ref-pytest-cache"  # pytest's cache of every REF's run, beside the commits' folders (compiled models kept)
 # set in REF's run: its loader-fed pipelines are host-bound readings the head never gates against REF, so it times them
 # only enough to warm the profiled steps (parts.Windows); a REF from before this variable times them whole. Not read
 # from PERF_AGAINST_WANTED, which any head sets: a head from before it would find REF's pipelines missing
@@ -208,7 +209,10 @@ def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[s
     report = folder / "ref-report"
     # the rootdir named, and no conftest.py above it: REF's files lie inside the cache folder, which may be inside the
     # working tree's rootdir, and pytest takes the folders given as options' values into the rootdir's search too
-    proc = subprocess.run([sys.executable, "-m", "pytest", *files, "-p", "no:cacheprovider", "-p", "perf_against_select",
+    # pytest's cache one for every REF (beside their folders), not REF's tree's: compiled models are kept from one REF
+    # to the next where their code did not change (perf_tests/conftest.py), so a cold REF does not compile them again
+    proc = subprocess.run([sys.executable, "-m", "pytest", *files, "-o", f"cache_dir={folder.parent / REF_CACHE}",
+                           "-p", "perf_against_select",
                            "-q", "-rfE", f"--rootdir={cwd}", f"--confcutdir={cwd}",
                            "--perf-update-baselines", f"--perf-baseline-dir={folder}", f"--perf-report={report}",
                            *args], cwd=cwd, capture_output=True, text=True,

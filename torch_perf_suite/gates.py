@@ -129,6 +129,6 @@ def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, ho
     v.host_changed = bool(why_not) and host_bound and part in entry.get("parts", {}) and bool(entry.get("env", {}).get("host"))
     if host_bound and not host_gated and v.compared:
         return Verdict(part, v.baseline_sps, reported=f"{v.change_pct:+.1f}% (host-bound, a reading: the step's host side is "
-                       "judged by its Python lines and blocks a step, the loader by its settings, instructions, blocks and "
-                       "waiting)")
+                       "judged by its Python lines and blocks a step, the loader by its settings, blocks and waiting, and "
+                       "its CPU work by its instructions per sample or, against REF, its CPU time by turns)")
     return v
