@@ -13,8 +13,6 @@ import torch
 from fixtures import recipes
 from fixtures.metrics import compute_all, loss_and_classification_metrics, update_classification
 
-pytestmark = pytest.mark.gate  # every test here checks syncs
-
 # variant: (syncs per step, or None for a pitfall that must sync at least once per step)
 EXPECT = {
     "none": 0,
