@@ -46,6 +46,20 @@ def test_a_sleep_a_step_is_a_block_at_its_line():
     assert counted.blocks == {f"{HERE}:{line} in napping": 1.0}
 
 
+def test_the_settle_before_each_counted_step_is_outside_the_counts():
+    """The device's synchronize before each step (the GPU's queue emptied): its own waits and lines are not the step's."""
+    settled = []
+
+    def settle():
+        settled.append(1)
+        time.sleep(0.001)
+
+    counted = host_side.count(light, 4, settle=settle)
+    assert len(settled) == 4 and counted.lines == {f"{HERE}:light": 1.0} and counted.blocks_per_step == 0
+    line = napping.__code__.co_firstlineno + 1
+    assert host_side.count(napping, 4, settle=settle).blocks == {f"{HERE}:{line} in napping": 1.0}
+
+
 def test_a_wait_on_another_thread_is_a_block():
     def handed_over():
         done = threading.Event()

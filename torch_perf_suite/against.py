@@ -94,18 +94,18 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
         raise pytest.UsageError("--perf-against needs git, and git is not on PATH: install it (apt-get install git)") from None
 
 
-def resolve(ref: str, rootdir: Path) -> tuple[Path, str]:
+def resolve(ref: str, rootdir: Path, option: str = "--perf-against") -> tuple[Path, str]:
     """The repository's top folder and REF's commit; a usage error naming what is wrong and what to do."""
     top = _git(rootdir, "rev-parse", "--show-toplevel")
     if top.returncode:
-        raise pytest.UsageError(f"--perf-against {ref}: {rootdir} is not in a git repository; run from a clone of the "
+        raise pytest.UsageError(f"{option} {ref}: {rootdir} is not in a git repository; run from a clone of the "
                                 "repository under test")
     found = _git(rootdir, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if found.returncode:
         shallow = _git(rootdir, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
         how = ("this clone is shallow: fetch it (git fetch --unshallow, or git fetch origin " + ref + ")" if shallow
                else "fetch it (git fetch origin " + ref + "), or name a commit, branch or tag that exists")
-        raise pytest.UsageError(f"--perf-against {ref}: no such commit, branch or tag in {top.stdout.strip()}; {how}")
+        raise pytest.UsageError(f"{option} {ref}: no such commit, branch or tag in {top.stdout.strip()}; {how}")
     return Path(top.stdout.strip()), found.stdout.strip()
 
 
@@ -124,8 +124,8 @@ def cache_folder(base: Path, sha: str, env: dict, args: list[str], worker: str |
 def forwarded(config) -> list[str]:
     """The options of this run that REF's run takes too: the perf settings given on the command line (not where
     results go, nor --perf-against itself)."""
-    own = {"--perf-against", "--perf-against-cache", "--perf-update-baselines", "--perf-baseline-dir", "--perf-report",
-           "--perf-trace-dir", "--perf-strict"}
+    own = {"--perf-against", "--perf-against-cache", "--perf-bisect", "--perf-update-baselines", "--perf-baseline-dir",
+           "--perf-report", "--perf-trace-dir", "--perf-strict"}
     out, args = [], list(config.invocation_params.args)
     for i, a in enumerate(args):
         name = a.split("=", 1)[0]

@@ -77,11 +77,16 @@ def short_path(filename: str) -> str:
     return filename[len(best):] if best else filename
 
 
-def count(step: Callable[[], object], steps: int) -> HostCount:
+def count(step: Callable[[], object], steps: int, settle: Callable[[], object] | None = None) -> HostCount:
     """Run one step, then `steps` steps on this thread with a tracer that counts their Python lines by function and
     their blocks by line. The first step is not counted: it finishes what an earlier window left (a gpu_step drops the
     loader's iterator, whose workers then shut down). The steps run slower under the tracer: nothing is timed here. A
-    tracer already set (a debugger, coverage) is put back afterwards."""
+    tracer already set (a debugger, coverage) is put back afterwards.
+
+    `settle` (the device's synchronize) runs before each counted step, outside the counts: a step the GPU bounds
+    otherwise leaves its kernels queued for the next, whose launches may then wait for room in CUDA's queue, blocks
+    that follow the GPU's speed, not the code (an A/A on an H200 counted 7.00 blocks a step in ladder[uint8_h2d],
+    whose baselines have 1.00)."""
     if steps < 1:
         raise ValueError(f"steps={steps}; expected at least 1")
     step()
@@ -100,15 +105,20 @@ def count(step: Callable[[], object], steps: int) -> HostCount:
             last[0], last[1] = frame, frame.f_lineno
         return local
 
-    sys.settrace(local)
     try:
         for _ in range(steps):
+            if settle is not None:
+                settle()
+                last[2] = _switches()  # its own waits are not the step's
+            sys.settrace(local)
             step()
+            sys.settrace(previous)
+            now = _switches()
+            if now != last[2]:
+                blocks[_where(last[0], last[1])] += now - last[2]
+                last[2] = now
     finally:
         sys.settrace(previous)
-        tail = _switches() - last[2]
-    if tail:
-        blocks[_where(last[0], last[1])] += tail
     by_function: collections.Counter = collections.Counter()
     for code, n in lines.items():
         by_function[f"{short_path(code.co_filename)}:{code.co_name}"] += n / steps

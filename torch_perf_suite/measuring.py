@@ -192,7 +192,7 @@ class Measuring:
             return
         cycle = members.gpu_cycle_steps
         steps = cycle if self.smoke else -(-self.settings.profile_steps // cycle) * cycle
-        result.host = host_side.count(members.gpu_step or workload.step, steps)
+        result.host = host_side.count(members.gpu_step or workload.step, steps, settle=self.session.device.synchronize)
 
     def _begin_instructions(self, source: tuple[str, dict] | None) -> None:
         """The loader's count started before the windows where it is to be taken (its code changed since counted):

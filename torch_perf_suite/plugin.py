@@ -85,6 +85,13 @@ def pytest_collection_modifyitems(config, items):
     config.stash[SESSION].compare_against(config, items)  # --perf-against REF: REF measured before the tests run
 
 
+def pytest_runtestloop(session):
+    perf = session.config.stash.get(SESSION, None)
+    if perf and perf.bisecting and not session.config.option.collectonly:
+        return perf.bisect(session)  # --perf-bisect: each commit's tests run in a process of their own
+    return None
+
+
 def pytest_deselected(items):
     if items and SESSION in items[0].config.stash:
         items[0].config.stash[SESSION].deselected.update(item.nodeid for item in items)

@@ -17,7 +17,22 @@ from pathlib import Path
 
 import pytest
 
-from . import against, baselines, checks, device, durations, host, loader, records, report, settings, syncs, timing, turns
+from . import (
+    against,
+    baselines,
+    bisecting,
+    checks,
+    device,
+    durations,
+    host,
+    loader,
+    records,
+    report,
+    settings,
+    syncs,
+    timing,
+    turns,
+)
 from .fixture import PerfWarning, Result
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
@@ -75,6 +90,7 @@ class PerfSession:
         self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns
         self.ref_failed: dict[str, str] = {}  # a sharded worker's: test file -> why REF's tests of it could not run
         self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
+        self.bisecting: tuple | None = self._check_bisect(config) if self.settings.bisect else None
         if self.settings.against:
             self._check_against()
             return  # the baselines are REF's, loaded once it was measured (compare_against)
@@ -84,6 +100,54 @@ class PerfSession:
         if self.settings.update_baselines:
             raise pytest.UsageError("--perf-against compares with REF and records nothing: drop --perf-update-baselines, "
                                     "or drop --perf-against to record this GPU's baselines")
+
+    def _check_bisect(self, config) -> tuple[Path, bisecting.Commit, list[bisecting.Commit], str]:
+        """--perf-bisect GOOD..BAD refused before anything runs where it cannot be done; else the repository's top
+        folder, GOOD and the range."""
+        s = self.settings
+        clash = ("--perf-against" if s.against else "--perf-update-baselines" if s.update_baselines
+                 else "-n" if self.shards else None)
+        if clash:
+            raise pytest.UsageError(f"--perf-bisect runs each commit's tests against GOOD in a run of its own: drop {clash}")
+        if not (self.device.is_gpu or s.smoke):
+            raise pytest.UsageError("--perf-bisect measures each commit on this machine's GPU, and it has none: run it on "
+                                    "a GPU, or add --perf-smoke to bisect what a CPU counts")
+        good, bad = bisecting.parse_range(s.bisect)
+        top, good_sha = against.resolve(good, Path(config.rootpath), "--perf-bisect")
+        _, bad_sha = against.resolve(bad, Path(config.rootpath), "--perf-bisect")
+        return (top, *bisecting.commits(top, good_sha, bad_sha), bad)
+
+    def bisect(self, session) -> bool:
+        """--perf-bisect: the selected tests judged at the range's commits (bisecting.py); none runs in this process."""
+        config = session.config
+        test_ids = [item.nodeid for item in session.items]
+        if not test_ids:
+            raise pytest.UsageError("--perf-bisect: no test selected; name the test that regressed (-k EXPR, or its id)")
+        top, good, range_, bad_name = self.bisecting
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        say = reporter.write_line if reporter else print
+        args = against.forwarded(config) + (["--perf-strict"] if self.settings.strict else [])
+        runner = bisecting.Runner(top, Path(config.rootpath), good.sha, test_ids, args, self._against_cache(config),
+                                  self.device.env, say)
+        say(f"perf bisect: {len(range_)} commit(s) after {good.short}, at most {bisecting.most_measured(len(range_))} "
+            "to measure")
+        finding = bisecting.search(good, range_, runner)
+        if finding.first_bad is None:
+            last = finding.tested[range_[-1].sha]
+            how = "pass" if last.status == "good" else "cannot run (" + "; ".join(last.why) + ")"
+            raise pytest.UsageError(f"--perf-bisect: at {bad_name} ({range_[-1].short}) the selected tests {how} against "
+                                    f"{good.short}: nothing to bisect")
+        text = bisecting.describe(finding, good.short, bad_name)
+        say(text)
+        if self.settings.report:
+            self.settings.report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_atomic(self.settings.report.with_suffix(".bisect.md"), text)
+            report.write_atomic(self.settings.report.with_suffix(".bisect.json"), json.dumps(finding.as_json(), indent=1))
+        return True
+
+    def _against_cache(self, config) -> Path:
+        return self.settings.against_cache or (config.cache.mkdir("perf-against") if getattr(config, "cache", None)
+                                               else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
 
     def compare_against(self, config, items) -> None:
         """--perf-against REF, once the tests are selected: REF's results for the selected perf tests (from the cache,
@@ -95,10 +159,8 @@ class PerfSession:
         if not test_ids:
             return
         self.collected = {item.nodeid for item in items} | self.deselected
-        cache = self.settings.against_cache or (config.cache.mkdir("perf-against") if getattr(config, "cache", None)
-                                                else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
         started = time.perf_counter()
-        self.ref = against.prepare(self.settings.against, config, test_ids, self.device.env, cache)
+        self.ref = against.prepare(self.settings.against, config, test_ids, self.device.env, self._against_cache(config))
         self.turns = turns.Turns(self.ref.root, Path(config.rootpath))
         if self.worker:  # it measures REF file by file, and counts those cached of the tests it runs (ref_before)
             self.ref.cached = []

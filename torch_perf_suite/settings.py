@@ -165,6 +165,10 @@ SESSION_OPTIONS = (
     Option("against_cache", "DIR", "pytest's cache folder", "where REF's results are kept per commit, chip, versions, "
            "settings and cores (and xdist worker where there is no GPU UUID), so that REF is measured once per machine",
            {"type": Path, "metavar": "DIR"}),
+    Option("bisect", "GOOD..BAD", "off", "finds the first commit of GOOD..BAD (BAD's first parents) whose selected "
+           "tests fail against GOOD on this GPU: each commit tested runs them in a worktree of its own with "
+           "`--perf-against GOOD` and this run's perf options, halving the range; a commit where they cannot run is "
+           "skipped, and each verdict is cached (docs/against.md)", {"metavar": "GOOD..BAD"}),
     Option("worker_start", "METHOD", "the platform's, `fork` on Linux before Python 3.14", "how the DataLoader starts its "
            "workers: `fork`, `forkserver` or `spawn`; the suite's own tests train a loader-fed recipe under `forkserver` "
            "and `spawn`", {"choices": ("fork", "forkserver", "spawn")}),
@@ -230,6 +234,7 @@ class SessionSettings:
     instructions: bool = True  # count the loader's instructions per sample (callgrind)
     against: str | None = None  # --perf-against REF: compare with REF measured in this job
     against_cache: Path | None = None
+    bisect: str | None = None  # --perf-bisect GOOD..BAD: the selected tests judged at the range's commits
 
     @classmethod
     def from_config(cls, config) -> "SessionSettings":
@@ -267,6 +272,7 @@ class SessionSettings:
             measure=_measure_from(config),
             against=opt("--perf-against"),
             against_cache=opt("--perf-against-cache"),
+            bisect=opt("--perf-bisect"),
             instructions=_on_off(opt("--perf-instructions") or config.getini("perf_instructions"), "perf_instructions"),
         )
 

@@ -1,0 +1,211 @@
+"""--perf-bisect GOOD..BAD: the halving with verdicts given by the test (skips, two regressions, none), the range read
+from git, and end to end in smoke mode on a temporary repository whose step gains a `.item()` in one commit."""
+
+import json
+import subprocess
+
+import pytest
+from test_against import git
+
+from torch_perf_suite import bisecting
+from torch_perf_suite.bisecting import Commit, Outcome
+
+pytest_plugins = ["pytester"]
+
+GOOD = Commit("0" * 40, "good", "2026-11-01T00:00:00+00:00")
+
+
+def chain(n: int) -> list[Commit]:
+    return [Commit(f"{i + 1:02d}" + "a" * 38, f"commit {i + 1}", "2026-11-02T00:00:00+00:00") for i in range(n)]
+
+
+def judge_by(verdicts: dict[int, str], asked: list[int], default_bad_from: int, why=lambda i: ["test: 1.00 syncs/step"]):
+    """A judge of commit i (1-based): verdicts[i] where given, else good before `default_bad_from` and bad from it."""
+    def judge(c: Commit) -> Outcome:
+        i = int(c.sha[:2])
+        asked.append(i)
+        status = verdicts.get(i, "bad" if i >= default_bad_from else "good")
+        return Outcome(status, why(i) if status == "bad" else (["an error"] if status == "skip" else []))
+    return judge
+
+
+@pytest.mark.parametrize("planted", range(1, 21))
+def test_the_planted_commit_of_twenty_is_found_in_at_most_log2_plus_two_measurements(planted):
+    asked = []
+    finding = bisecting.search(GOOD, chain(20), judge_by({}, asked, planted))
+    assert finding.first_bad.subject == f"commit {planted}"
+    assert len(asked) <= bisecting.most_measured(20) == 7
+    assert asked[0] == 20  # BAD first: nothing to bisect where it passes
+    assert finding.suspects == [] and finding.second == []
+
+
+def test_a_commit_that_cannot_run_is_skipped_and_the_right_one_still_found():
+    asked = []
+    finding = bisecting.search(GOOD, chain(20), judge_by({10: "skip", 5: "skip"}, asked, 14))
+    assert finding.first_bad.subject == "commit 14" and finding.suspects == []
+    assert 10 in asked and len(asked) == len(set(asked))  # each commit judged once
+
+
+def test_skipped_commits_just_before_the_first_bad_one_are_named_as_suspects():
+    finding = bisecting.search(GOOD, chain(8), judge_by({4: "skip", 5: "skip"}, [], 6))
+    assert finding.first_bad.subject == "commit 6"
+    assert [c.subject for c in finding.suspects] == ["commit 4", "commit 5", "commit 6"]
+    assert "the first bad one is one of: " in bisecting.describe(finding, "v1", "main")
+
+
+def test_two_regressions_name_the_first_and_say_what_only_bad_fails_on():
+    def why(i):
+        return ["t: 1.00 syncs/step at loss_log.py:31"] + (["t: gpu -6.0% (allowed -3%)"] if i >= 15 else [])
+    finding = bisecting.search(GOOD, chain(20), judge_by({}, [], 6, why))
+    assert finding.first_bad.subject == "commit 6"
+    assert finding.second == ["t: gpu -6.0% (allowed -3%)"]
+    text = bisecting.describe(finding, "v1", "main")
+    assert "also fails where 06aaaaaaaaaa does not, a later regression: bisect 06aaaaaaaaaa..main for it" in text
+
+
+def test_a_regression_that_only_moves_its_numbers_is_not_a_second_one():
+    finding = bisecting.search(GOOD, chain(10), judge_by({}, [], 3, lambda i: [f"t: {i}.00 syncs/step"]))
+    assert finding.first_bad.subject == "commit 3" and finding.second == []
+
+
+@pytest.mark.parametrize("bad_status", ["good", "skip"])
+def test_bad_that_passes_or_cannot_run_leaves_nothing_to_bisect(bad_status):
+    asked = []
+    finding = bisecting.search(GOOD, chain(20), judge_by({20: bad_status}, asked, 5))
+    assert finding.first_bad is None and asked == [20]
+    assert f"20aaaaaaaaaa (main) {bad_status}: nothing to bisect" in bisecting.describe(finding, "v1", "main")
+
+
+@pytest.mark.parametrize("text", ["main", "..main", "v1..", "v1...main", ""])
+def test_a_range_not_good_dot_dot_bad_is_one_line(text):
+    with pytest.raises(pytest.UsageError, match=r"--perf-bisect: expected GOOD\.\.BAD, two commits"):
+        bisecting.parse_range(text)
+
+
+def proc(rc, out=""):
+    return subprocess.CompletedProcess([], rc, out, "")
+
+
+@pytest.mark.parametrize("rc, out, status, why", [
+    (0, "", "good", []),
+    (1, "FAILED t.py::a - t.py::a: measured 1.00 host-device syncs per step\nFAILED t.py::other - x", "bad",
+     ["t.py::a: t.py::a: measured 1.00 host-device syncs per step"]),
+    (1, "ERROR t.py::a - ImportError: no module named fixtures.gone", "skip",
+     ["an error, not a verdict: t.py::a: ImportError: no module named fixtures.gone"]),
+    (5, "no tests ran", "skip", ["none of the tests is collected there"]),
+    (4, "ERROR: not found: t.py::a", "skip", ["pytest exit 4: ERROR: not found: t.py::a"]),
+])
+def test_a_commits_run_is_good_bad_or_skipped_by_what_its_pytest_said(tmp_path, rc, out, status, why):
+    outcome = bisecting.judged(proc(rc, out), ["t.py::a"], tmp_path / "none.json")
+    assert (outcome.status, outcome.why, outcome.figures) == (status, why, {})
+
+
+def test_a_commits_figures_come_from_its_report(tmp_path):
+    rows = [{"test": "t.py::a", "parts": {"gpu": {"samples_per_s": 900.0}, "pipeline": None}, "syncs_per_step": 0.0}]
+    (tmp_path / "r.json").write_text(json.dumps({"tests": rows}))
+    outcome = bisecting.judged(proc(0), ["t.py::a"], tmp_path / "r.json")
+    assert outcome.figures == {"t.py::a": {"gpu": 900.0, "syncs_per_step": 0.0}}
+    assert bisecting._figure_text(outcome) == "gpu 900/s, 0 syncs/step"
+
+
+# --- end to end: a repository of seven commits, one of which adds a `.item()` to the step -----------------------
+
+STEP = """
+import pytest
+import torch
+
+class Work:
+    batch_size = 10
+    def __init__(self):
+        self.x = torch.ones(8)
+    def step(self):
+        y = (self.x * 2).sum()
+        {plant}
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_step(perf):
+    result = perf.measure(Work())
+    perf.assert_syncs(result, per_step=0)
+    perf.assert_baseline(result)
+"""
+
+
+@pytest.fixture
+def history(pytester, monkeypatch):
+    """GOOD, then six commits: the third breaks the test file's import (it cannot run there), the fifth reads the loss
+    on the host every step, the others change an unrelated file."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\n")
+    pytester.makepyfile(test_step=STEP.format(plant="pass"))
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", ".")
+    git(pytester.path, "commit", "-qm", "good")
+    for i in range(1, 7):
+        (pytester.path / "notes.txt").write_text(f"change {i}\n")
+        if i == 3:
+            pytester.makepyfile(test_step="import fixtures.gone\n" + STEP.format(plant="pass"))
+        if i == 4:
+            pytester.makepyfile(test_step=STEP.format(plant="pass"))
+        if i == 5:
+            pytester.makepyfile(test_step=STEP.format(plant="y.item()"))
+        git(pytester.path, "add", ".")
+        git(pytester.path, "commit", "-qm", f"change {i}")
+    return pytester
+
+
+def bisect(repo, *args):
+    return repo.runpytest("-p", "no:randomly", "--perf-smoke", "--perf-report=out/perf", *args)
+
+
+def test_the_commit_that_added_a_sync_is_found_and_a_second_bisection_measures_nothing(history):
+    good = git(history.path, "rev-list", "--max-parents=0", "HEAD")
+    planted = git(history.path, "rev-parse", "HEAD~1")
+    result = bisect(history, "--perf-bisect", f"{good}..HEAD")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([f"*first bad commit: {planted[:12]} 'change 5'*",
+                                 "*test_step.py::test_step: *measured 1.00 host reads per step*"])
+    found = json.loads((history.path / "out" / "perf.bisect.json").read_text())
+    assert found["first_bad"]["sha"] == planted
+    assert len(found["tested"]) <= bisecting.most_measured(6)
+    assert (history.path / "out" / "perf.bisect.md").read_text().startswith(f"perf bisect {good[:12]}..HEAD: 6 commit(s)")
+    again = bisect(history, "--perf-bisect", f"{good}..HEAD")
+    again.stdout.fnmatch_lines(["*6 commit(s) (first parent), 5 judged, 0 measured in this run*",
+                                f"*first bad commit: {planted[:12]}*"])
+    assert git(history.path, "worktree", "list", "--porcelain").count("worktree ") == 1  # none left behind
+
+
+def test_a_commit_where_the_test_cannot_run_is_skipped(history):
+    good = git(history.path, "rev-list", "--max-parents=0", "HEAD")
+    result = bisect(history, "--perf-bisect", f"{good}..HEAD~1", "--perf-report=out/skip")
+    assert result.ret == 0, result.stdout.str()
+    tested = {t["subject"]: t["status"] for t in json.loads((history.path / "out" / "skip.bisect.json").read_text())["tested"]}
+    assert tested.get("change 3") in (None, "skip") and tested["change 5"] == "bad"
+    assert json.loads((history.path / "out" / "skip.bisect.json").read_text())["first_bad"]["subject"] == "change 5"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--perf-bisect", "nosuch..HEAD"], "--perf-bisect nosuch: no such commit, branch or tag*"),
+    (["--perf-bisect", "HEAD..HEAD~3"], "--perf-bisect: * is not an ancestor of *: give GOOD..BAD with GOOD older*"),
+    (["--perf-bisect", "HEAD..HEAD"], "--perf-bisect: no commit between * and *: nothing to bisect"),
+    (["--perf-bisect", "HEAD~1..HEAD", "--perf-against", "HEAD"], "--perf-bisect runs each commit's tests against GOOD "
+                                                                   "in a run of its own: drop --perf-against"),
+    (["--perf-bisect", "HEAD~4..HEAD~2"], "--perf-bisect: at HEAD~2 (*) the selected tests pass against *: nothing to "
+                                          "bisect"),
+    (["--perf-bisect", "HEAD~1..HEAD", "-k", "nosuch"], "--perf-bisect: no test selected; name the test that regressed*"),
+])
+def test_bad_input_is_one_line_saying_what_to_do(history, args, message):
+    result = bisect(history, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+
+
+def test_without_a_gpu_or_smoke_it_says_how_to_bisect(history):
+    result = history.runpytest("-p", "no:randomly", "--perf-bisect", "HEAD~1..HEAD")
+    result.stderr.fnmatch_lines(["ERROR: --perf-bisect measures each commit on this machine's GPU, and it has none*"])
+
+
+def test_a_shallow_clone_says_how_to_get_the_range(history, tmp_path):
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{history.path}", str(shallow)], check=True)
+    with pytest.raises(pytest.UsageError, match=r"--perf-bisect HEAD~3: .*this clone is shallow: fetch it"):
+        bisecting.against.resolve("HEAD~3", shallow, "--perf-bisect")
