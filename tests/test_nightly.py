@@ -225,7 +225,7 @@ def test_the_command_line_says_what_each_half_needs(capsys):
     with pytest.raises(SystemExit):
         nightly.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert out.startswith("usage: python -m torch_perf_suite.nightly [-h] {record,alert}")
+    assert out.startswith("usage: python -m torch_perf_suite.nightly [-h] {record,bisect,alert}")
     assert "Nightly trend: what regressed tonight, and whether to tell anyone." in out
     assert "add tonight's report to the history and decide the alerts (no token needed)" in out
     with pytest.raises(SystemExit):
@@ -285,3 +285,57 @@ def test_the_github_client_makes_the_three_rest_calls(monkeypatch):
     headers = sent[0][2]
     assert headers["Authorization"] == "Bearer t0ken" and headers["Accept"] == "application/vnd.github+json"
     assert headers["X-github-api-version"] == "2022-11-28" and {s[4] for s in sent} == {30}
+
+
+def test_a_regression_names_the_last_good_nights_commit_to_bisect_from():
+    history = [night("clean", "a"), night("one_failed", "b")]
+    [alert] = nightly.decide(history, night("one_failed", "c")).alerts
+    assert (alert.good, alert.bad) == ("a" * 40, "c" * 40)
+    [never] = nightly.decide([night("one_failed", "b")], night("one_failed", "c")).alerts
+    assert never.good == ""  # no night passed it: nothing to bisect from
+
+
+def test_the_bisect_half_adds_each_regressions_first_bad_commit_to_its_alert(tmp_path):
+    decision = tmp_path / "alerts.json"
+    alerts = [nightly.Alert(NAIVE, "t1", "body 1", good="a" * 40, bad="c" * 40),
+              nightly.Alert("perf_tests/x.py::y", "t2", "body 2", good="a" * 40, bad="c" * 40),
+              nightly.Alert("perf_tests/z.py::w", "t3", "body 3")]
+    decision.write_text(json.dumps({"status": "s", "alerts": [vars(a) for a in alerts], "charts": ""}))
+    calls = []
+
+    def run(cmd, **kwargs):
+        calls.append(cmd)
+        report = Path(next(a for a in cmd if a.startswith("--perf-report=")).split("=", 1)[1])
+        if cmd[3] == NAIVE:
+            report.with_suffix(".bisect.md").write_text("**first bad commit: bbbbbbbbbbbb 'metrics'**\n")
+            return subprocess.CompletedProcess(cmd, 0, "", "")
+        return subprocess.CompletedProcess(cmd, 4, "", "ERROR: --perf-bisect: aaaaaaaaaaaa is not an ancestor of cccc")
+
+    done = nightly.bisect(decision, tmp_path, ["--perf-strict"], run=run)
+    assert [c[3:6] for c in calls] == [[NAIVE, "--perf-bisect", f"{'a' * 40}..{'c' * 40}"],
+                                       ["perf_tests/x.py::y", "--perf-bisect", f"{'a' * 40}..{'c' * 40}"]]
+    assert all(c[-1] == "--perf-strict" for c in calls)
+    bodies = [a["body"] for a in json.loads(decision.read_text())["alerts"]]
+    assert bodies[0].endswith("on this runner's GPU)\n\n**first bad commit: bbbbbbbbbbbb 'metrics'**\n")
+    assert bodies[1].endswith("said: ERROR: --perf-bisect: aaaaaaaaaaaa is not an ancestor of cccc")
+    assert bodies[2].endswith("Not bisected: no earlier night on this GPU model passed this test.")
+    assert len(done) == 3
+
+
+def test_the_bisect_half_names_a_decision_it_cannot_read(tmp_path, capsys):
+    (tmp_path / "alerts.json").write_text("{}")
+    with pytest.raises(SystemExit):
+        nightly.main(["bisect", str(tmp_path / "alerts.json"), "--out", str(tmp_path / "b")])
+    assert "not a decision written by `record` (KeyError('alerts'))" in capsys.readouterr().err
+
+
+def test_the_nightly_bisects_each_regression_on_the_gpu_runner_before_the_alert_job():
+    import yaml
+
+    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "nightly-gpu.yml").read_text())["jobs"]
+    checkout = next(s for s in jobs["perf"]["steps"] if s.get("uses", "").startswith("actions/checkout"))
+    assert checkout["with"]["fetch-depth"] == 0  # the nights' commits, for --perf-bisect
+    names = [s.get("name") for s in jobs["perf"]["steps"]]
+    assert names.index("bisect each regression") == names.index("trend") + 1
+    step = jobs["perf"]["steps"][names.index("bisect each regression")]
+    assert "torch_perf_suite.nightly bisect reports/alerts.json" in step["run"] and "--perf-strict" in step["run"]

@@ -8,6 +8,8 @@ duplicated. A first night, or the first night on a GPU model, says so and alerts
 
     python -m torch_perf_suite.nightly record --report reports/perf.json --history DIR \
         --commit SHA --run-url URL --out reports/alerts.json        # on the GPU runner, no token
+    python -m torch_perf_suite.nightly bisect reports/alerts.json --out reports/bisect [-- PYTEST_ARGS]
+                                                                  # on the GPU runner: each regression's first bad commit
     python -m torch_perf_suite.nightly alert reports/alerts.json  # elsewhere, GITHUB_TOKEN with issues: write
 
 The two halves are apart so that the job that runs the suite holds no write token, and the job that
@@ -22,6 +24,7 @@ import json
 import math
 import os
 import re
+import subprocess
 import sys
 import urllib.request
 from dataclasses import asdict, dataclass, field, fields
@@ -48,6 +51,8 @@ class Alert:
     test: str
     title: str
     body: str
+    good: str = ""  # the commit of the last night on this GPU model that ran the test and passed it: where to bisect from
+    bad: str = ""  # tonight's commit
 
 
 @dataclass
@@ -167,7 +172,7 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
         commits = f"[{commits}]({repo_url}/compare/{previous.commit}...{tonight.commit})"
     same_gpu = [n for n in history if n.gpu == tonight.gpu] + [tonight]
     alerts = [
-        Alert(t, TITLE.format(test=t), "\n".join([
+        Alert(t, TITLE.format(test=t), good=last_good(same_gpu, t), bad=tonight.commit, body="\n".join([
             f"`{t}` failed on two consecutive nights on {tonight.gpu}.",
             "",
             f"- {previous.date} ({previous.commit[:12]}): {previous.failed[t]}",
@@ -183,6 +188,37 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
     status = f"{len(repeated)} regression(s) (failed two nights in a row), {len(new)} suspicious (failed tonight only)"
     charts = "\n".join(trend(same_gpu, t) for t in repeated + new)
     return Decision(status + (": " + ", ".join(repeated + new) if tonight.failed else ""), alerts, charts)
+
+
+def last_good(nights: list[Night], test: str) -> str:
+    """The commit of the last of `nights` that measured `test` and did not fail it; "" where none did."""
+    return next((n.commit for n in reversed(nights) if test in n.samples and test not in n.failed), "")
+
+
+def bisect(decision_path: Path, out: Path, pytest_args: list[str], run=subprocess.run) -> list[str]:
+    """Each regression's first bad commit since its last good night (--perf-bisect on this runner's GPU), added to its
+    alert's body in `decision_path`; what was done, a line each. A bisection that cannot run says why in the alert and
+    fails nothing: the regression is filed either way."""
+    decision = json.loads(decision_path.read_text(encoding="utf-8"))
+    done = []
+    for i, a in enumerate(decision["alerts"]):
+        if not a.get("good"):
+            a["body"] += "\n\nNot bisected: no earlier night on this GPU model passed this test."
+            done.append(f"{a['test']}: no good night to bisect from")
+            continue
+        report = out / f"bisect-{i}"
+        proc = run([sys.executable, "-m", "pytest", a["test"], "--perf-bisect", f"{a['good']}..{a['bad']}",
+                    f"--perf-report={report}", *pytest_args], capture_output=True, text=True)
+        found = report.with_suffix(".bisect.md")
+        if found.exists():
+            a["body"] += f"\n\n## The first bad commit (`--perf-bisect`, on this runner's GPU)\n\n{found.read_text()}"
+            done.append(f"{a['test']}: bisected, {found}")
+        else:
+            why = [line for line in (proc.stderr + proc.stdout).strip().splitlines() if line.strip()][-1:] or ["no output"]
+            a["body"] += f"\n\nNot bisected: `--perf-bisect {a['good'][:12]}..{a['bad'][:12]}` said: {why[0]}"
+            done.append(f"{a['test']}: not bisected: {why[0]}")
+    write_atomic(decision_path, json.dumps(decision, indent=1) + "\n")
+    return done
 
 
 def load_history(folder: Path) -> list[Night]:
@@ -346,12 +382,26 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--repo-url", default="", help="https://github.com/OWNER/REPO, for the commit range's link")
     rec.add_argument("--out", type=Path, required=True, help="where to write the decision (alerts.json)")
     rec.add_argument("--summary", type=Path, help="where to write the status and the failed tests' trends (Markdown)")
+    bis = sub.add_parser("bisect", help="add each regression's first bad commit since its last good night to its "
+                         "alert (pytest --perf-bisect, on this runner's GPU)")
+    bis.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
+    bis.add_argument("--out", type=Path, required=True, help="the folder of the bisections' reports")
+    bis.add_argument("pytest_args", nargs="*", help="after --: more pytest options for each bisection (--perf-strict)")
     alert = sub.add_parser("alert", help="open or update one issue per regression (GITHUB_TOKEN, GITHUB_REPOSITORY)")
     alert.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
     args = parser.parse_args(argv)
 
     if args.command == "record":
         return record(rec, args)
+    if args.command == "bisect":
+        if problem := _output_problem(args.out, folder=True) or _output_problem(args.decision):
+            parser.error(f"{args.decision} or --out {args.out}: {problem}")
+        args.out.mkdir(parents=True, exist_ok=True)
+        try:
+            print("\n".join(bisect(args.decision, args.out, args.pytest_args)))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            parser.error(f"{args.decision}: not a decision written by `record` ({e!r}); run `record` again")
+        return 0
     try:
         decision = json.loads(args.decision.read_text(encoding="utf-8"))
         status, alerts = decision["status"], [Alert(**a) for a in decision["alerts"]]
