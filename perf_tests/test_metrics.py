@@ -85,6 +85,10 @@ DDP_PLACEMENT = {
 }
 
 
+# In the merge gate's timed subset, not its sync pass: in smoke recipes DDP's _pre_forward waits on an event 5 times a
+# step (cudaEventSynchronize, an H200 on 2026-11-27) where the full recipe waits on none, so only the full recipe
+# checks this claim
+@pytest.mark.gate
 @pytest.mark.perf(profile_steps=8)
 @pytest.mark.parametrize("placement", list(DDP_PLACEMENT))
 def test_ddp_metric_placement(perf, measure, placement):
