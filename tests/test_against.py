@@ -246,6 +246,7 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
     me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
             records=NS(load=lambda folder: None, loaders_file=loaders), ref=None, turns=None, ref_s=0.0, deselected=set())
     me._loader_at_ref = lambda test_ids: PerfSession._loader_at_ref(me, test_ids)
+    me._against_cache = lambda config: PerfSession._against_cache(me, config)
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
     PerfSession.compare_against(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
     assert begun == ([(tmp_path / "tree", tmp_path)] if started else [])

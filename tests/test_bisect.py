@@ -35,7 +35,7 @@ def test_the_planted_commit_of_twenty_is_found_in_at_most_log2_plus_two_measurem
     finding = bisecting.search(GOOD, chain(20), judge_by({}, asked, planted))
     assert finding.first_bad.subject == f"commit {planted}"
     assert len(asked) <= bisecting.most_measured(20) == 7
-    assert asked[0] == 20  # BAD first: nothing to bisect where it passes
+    assert asked[:2] == [20, 0]  # BAD first (nothing to bisect where it passes), then GOOD against itself
     assert finding.suspects == [] and finding.second == []
 
 
@@ -74,6 +74,15 @@ def test_bad_that_passes_or_cannot_run_leaves_nothing_to_bisect(bad_status):
     finding = bisecting.search(GOOD, chain(20), judge_by({20: bad_status}, asked, 5))
     assert finding.first_bad is None and asked == [20]
     assert f"20aaaaaaaaaa (main) {bad_status}: nothing to bisect" in bisecting.describe(finding, "v1", "main")
+
+
+def test_a_good_that_fails_against_itself_leaves_nothing_to_bisect():
+    """A test that fails at GOOD against GOOD (an A/A) fails for a reason the range does not hold: a claim over a test
+    the run lacks, a strict check the test cannot make. Halving would blame the range's first commit."""
+    asked = []
+    finding = bisecting.search(GOOD, chain(20), judge_by({0: "bad"}, asked, 1))
+    assert finding.first_bad is None and asked == [20, 0] and finding.at_good.status == "bad"
+    assert "000000000000 (v1) fails against itself: nothing to bisect" in bisecting.describe(finding, "v1", "main")
 
 
 @pytest.mark.parametrize("text", ["main", "..main", "v1..", "v1...main", ""])
@@ -169,7 +178,7 @@ def test_the_commit_that_added_a_sync_is_found_and_a_second_bisection_measures_n
     assert len(found["tested"]) <= bisecting.most_measured(6)
     assert (history.path / "out" / "perf.bisect.md").read_text().startswith(f"perf bisect {good[:12]}..HEAD: 6 commit(s)")
     again = bisect(history, "--perf-bisect", f"{good}..HEAD")
-    again.stdout.fnmatch_lines(["*6 commit(s) (first parent), 5 judged, 0 measured in this run*",
+    again.stdout.fnmatch_lines(["*6 commit(s) (first parent), 6 judged, 0 measured in this run*",
                                 f"*first bad commit: {planted[:12]}*"])
     assert git(history.path, "worktree", "list", "--porcelain").count("worktree ") == 1  # none left behind
 

@@ -6,8 +6,9 @@ is REF, measured once into the against cache and read from there by every commit
 tolerance is measured again by that run before it fails (stats.compare); counted verdicts need no repeat.
 
 The commits are BAD's first parents after GOOD, in the order the merge queue landed them. BAD is judged first: where it
-passes there is nothing to bisect. Then the range is halved as `git bisect` halves it; a commit whose tests cannot run
-(not collected there, an error, a usage error) is skipped as `git bisect skip` skips one, and its neighbour nearest the
+passes there is nothing to bisect. Then GOOD against itself, an A/A: a test that fails there fails for a reason the
+range does not hold. Then the range is halved as `git bisect` halves it; a commit whose tests cannot run (not
+collected there, an error, a usage error) is skipped as `git bisect skip` skips one, and its neighbour nearest the
 middle is taken instead. A commit's verdict is kept per commit, GOOD, chip, versions, options and tests, so a second
 bisection over an overlapping range from the same GOOD measures nothing twice.
 """
@@ -64,13 +65,15 @@ class Finding:
     first_bad: Commit | None = None
     suspects: list[Commit] = field(default_factory=list)  # skipped commits that may be the first bad one, and it
     second: list[str] = field(default_factory=list)  # BAD's failures that the first bad commit does not have
+    at_good: Outcome | None = None  # GOOD judged against itself, once BAD failed
 
     @property
     def measured(self) -> int:
         return sum(1 for o in self.tested.values() if not o.cached)
 
     def as_json(self) -> dict:
-        return {"good": asdict(self.good), "first_bad": self.first_bad and asdict(self.first_bad),
+        return {"good": asdict(self.good), "at_good": self.at_good and asdict(self.at_good),
+                "first_bad": self.first_bad and asdict(self.first_bad),
                 "suspects": [asdict(c) for c in self.suspects], "second": self.second,
                 "tested": [{**asdict(c), **asdict(self.tested[c.sha])} for c in self.commits if c.sha in self.tested]}
 
@@ -99,8 +102,9 @@ def commits(top: Path, good: str, bad: str) -> tuple[Commit, list[Commit]]:
 
 
 def search(good: Commit, range_: list[Commit], judge: Callable[[Commit], Outcome]) -> Finding:
-    """The first bad commit of `range_` (GOOD before it, judged good), judging as few commits as halving allows: BAD
-    first, then the untested commit nearest the middle of what is left, skipped ones passed over."""
+    """The first bad commit of `range_`, judging as few commits as halving allows: BAD first, then GOOD against itself
+    (a test that fails there, an A/A, tells nothing about the range), then the untested commit nearest the middle of
+    what is left, skipped ones passed over."""
     finding = Finding(good, range_, {})
 
     def judged(i: int) -> Outcome:
@@ -109,6 +113,9 @@ def search(good: Commit, range_: list[Commit], judge: Callable[[Commit], Outcome
 
     last = judged(len(range_) - 1)
     if last.status != "bad":
+        return finding
+    finding.at_good = finding.tested[good.sha] = judge(good)  # an A/A: where GOOD fails against itself, nothing is told
+    if finding.at_good.status != "good":
         return finding
     lo, hi = -1, len(range_) - 1  # the last known good (-1: GOOD) and the first known bad
     while untested := [i for i in range(lo + 1, hi) if range_[i].sha not in finding.tested]:
@@ -170,14 +177,23 @@ class Runner:
         try:
             cwd = tree / self.rootdir.relative_to(self.top)
             report_path = work / "report"
-            # the rootdir named, and no conftest.py above it: the worktree may lie inside the working tree's rootdir
+            # its files, the selected tests kept and the rest of them deselected (ref_select), as -k would: a claim over
+            # a test left out is then said, not failed, as in the merge gate. The rootdir named, and no conftest.py
+            # above it: the worktree may lie inside the working tree's rootdir
+            plugin, wanted = work / "plugin", work / "wanted.json"
+            plugin.mkdir(exist_ok=True)
+            shutil.copyfile(Path(against.__file__).with_name("ref_select.py"), plugin / "perf_against_select.py")
+            wanted.write_text(json.dumps(self.test_ids))
+            files = sorted({t.split("::")[0] for t in self.test_ids})
             proc = subprocess.run(
-                [sys.executable, "-m", "pytest", *self.test_ids, "-q", "-rfE", f"--rootdir={cwd}", f"--confcutdir={cwd}",
-                 "-o", f"cache_dir={self.cache / 'bisect-pytest-cache'}", "--perf-against", self.good_sha,
-                 f"--perf-against-cache={self.cache}", f"--perf-report={report_path}", *self.args],
+                [sys.executable, "-m", "pytest", *files, "-p", "perf_against_select", "-q", "-rfE", f"--rootdir={cwd}",
+                 f"--confcutdir={cwd}", "-o", f"cache_dir={self.cache / 'bisect-pytest-cache'}", "--perf-against",
+                 self.good_sha, f"--perf-against-cache={self.cache}", f"--perf-report={report_path}", *self.args],
                 cwd=cwd, capture_output=True, text=True,
                 env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_") and k != against.AS_REF},
-                     "COLUMNS": "1000"})
+                     "COLUMNS": "1000", "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
+                     "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(work / "kept.json"),
+                     "PERF_AGAINST_COLLECTED": str(work / "collected.json")})
             return judged(proc, self.test_ids, report_path.with_suffix(".json"))
         finally:
             self._remove(tree)
@@ -207,6 +223,8 @@ def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: 
         return Outcome("skip", ["an error, not a verdict: " + errors[0]], figures)
     if proc.returncode == 5:
         return Outcome("skip", ["none of the tests is collected there"])
+    if proc.returncode == 4 and "file or directory not found" in proc.stderr:
+        return Outcome("skip", ["its test files are not there"])
     tail = [line for line in (proc.stdout + proc.stderr).strip().splitlines() if line.strip()][-1:]
     return Outcome("skip", [f"pytest exit {proc.returncode}: " + (tail[0] if tail else "no output")])
 
@@ -228,11 +246,16 @@ def most_measured(n: int) -> int:
 def describe(finding: Finding, good_name: str, bad_name: str) -> str:
     """The report: the first bad commit with its failures, every commit tested with its figures, and their chart."""
     tested = [c for c in finding.commits if c.sha in finding.tested]
-    head = (f"perf bisect {good_name}..{bad_name}: {len(finding.commits)} commit(s) (first parent), {len(tested)} judged, "
-            f"{finding.measured} measured in this run (at most {most_measured(len(finding.commits))} asked)")
+    head = (f"perf bisect {good_name}..{bad_name}: {len(finding.commits)} commit(s) (first parent), "
+            f"{len(finding.tested)} judged, {finding.measured} measured in this run "
+            f"(at most {most_measured(len(finding.commits))} asked)")
     lines = [head, ""]
     bad = finding.commits[-1]
-    if finding.first_bad is None:
+    if finding.first_bad is None and finding.at_good is not None:
+        how = "fails" if finding.at_good.status == "bad" else "cannot run"
+        lines.append(f"{finding.good.short} ({good_name}) {how} against itself: nothing to bisect")
+        lines += [f"- {w}" for w in finding.at_good.why]
+    elif finding.first_bad is None:
         lines.append(f"{bad.short} ({bad_name}) {finding.tested[bad.sha].status}: nothing to bisect")
     else:
         c = finding.first_bad
