@@ -85,8 +85,7 @@ def count(step: Callable[[], object], steps: int, settle: Callable[[], object] |
 
     `settle` (the device's synchronize) runs before each counted step, outside the counts: a step the GPU bounds
     otherwise leaves its kernels queued for the next, whose launches may then wait for room in CUDA's queue, blocks
-    that follow the GPU's speed, not the code (an A/A on an H200 counted 7.00 blocks a step in ladder[uint8_h2d],
-    whose baselines have 1.00)."""
+    that follow the GPU's speed, not the code (docs/host-side.md)."""
     if steps < 1:
         raise ValueError(f"steps={steps}; expected at least 1")
     step()

@@ -130,7 +130,7 @@ class PerfSession:
         runner = bisecting.Runner(top, Path(config.rootpath), good.sha, test_ids, args, self._against_cache(config),
                                   self.device.env, say)
         say(f"perf bisect: {len(range_)} commit(s) after {good.short}, at most {bisecting.most_measured(len(range_))} "
-            "to measure")
+            "to judge, one more for each that cannot run")
         finding = bisecting.search(good, range_, runner)
         if finding.at_good is not None and finding.first_bad is None:
             how = "fail" if finding.at_good.status == "bad" else "cannot run"
