@@ -166,7 +166,7 @@ def bisect(repo, *args):
     return repo.runpytest("-p", "no:randomly", "--perf-smoke", "--perf-report=out/perf", *args)
 
 
-def test_the_commit_that_added_a_sync_is_found_and_a_second_bisection_measures_nothing(history):
+def test_the_commit_that_added_a_sync_is_found_and_a_second_bisection_judges_only_what_it_cannot_read(history):
     good = git(history.path, "rev-list", "--max-parents=0", "HEAD")
     planted = git(history.path, "rev-parse", "HEAD~1")
     result = bisect(history, "--perf-bisect", f"{good}..HEAD")
@@ -177,8 +177,11 @@ def test_the_commit_that_added_a_sync_is_found_and_a_second_bisection_measures_n
     assert found["first_bad"]["sha"] == planted
     assert len(found["tested"]) <= bisecting.most_measured(6)
     assert (history.path / "out" / "perf.bisect.md").read_text().startswith(f"perf bisect {good[:12]}..HEAD: 6 commit(s)")
+    corrupt = next((history.path / ".pytest_cache").rglob("outcome.json"))
+    corrupt.write_text("{not json")
     again = bisect(history, "--perf-bisect", f"{good}..HEAD")
-    again.stdout.fnmatch_lines(["*6 commit(s) (first parent), 6 judged, 0 measured in this run*",
+    again.stdout.fnmatch_lines([f"{corrupt}: not a verdict this suite wrote; the commit is judged again"])
+    again.stdout.fnmatch_lines(["*6 commit(s) (first parent), 6 judged, 1 measured in this run*",
                                 f"*first bad commit: {planted[:12]}*"])
     assert git(history.path, "worktree", "list", "--porcelain").count("worktree ") == 1  # none left behind
 

@@ -153,9 +153,8 @@ class Runner:
 
     def __call__(self, commit: Commit) -> Outcome:
         kept = self.folder(commit) / "outcome.json"
-        if kept.exists():
-            outcome = Outcome(**{**json.loads(kept.read_text()), "cached": True})
-        else:
+        outcome = self._kept(kept)
+        if outcome is None:
             started = time.perf_counter()
             outcome = self._run(commit)
             outcome.seconds = time.perf_counter() - started
@@ -165,6 +164,19 @@ class Runner:
                  + (" (from the cache)" if outcome.cached else f" ({outcome.seconds:.0f} s)")
                  + (f": {outcome.why[0]}" if outcome.why else ""))
         return outcome
+
+    def _kept(self, kept: Path) -> Outcome | None:
+        """The cached verdict, or None where there is none; one that cannot be read is said and judged again."""
+        if not kept.exists():
+            return None
+        try:
+            outcome = Outcome(**{**json.loads(kept.read_text()), "cached": True})
+            if outcome.status in ("good", "bad", "skip"):
+                return outcome
+        except (OSError, ValueError, TypeError):
+            pass
+        self.say(f"{kept}: not a verdict this suite wrote; the commit is judged again")
+        return None
 
     def _run(self, commit: Commit) -> Outcome:
         work = self.folder(commit)
