@@ -82,6 +82,9 @@ def test_a_good_that_fails_against_itself_leaves_nothing_to_bisect():
     asked = []
     finding = bisecting.search(GOOD, chain(20), judge_by({0: "bad"}, asked, 1))
     assert finding.first_bad is None and asked == [20, 0] and finding.at_good.status == "bad"
+    assert bisecting.nothing_found(finding, "main") == ("--perf-bisect: at 000000000000 the selected tests fail against "
+                                                        "000000000000 itself (test: 1.00 syncs/step): bisect from a commit "
+                                                        "where they pass")
     assert "000000000000 (v1) fails against itself: nothing to bisect" in bisecting.describe(finding, "v1", "main")
 
 
@@ -91,8 +94,8 @@ def test_a_range_not_good_dot_dot_bad_is_one_line(text):
         bisecting.parse_range(text)
 
 
-def proc(rc, out=""):
-    return subprocess.CompletedProcess([], rc, out, "")
+def proc(rc, out="", err=""):
+    return subprocess.CompletedProcess([], rc, out, err)
 
 
 @pytest.mark.parametrize("rc, out, status, why", [
@@ -107,6 +110,11 @@ def proc(rc, out=""):
 def test_a_commits_run_is_good_bad_or_skipped_by_what_its_pytest_said(tmp_path, rc, out, status, why):
     outcome = bisecting.judged(proc(rc, out), ["t.py::a"], tmp_path / "none.json")
     assert (outcome.status, outcome.why, outcome.figures) == (status, why, {})
+
+
+def test_a_commit_without_the_test_files_is_skipped_saying_so(tmp_path):
+    outcome = bisecting.judged(proc(4, err="ERROR: file or directory not found: t.py"), ["t.py::a"], tmp_path / "r.json")
+    assert (outcome.status, outcome.why) == ("skip", ["its test files are not there"])
 
 
 def test_a_commits_figures_come_from_its_report(tmp_path):

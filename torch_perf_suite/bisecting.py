@@ -134,6 +134,20 @@ def search(good: Commit, range_: list[Commit], judge: Callable[[Commit], Outcome
     return finding
 
 
+def nothing_found(finding: Finding, bad_name: str) -> str | None:
+    """Why a search named no first bad commit, in one line; None where it named one."""
+    good, bad = finding.good, finding.commits[-1]
+    if finding.first_bad is not None:
+        return None
+    if finding.at_good is not None:
+        how = "fail" if finding.at_good.status == "bad" else "cannot run"
+        return (f"--perf-bisect: at {good.short} the selected tests {how} against {good.short} itself "
+                f"({'; '.join(finding.at_good.why)}): bisect from a commit where they pass")
+    last = finding.tested[bad.sha]
+    how = "pass" if last.status == "good" else "cannot run (" + "; ".join(last.why) + ")"
+    return f"--perf-bisect: at {bad_name} ({bad.short}) the selected tests {how} against {good.short}: nothing to bisect"
+
+
 def _signature(failure: str) -> str:
     """A failure with its numbers taken out: the same check failing for the same reason at two commits."""
     return re.sub(r"\d[\d,.]*", "#", failure)
@@ -302,3 +316,29 @@ def _figure_text(outcome: Outcome) -> str:
     if figures.get("syncs_per_step") is not None:
         parts.append(f"{figures['syncs_per_step']:g} syncs/step")
     return ", ".join(parts) or (outcome.why[0][:80] if outcome.status == "skip" and outcome.why else "-")
+
+
+def bisect_alerts(decision_path: Path, out: Path, pytest_args: list[str], run=subprocess.run) -> list[str]:
+    """Each regression's first bad commit since its last good night (--perf-bisect on this runner's GPU), added to its
+    alert's body in `decision_path`; what was done, a line each. A bisection that cannot run says why in the alert and
+    fails nothing: the regression is filed either way."""
+    decision = json.loads(decision_path.read_text(encoding="utf-8"))
+    done = []
+    for i, a in enumerate(decision["alerts"]):
+        if not a.get("good"):
+            a["body"] += "\n\nNot bisected: no earlier night on this GPU model passed this test."
+            done.append(f"{a['test']}: no good night to bisect from")
+            continue
+        path = out / f"bisect-{i}"
+        proc = run([sys.executable, "-m", "pytest", a["test"], "--perf-bisect", f"{a['good']}..{a['bad']}",
+                    f"--perf-report={path}", *pytest_args], capture_output=True, text=True)
+        found = path.with_suffix(".bisect.md")
+        if found.exists():
+            a["body"] += f"\n\n## The first bad commit (`--perf-bisect`, on this runner's GPU)\n\n{found.read_text()}"
+            done.append(f"{a['test']}: bisected, {found}")
+        else:
+            why = [line for line in (proc.stderr + proc.stdout).strip().splitlines() if line.strip()][-1:] or ["no output"]
+            a["body"] += f"\n\nNot bisected: `--perf-bisect {a['good'][:12]}..{a['bad'][:12]}` said: {why[0]}"
+            done.append(f"{a['test']}: not bisected: {why[0]}")
+    report.write_atomic(decision_path, json.dumps(decision, indent=1) + "\n")
+    return done

@@ -24,7 +24,6 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 import urllib.request
 from dataclasses import asdict, dataclass, field, fields
@@ -193,32 +192,6 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
 def last_good(nights: list[Night], test: str) -> str:
     """The commit of the last of `nights` that measured `test` and did not fail it; "" where none did."""
     return next((n.commit for n in reversed(nights) if test in n.samples and test not in n.failed), "")
-
-
-def bisect(decision_path: Path, out: Path, pytest_args: list[str], run=subprocess.run) -> list[str]:
-    """Each regression's first bad commit since its last good night (--perf-bisect on this runner's GPU), added to its
-    alert's body in `decision_path`; what was done, a line each. A bisection that cannot run says why in the alert and
-    fails nothing: the regression is filed either way."""
-    decision = json.loads(decision_path.read_text(encoding="utf-8"))
-    done = []
-    for i, a in enumerate(decision["alerts"]):
-        if not a.get("good"):
-            a["body"] += "\n\nNot bisected: no earlier night on this GPU model passed this test."
-            done.append(f"{a['test']}: no good night to bisect from")
-            continue
-        report = out / f"bisect-{i}"
-        proc = run([sys.executable, "-m", "pytest", a["test"], "--perf-bisect", f"{a['good']}..{a['bad']}",
-                    f"--perf-report={report}", *pytest_args], capture_output=True, text=True)
-        found = report.with_suffix(".bisect.md")
-        if found.exists():
-            a["body"] += f"\n\n## The first bad commit (`--perf-bisect`, on this runner's GPU)\n\n{found.read_text()}"
-            done.append(f"{a['test']}: bisected, {found}")
-        else:
-            why = [line for line in (proc.stderr + proc.stdout).strip().splitlines() if line.strip()][-1:] or ["no output"]
-            a["body"] += f"\n\nNot bisected: `--perf-bisect {a['good'][:12]}..{a['bad'][:12]}` said: {why[0]}"
-            done.append(f"{a['test']}: not bisected: {why[0]}")
-    write_atomic(decision_path, json.dumps(decision, indent=1) + "\n")
-    return done
 
 
 def load_history(folder: Path) -> list[Night]:
@@ -398,7 +371,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{args.decision} or --out {args.out}: {problem}")
         args.out.mkdir(parents=True, exist_ok=True)
         try:
-            print("\n".join(bisect(args.decision, args.out, args.pytest_args)))
+            from .bisecting import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
+
+            print("\n".join(bisect_alerts(args.decision, args.out, args.pytest_args)))
         except (OSError, ValueError, KeyError, TypeError) as e:
             parser.error(f"{args.decision}: not a decision written by `record` ({e!r}); run `record` again")
         return 0

@@ -132,15 +132,8 @@ class PerfSession:
         say(f"perf bisect: {len(range_)} commit(s) after {good.short}, at most {bisecting.most_measured(len(range_))} "
             "to judge, one more for each that cannot run")
         finding = bisecting.search(good, range_, runner)
-        if finding.at_good is not None and finding.first_bad is None:
-            how = "fail" if finding.at_good.status == "bad" else "cannot run"
-            raise pytest.UsageError(f"--perf-bisect: at {good.short} the selected tests {how} against {good.short} itself "
-                                    f"({'; '.join(finding.at_good.why)}): bisect from a commit where they pass")
-        if finding.first_bad is None:
-            last = finding.tested[range_[-1].sha]
-            how = "pass" if last.status == "good" else "cannot run (" + "; ".join(last.why) + ")"
-            raise pytest.UsageError(f"--perf-bisect: at {bad_name} ({range_[-1].short}) the selected tests {how} against "
-                                    f"{good.short}: nothing to bisect")
+        if why := bisecting.nothing_found(finding, bad_name):
+            raise pytest.UsageError(why)
         text = bisecting.describe(finding, good.short, bad_name)
         say(text)
         if self.settings.report:
