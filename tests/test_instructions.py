@@ -237,6 +237,7 @@ def test_a_begun_count_runs_before_it_is_collected_and_is_counted_once(fake):
     fake.begin(source)
     assert fake._pending == 'toy_loader:parts({"n": 10})' and fake._cache == {}  # sent, not collected
     assert os.sched_getaffinity(fake._proc.pid) == {instructions.counting_core()}
+    assert os.getpriority(os.PRIO_PROCESS, fake._proc.pid) == instructions.NICE  # the timed windows' workers go first
     cores = sorted(os.sched_getaffinity(0))
     assert len(cores) == 1 or instructions.counting_core() != max(cores)  # not the core turns.py times on
     first = fake.count(source)
