@@ -93,6 +93,20 @@ def test_measured_again_in_fresh_processes_not_in_those_that_timed_it_first(tmp_
     assert first == second != fresh
 
 
+def test_the_fresh_processes_are_the_reserve_started_and_settled_with_the_first_pair(tmp_path):
+    with turns.Turns(tree(tmp_path / "ref"), tree(tmp_path / "head"), seconds=0.1) as timed:
+        timed.start()
+        timed.settle()  # before the first window: the reserve's import of torch is done too
+        reserve = {side: proc.pid for side, proc in timed._reserve[0].items()}
+        assert not timed._reserve_waiting and all(proc.poll() is None for proc in timed._reserve[0].values())
+        first = {side: proc.pid for side, proc in timed._procs.items()}
+        timed.time(("toyloader:parts", {}))
+        timed.time(("toyloader:parts", {}), fresh=True)
+        assert {side: proc.pid for side, proc in timed._procs.items()} == reserve != first and timed._reserve is None
+        timed.time(("toyloader:parts", {}), fresh=True)  # no reserve left: a new pair, and a reserve beside it
+        assert set(reserve.values()).isdisjoint(proc.pid for proc in timed._procs.values()) and timed._reserve
+
+
 def test_started_ahead_the_processes_import_torch_while_the_caller_goes_on(tmp_path):
     with turns.Turns(tree(tmp_path / "ref"), tree(tmp_path / "head"), seconds=0.1) as timed:
         began = time.perf_counter()

@@ -9,7 +9,8 @@ thread, and make the same chunks of samples by turns, REF first in one pair and 
 the host does to that core, it does to both within milliseconds. The figure is the median over pairs of the head's
 chunk CPU time over REF's, with its 95% interval (stats.median_ci); `failure` judges it. Two processes can differ by a
 percent or two for as long as they live (where their memory lies, what they ran first), so a rise past the tolerance
-is measured again in two fresh processes before it fails.
+is measured again in two fresh processes before it fails: a reserve pair, started and settled with the first, so
+that measuring again costs no second import of torch.
 """
 
 from __future__ import annotations
@@ -97,8 +98,8 @@ def verdict(turns: ByTurns, tolerance_pct: float, against: str) -> tuple[str | N
 
 
 class Turns:
-    """The session's two processes, REF's tree and the working tree's, started by `start` or on first use;
-    `time(source)` -> ByTurns; `close()` ends them."""
+    """The session's two processes, REF's tree and the working tree's, started by `start` or on first use, with two
+    more held in reserve for a measurement in fresh processes; `time(source)` -> ByTurns; `close()` ends them."""
 
     def __init__(self, ref_root: Path, head_root: Path, seconds: float = TURNS_S):
         self.roots = {"REF": ref_root, "the working tree": head_root}
@@ -107,13 +108,15 @@ class Turns:
         self._errors: dict[str, object] = {}  # each process's stderr, a file: a pipe left unread could fill
         self._broken: str | None = None
         self._waiting: set[str] = set()  # started, their "started" not read yet
+        self._reserve: tuple[dict, dict] | None = None  # (processes, stderr files) that have timed nothing yet
+        self._reserve_waiting = False  # the reserve's "started" not read yet
 
     def time(self, source: tuple[str, dict], fresh: bool = False) -> ByTurns:
         """`fresh`: in two processes started anew, not in those that timed the loaders before."""
         if self._broken:
             raise Unavailable(self._broken)
         if fresh:
-            self.close()
+            self._renew()
         self._start()
         factory, kwargs = source
         for side in self._procs:
@@ -133,19 +136,35 @@ class Turns:
         return from_pairs(pairs)
 
     def start(self) -> None:
-        """The two processes started, not waited for: each imports torch (about 20 s on a GPU host), then waits for a
-        request; `settle` and `time` wait for them."""
+        """The two processes started, and a reserve pair beside them, not waited for: each imports torch (about 20 s on
+        a GPU host), then waits for a request; `settle` and `time` wait for them. The reserve makes a measurement again
+        in fresh processes (`time(fresh=True)`) cost no second import."""
         if self._procs or self._broken:  # started, or failed: `time` says why
             return
+        self._procs, self._errors = self._spawn()
+        self._waiting = set(self._procs)
+        if self._reserve is None:
+            self._reserve, self._reserve_waiting = self._spawn(), True
+
+    def _spawn(self) -> tuple[dict, dict]:
+        procs, errors = {}, {}
         core = max(os.sched_getaffinity(0))
         for side, root in self.roots.items():  # both import torch at once, then take turns
             other = next(r for s, r in self.roots.items() if s != side)
-            self._errors[side] = tempfile.TemporaryFile("w+", errors="replace")
-            self._procs[side] = subprocess.Popen(
+            errors[side] = tempfile.TemporaryFile("w+", errors="replace")
+            procs[side] = subprocess.Popen(
                 [sys.executable, str(WORKER), str(root), str(other), str(core), str(STRIDE), str(CHUNK)], cwd=root,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors[side], text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors[side], text=True,
                 env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **MALLOC})
-        self._waiting = set(self._procs)
+        return procs, errors
+
+    def _renew(self) -> None:
+        """The pair that timed the loaders ended; the reserve takes its place, or `start` makes a new pair."""
+        _end(self._procs, self._errors)
+        self._procs, self._errors, self._waiting = {}, {}, set()
+        if self._reserve is not None:
+            (self._procs, self._errors), self._reserve = self._reserve, None
+            self._waiting = set(self._procs) if self._reserve_waiting else set()
 
     def _start(self) -> None:
         self.start()
@@ -157,6 +176,13 @@ class Turns:
         while self._waiting:
             side = self._waiting.pop()
             self._expect(side, "started")
+        if self._reserve_waiting:  # a reserve that cannot start is dropped: a measurement again starts its own pair
+            self._reserve_waiting = False
+            for proc in self._reserve[0].values():
+                if not select.select([proc.stdout], [], [], READ_TIMEOUT_S)[0] or proc.stdout.readline().strip() != "started":
+                    _end(*self._reserve)
+                    self._reserve = None
+                    break
 
     def _send(self, side: str, line: str) -> None:
         try:
@@ -215,15 +241,21 @@ class Turns:
         self.close()
 
     def close(self) -> None:
-        procs, self._procs, self._waiting = self._procs, {}, set()
-        for proc in procs.values():
-            try:
-                proc.stdin.close()
-                proc.wait(timeout=30)
-            except (OSError, subprocess.SubprocessError):
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
-        for file in self._errors.values():
-            file.close()
-        self._errors = {}
+        _end(self._procs, self._errors)
+        if self._reserve is not None:
+            _end(*self._reserve)
+        self._procs, self._errors, self._waiting, self._reserve, self._reserve_waiting = {}, {}, set(), None, False
+
+
+def _end(procs: dict[str, subprocess.Popen], errors: dict) -> None:
+    """A pair's processes ended (their stdin closed: they return) and their stderr files closed."""
+    for proc in procs.values():
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    for file in errors.values():
+        file.close()
