@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import instructions
+from torch_perf_suite import instructions, store
 from torch_perf_suite.instructions import Counter, InstructionsError, InstructionsFile, Unavailable
 
 LOADER = textwrap.dedent('''
@@ -427,17 +427,19 @@ def test_an_entry_rounds_to_a_tenth_of_an_instruction_and_is_dated_today():
                      "date": datetime.date.today().isoformat()}
 
 
-def test_the_file_is_created_with_its_folder_readable_by_all_and_one_space_indents(tmp_path, monkeypatch):
+def test_the_file_is_created_with_its_folder_in_the_usual_mode_and_one_space_indents(tmp_path, monkeypatch):
     path = tmp_path / "new" / "baselines" / "instructions.json"
     replaced = []
-    monkeypatch.setattr(instructions.os, "replace", lambda src, dst, replace=os.replace: (replaced.append(Path(src)),
+    monkeypatch.setattr(store.os, "replace", lambda src, dst, replace=os.replace: (replaced.append(Path(src)),
                                                                                         replace(src, dst)))
     f = InstructionsFile.load(path)
     f.save("env-a", {"t1": {"per_sample": 5.0, "source": "s"}})
     assert f.get("env-a", "t1") == {"per_sample": 5.0, "source": "s"} and f.get("env-b", "t1") is None
     assert path.read_text() == ('{\n "schema": 1,\n "environments": {\n  "env-a": {\n   "t1": {\n    "per_sample": 5.0,\n'
                                 '    "source": "s"\n   }\n  }\n }\n}\n')
-    assert path.stat().st_mode & 0o777 == 0o644
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # the usual mode, as the baselines' and reports', not mkstemp's 0600
     (tmp,) = replaced  # written next to the file, then renamed over it
     assert tmp.parent == path.parent and tmp.name.startswith("instructions.json") and tmp.name.endswith(".tmp")
 
@@ -448,7 +450,7 @@ def test_a_write_that_fails_leaves_the_file_and_no_temporary_one(tmp_path):
     circular = {}
     circular["self"] = circular
     with pytest.raises(ValueError, match="Circular reference"):
-        instructions._atomic_write(path, circular)
+        store.write_json(path, circular)
     assert [p.name for p in tmp_path.iterdir()] == ["instructions.json"] and path.read_text() == "{}"
 
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import host_side, report, syncs
+from torch_perf_suite import host_side, report, store, syncs
 from torch_perf_suite.gates import Verdict
 from torch_perf_suite.nvml import Utilization
 from torch_perf_suite.parts import Parts
@@ -265,7 +265,7 @@ def test_write_writes_beside_each_file_then_renames(tmp_path, monkeypatch):
     temporary file beside it, then renamed over it."""
     renamed = []
     real = os.replace
-    monkeypatch.setattr(report.os, "replace", lambda a, b: renamed.append((Path(a), Path(b))) or real(a, b))
+    monkeypatch.setattr(store.os, "replace", lambda a, b: renamed.append((Path(a), Path(b))) or real(a, b))
     report.write(tmp_path / "perf", report.document([], ENV), images=False)
     assert [b.name for _, b in renamed] == ["perf.md", "perf.json"]
     assert all(a.parent == tmp_path and a.name.startswith(b.name) and a.suffix == ".tmp" for a, b in renamed)

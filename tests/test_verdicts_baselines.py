@@ -3,7 +3,7 @@
 
 import pytest
 
-from torch_perf_suite import baselines
+from torch_perf_suite import baselines, store
 from torch_perf_suite.baselines import FAR, MAX_MEMORY_GB, MAX_SAMPLES_PER_S, SCHEMA
 
 GPU = "NVIDIA H200"
@@ -110,11 +110,11 @@ def test_every_unknown_part_is_named():
 
 def test_a_value_of_60_characters_is_named_whole():
     value = "x" * 58  # its repr, quotes included: 60 characters
-    assert baselines._short(value) == repr(value)
+    assert store.quoted(value) == repr(value)
 
 
 def test_a_longer_value_is_cut_to_60_characters_ending_in_an_ellipsis():
     value = "x" * 59  # its repr: 61 characters
-    assert baselines._short(value) == "'" + "x" * 56 + "..."
-    assert len(baselines._short(list(range(100)))) == 60
+    assert store.quoted(value) == "'" + "x" * 56 + "..."
+    assert len(store.quoted(list(range(100)))) == 60
     assert problem(entry(env="y" * 100)) == f"entry 't': 'env' is '{'y' * 56}..., expected the environment it was recorded in"

@@ -17,7 +17,7 @@ import pytest
 import torch
 from test_plugin import TEST_FILE, FakeGPU, details, suite  # noqa: F401  (suite: the pytester fixture)
 
-from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report, sharding
+from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report, sharding, store
 from torch_perf_suite.host import cpu_count
 from torch_perf_suite.session import PerfSession
 
@@ -557,7 +557,7 @@ def test_a_baseline_file_locked_too_long_is_not_recorded_and_said_so(tmp_path, m
     from filelock import FileLock
 
     path = tmp_path / "nvidia-h200.json"
-    monkeypatch.setattr(baselines, "LOCK_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(store, "LOCK_TIMEOUT_S", 0.1)
     with FileLock(f"{path}.lock"), pytest.raises(OSError, match="could not be acquired"):
         baselines.BaselineFile(path, "NVIDIA H200", {}).save({"t": ENTRY})
     assert not path.exists()

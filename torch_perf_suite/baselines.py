@@ -31,23 +31,19 @@ import json
 import math
 import os
 import re
-import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
-from . import host_side, loader, nvml
+from . import host_side, loader, nvml, store
 from .host import host_class
 from .parts import PARTS
+from .store import quoted
 
 SCHEMA = 2
 RERECORD = "re-record it on this GPU: run your perf tests again with --perf-update-baselines"
 MAX_SAMPLES_PER_S = 1e9  # no training step on any GPU reaches a billion samples a second
 MAX_MEMORY_GB = 10_000  # nor holds 10 TB
 FAR = 1.5  # a part's samples/s is the median of its rounds: beyond this factor of their range it is not theirs
-LOCK_TIMEOUT_S = 60  # a write takes milliseconds; a lock held this long is a process stuck, said rather than waited on
 
 
 class BaselineError(Exception):
@@ -157,34 +153,10 @@ class BaselineFile:
         return self.tests.get(test_id)
 
     def save(self, updates: dict[str, dict]) -> None:
-        """Write `updates` over the current entries, keeping every other entry; atomic; keeps the file's mode.
-        The read, merge and write hold a lock (`<name>.lock` beside the file), so that processes recording into
-        one file at once (the workers of a sharded run, each after every test) never drop each other's entries."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S):
-            self._save_locked(updates)
-
-    def _save_locked(self, updates: dict[str, dict]) -> None:
-        current = BaselineFile.load(self.path, self.gpu).tests  # another process may have written meanwhile
-        merged = {**current, **updates}
-        data = {"schema": SCHEMA, "gpu": self.gpu, "tests": dict(sorted(merged.items()))}
-        if self.path.exists():
-            mode = stat.S_IMODE(self.path.stat().st_mode)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        fd, tmp = tempfile.mkstemp(prefix=self.path.name, suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1)
-                f.write("\n")
-            os.chmod(tmp, mode)
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        self.tests = data["tests"]
+        """Write `updates` over the current entries, keeping every other entry (store.update: locked, atomic, the
+        file's mode kept)."""
+        self.tests = store.update(self.path, lambda: {"schema": SCHEMA, "gpu": self.gpu, "tests": dict(sorted(
+            {**BaselineFile.load(self.path, self.gpu).tests, **updates}.items()))})["tests"]
 
 
 def _read(path: Path, gpu: str) -> tuple[object, str | None]:
@@ -210,7 +182,7 @@ def _number(value, *, positive: bool = False, optional: bool = False, at_most: f
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"is {_short(value)}, expected a number"
+        return f"is {quoted(value)}, expected a number"
     if not math.isfinite(value):
         return f"is {value!r}, expected a finite number"
     if value < 0 or (positive and value == 0):
@@ -219,11 +191,6 @@ def _number(value, *, positive: bool = False, optional: bool = False, at_most: f
         return f"is {value:g}, more than any GPU does (at most {at_most:g})"
     return None
 
-
-def _short(value) -> str:
-    """A value as a message names it: its repr, cut to 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _validate_part(test_id: str, name: str, part) -> str | None:
@@ -234,7 +201,7 @@ def _validate_part(test_id: str, name: str, part) -> str | None:
     rounds = part.get("rounds")
     if rounds is not None:
         if not isinstance(rounds, list) or not rounds:
-            return f"entry {test_id!r}: part {name!r}: 'rounds' is {_short(rounds)}, expected a list of samples/s"
+            return f"entry {test_id!r}: part {name!r}: 'rounds' is {quoted(rounds)}, expected a list of samples/s"
         checks += [(f"rounds[{i}]", r, True, False) for i, r in enumerate(rounds)]
     for field, value, positive, optional in checks:
         problem = _number(value, positive=positive, optional=optional,
@@ -253,11 +220,11 @@ def _validate_counts(counts) -> str | None:
     if counts is None:
         return None
     if not isinstance(counts, dict):
-        return f"'counts' is {_short(counts)}, expected an object"
+        return f"'counts' is {quoted(counts)}, expected an object"
     for key in ("kernels_per_step", "copies_per_step", "compile"):  # "host" is host_side's
         table = counts.get(key, {})
         if not isinstance(table, dict):
-            return f"'counts' {key!r} is {_short(table)}, expected an object"
+            return f"'counts' {key!r} is {quoted(table)}, expected an object"
         problem = next(((k, p) for k, v in table.items() if (p := _number(v))), None)
         if problem:
             return f"'counts' {key!r} {problem[0]!r} {problem[1]}"
@@ -270,11 +237,11 @@ def _validate_counts(counts) -> str | None:
 
 def _validate_env(env) -> str | None:
     if not isinstance(env, dict) or not isinstance(env.get("gpu"), str) or not env["gpu"]:
-        return f"'env' is {_short(env)}, expected the environment it was recorded in"
+        return f"'env' is {quoted(env)}, expected the environment it was recorded in"
     if env.get("host") is not None and not isinstance(env["host"], dict):
-        return f"'env' 'host' is {_short(env['host'])}, expected an object or null"
+        return f"'env' 'host' is {quoted(env['host'])}, expected an object or null"
     if env.get("gpu_uuid") is not None and not isinstance(env["gpu_uuid"], str):
-        return f"'env' 'gpu_uuid' is {_short(env['gpu_uuid'])}, expected a string or null"
+        return f"'env' 'gpu_uuid' is {quoted(env['gpu_uuid'])}, expected a string or null"
     return None
 
 
@@ -282,9 +249,9 @@ def _validate(data, gpu: str) -> str | None:
     if not isinstance(data, dict):
         return "the top level is not an object"
     if data.get("schema") not in (1, SCHEMA):
-        return f"schema {_short(data.get('schema'))}, expected {SCHEMA} (or 1, read as an old file)"
+        return f"schema {quoted(data.get('schema'))}, expected {SCHEMA} (or 1, read as an old file)"
     if data.get("gpu") != gpu:
-        return f"holds baselines for GPU {_short(data.get('gpu'))}, but this GPU is {gpu!r}"
+        return f"holds baselines for GPU {quoted(data.get('gpu'))}, but this GPU is {gpu!r}"
     tests = data.get("tests")
     if not isinstance(tests, dict):
         return "'tests' is not an object"
@@ -305,7 +272,7 @@ def _validate(data, gpu: str) -> str | None:
         else:
             parts = entry.get("parts")
             if not isinstance(parts, dict) or not parts:
-                return f"entry {test_id!r}: 'parts' is {_short(parts)}, expected an object with some of {PARTS}"
+                return f"entry {test_id!r}: 'parts' is {quoted(parts)}, expected an object with some of {PARTS}"
             unknown = sorted(set(parts) - set(PARTS))
             if unknown:
                 return f"entry {test_id!r}: unknown part(s) {', '.join(map(repr, unknown))} in 'parts', expected some of {PARTS}"

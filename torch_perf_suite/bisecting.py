@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from . import against, report
+from . import against, report, store
 
 PARTS = ("gpu", "pipeline", "loader")
 
@@ -173,7 +173,7 @@ class Runner:
             outcome = self._run(commit)
             outcome.seconds = time.perf_counter() - started
             kept.parent.mkdir(parents=True, exist_ok=True)
-            report.write_atomic(kept, json.dumps(asdict(outcome), indent=1))
+            store.write_atomic(kept, json.dumps(asdict(outcome), indent=1))
         self.say(f"{commit.short} {commit.subject[:60]}: {outcome.status}"
                  + (" (from the cache)" if outcome.cached else f" ({outcome.seconds:.0f} s)")
                  + (f": {outcome.why[0]}" if outcome.why else ""))
@@ -340,5 +340,5 @@ def bisect_alerts(decision_path: Path, out: Path, pytest_args: list[str], run=su
             why = [line for line in (proc.stderr + proc.stdout).strip().splitlines() if line.strip()][-1:] or ["no output"]
             a["body"] += f"\n\nNot bisected: `--perf-bisect {a['good'][:12]}..{a['bad'][:12]}` said: {why[0]}"
             done.append(f"{a['test']}: not bisected: {why[0]}")
-    report.write_atomic(decision_path, json.dumps(decision, indent=1) + "\n")
+    store.write_atomic(decision_path, json.dumps(decision, indent=1) + "\n")
     return done

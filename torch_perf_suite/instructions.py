@@ -39,6 +39,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import store
+
 SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
 STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
 CONTROL_TIMEOUT_S = 120  # callgrind_control reaches the process through vgdb; a stuck one is said, not waited on
@@ -349,7 +351,7 @@ class InstructionsFile:
 
     @classmethod
     def load(cls, path: Path) -> "InstructionsFile":
-        data = read_checked(path, _validate, InstructionsError)
+        data = store.read_checked(path, _validate, InstructionsError)
         return cls(path, data["environments"] if data else {})
 
     def get(self, env_key: str, test_id: str) -> dict | None:
@@ -364,15 +366,12 @@ class InstructionsFile:
         return [k for k, tests in self.environments.items() if test_id in tests]
 
     def save(self, env_key: str, updates: dict[str, dict]) -> None:
-        from filelock import FileLock
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(f"{self.path}.lock", timeout=60):
+        def merged() -> dict:
             current = InstructionsFile.load(self.path).environments
-            merged = {**current.get(env_key, {}), **updates}
-            current[env_key] = dict(sorted(merged.items()))
-            _atomic_write(self.path, {"schema": SCHEMA, "environments": dict(sorted(current.items()))})
-            self.environments = current
+            current[env_key] = dict(sorted({**current.get(env_key, {}), **updates}.items()))
+            return {"schema": SCHEMA, "environments": dict(sorted(current.items()))}
+
+        self.environments = store.update(self.path, merged)["environments"]
 
 
 def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, margin_pct: float,
@@ -394,38 +393,9 @@ def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, 
     return check(counted.per_sample, recorded["per_sample"], margin_pct), None, None
 
 
-def read_checked(path: Path, validate, error: type[Exception]) -> dict | None:
-    """A recorded JSON file, checked by `validate` (what is wrong, or None); None where it does not exist; `error`
-    naming the file, what is wrong and what to do where it cannot be used."""
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
-        raise error(f"{path}: not valid JSON ({e}); restore it from git (git checkout -- {path})") from None
-    problem = validate(data)
-    if problem:
-        raise error(f"{path}: {problem}; restore it from git (git checkout -- {path}) or re-record it with "
-                    "--perf-update-baselines")
-    return data
-
-
 def entry(counted: Counted) -> dict:
     return {"per_sample": round(counted.per_sample, 1), "samples": counted.samples, "source": counted.source,
             "content": counted.content, "date": datetime.date.today().isoformat()}
-
-
-def _atomic_write(path: Path, data: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _one_line(key: str) -> str:

@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import store
 from .instructions import STRIDE  # the same spread of indices as the instructions are counted over
 
 SCALARS = (bool, int, float, str, type(None))
@@ -487,24 +488,15 @@ class SettingsFile:
 
     @classmethod
     def load(cls, path: Path) -> "SettingsFile":
-        from .instructions import read_checked
-
-        data = read_checked(path, _validate, SettingsError)
+        data = store.read_checked(path, _validate, SettingsError)
         return cls(path, data["tests"] if data else {})
 
     def get(self, test_id: str) -> dict | None:
         return self.tests.get(test_id)
 
     def save(self, updates: dict[str, dict]) -> None:
-        from filelock import FileLock
-
-        from .instructions import _atomic_write
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(f"{self.path}.lock", timeout=60):
-            current = {**SettingsFile.load(self.path).tests, **updates}
-            _atomic_write(self.path, {"schema": SCHEMA, "tests": dict(sorted(current.items()))})
-            self.tests = current
+        self.tests = store.update(self.path, lambda: {"schema": SCHEMA, "tests": dict(sorted(
+            {**SettingsFile.load(self.path).tests, **updates}.items()))})["tests"]
 
 
 def entry(settings: dict, workers: int, unit: UnitCost | None = None) -> dict:

@@ -29,7 +29,8 @@ import urllib.request
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from .report import Chart, mermaid, write_atomic
+from .report import Chart, mermaid
+from .store import quoted, write_atomic
 
 LABEL = "perf-regression"
 TITLE = "perf regression: {test}"
@@ -67,12 +68,12 @@ def report_problem(report) -> str | None:
         return f"the top level is {type(report).__name__}, expected an object"
     env = report.get("env")
     if not isinstance(env, dict) or not isinstance(env.get("gpu"), str) or not env["gpu"].strip():
-        return f"'env' is {_short(env)}, expected the environment with its 'gpu' and 'date'"
+        return f"'env' is {quoted(env)}, expected the environment with its 'gpu' and 'date'"
     if not isinstance(env.get("date"), str) or not _is_date(env["date"]):
-        return f"env 'date' is {_short(env.get('date'))}, expected a date such as 2026-11-22"
+        return f"env 'date' is {quoted(env.get('date'))}, expected a date such as 2026-11-22"
     tests = report.get("tests")
     if not isinstance(tests, list):
-        return f"'tests' is {_short(tests)}, expected a list of rows"
+        return f"'tests' is {quoted(tests)}, expected a list of rows"
     for i, row in enumerate(tests):
         problem = _row_problem(row)
         if problem:
@@ -83,27 +84,27 @@ def report_problem(report) -> str | None:
 
 def _row_problem(row) -> str | None:
     if not isinstance(row, dict):
-        return f"is {_short(row)}, expected an object"
+        return f"is {quoted(row)}, expected an object"
     if not isinstance(row.get("test"), str) or not row["test"]:
-        return f"'test' is {_short(row.get('test'))}, expected the test's id"
+        return f"'test' is {quoted(row.get('test'))}, expected the test's id"
     notes = row.get("notes", [])
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-        return f"'notes' is {_short(notes)}, expected a list of lines"
+        return f"'notes' is {quoted(notes)}, expected a list of lines"
     parts = row.get("parts")
     if not isinstance(parts, dict):
-        return f"'parts' is {_short(parts)}, expected an object of parts"
+        return f"'parts' is {quoted(parts)}, expected an object of parts"
     for name, part in parts.items():
         if part is not None and (not isinstance(part, dict) or not _is_number(part.get("samples_per_s"))):
-            return f"part {name!r} is {_short(part)}, expected null or an object with a 'samples_per_s' number"
+            return f"part {name!r} is {quoted(part)}, expected null or an object with a 'samples_per_s' number"
     for name in ("syncs_per_step", "efficiency"):
         if row.get(name) is not None and not _is_number(row[name]):
-            return f"{name!r} is {_short(row[name])}, expected a number or null"
+            return f"{name!r} is {quoted(row[name])}, expected a number or null"
     verdicts = row.get("baseline", {})
     if not isinstance(verdicts, dict):
-        return f"'baseline' is {_short(verdicts)}, expected an object of parts"
+        return f"'baseline' is {quoted(verdicts)}, expected an object of parts"
     for name, v in verdicts.items():
         if not isinstance(v, dict) or (v.get("compared") and not all(_is_number(v.get(k)) for k in CHANGE)):
-            return f"baseline {name!r} is {_short(v)}, expected an object with {CHANGE} numbers where compared"
+            return f"baseline {name!r} is {quoted(v)}, expected an object with {CHANGE} numbers where compared"
     return None
 
 
@@ -120,11 +121,6 @@ def _is_date(text: str) -> bool:
     except ValueError:
         return False
 
-
-def _short(value) -> str:
-    """A value as a message names it: its repr, cut to 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def summarize(report: dict, commit: str, run_url: str = "") -> Night:
@@ -211,11 +207,11 @@ def load_history(folder: Path) -> list[Night]:
 def _night(data) -> tuple[Night | None, str | None]:
     """A night from its JSON, and what is wrong with it (None where nothing is)."""
     if not isinstance(data, dict):
-        return None, f"{_short(data)} is not an object"
+        return None, f"{quoted(data)} is not an object"
     known = {f.name for f in fields(Night)}
     unknown, missing = sorted(set(data) - known), [k for k in ("date", "commit", "gpu") if k not in data]
     if unknown or missing:
-        return None, f"unknown key(s) {_short(unknown)}" if unknown else f"no {_short(missing)}"
+        return None, f"unknown key(s) {quoted(unknown)}" if unknown else f"no {quoted(missing)}"
     night = Night(**data)
     return night, _night_problem(night)
 
@@ -223,12 +219,12 @@ def _night(data) -> tuple[Night | None, str | None]:
 def _night_problem(night: Night) -> str | None:
     for name in ("date", "commit", "gpu", "run_url"):
         if not isinstance(getattr(night, name), str):
-            return f"{name!r} is {_short(getattr(night, name))}, expected a string"
+            return f"{name!r} is {quoted(getattr(night, name))}, expected a string"
     if not isinstance(night.failed, dict) or not all(isinstance(v, str) for v in night.failed.values()):
-        return f"'failed' is {_short(night.failed)}, expected an object of test ids and lines"
+        return f"'failed' is {quoted(night.failed)}, expected an object of test ids and lines"
     if not isinstance(night.samples, dict) or not all(
             isinstance(parts, dict) and all(_is_number(v) for v in parts.values()) for parts in night.samples.values()):
-        return f"'samples' is {_short(night.samples)}, expected an object of test ids and their parts' samples/s"
+        return f"'samples' is {quoted(night.samples)}, expected an object of test ids and their parts' samples/s"
     return None
 
 

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import html
 import json
-import os
 import re
-import stat
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Iterator
 
 from .nvml import shown
 from .parts import PARTS
+from .store import write_atomic
 from .syncs import UNKNOWN_FIX
 
 
@@ -501,36 +497,6 @@ def merge(docs: dict[str, dict]) -> dict:
     return {"env": docs[order[0]]["env"] if order else {}, "smoke": any(d["smoke"] for d in docs.values()), "tests": tests,
             "sections": sections, "charts": charts, "workers": workers, **({"against": against} if against else {}),
             **({"seconds": seconds} if seconds else {})}
-
-
-@contextlib.contextmanager
-def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
-    """A file written beside `path`, renamed over it when the block ends, removed if the block raises: a reader (the
-    nightly, a sharded run's controller, a user opening a kept trace) sees the old file or the new one, never half. It
-    keeps the mode of the file it replaces; a new file gets the usual one (0666 less the umask), not mkstemp's 0600."""
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            yield f
-        os.chmod(tmp, file_mode(path))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def file_mode(path: Path) -> int:
-    """The mode a file written over `path` gets: the one it has, else 0666 less the process's umask."""
-    if path.exists():
-        return stat.S_IMODE(path.stat().st_mode)
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def write_atomic(path: Path, text: str) -> None:
-    with atomic(path) as f:
-        f.write(text)
 
 
 def write(path: Path, doc: dict, images: bool = True) -> list[Path]:

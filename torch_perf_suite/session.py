@@ -29,11 +29,13 @@ from . import (
     records,
     report,
     settings,
+    store,
     syncs,
     timing,
     turns,
 )
 from .fixture import PerfWarning, Result
+from .store import quoted
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
@@ -138,8 +140,8 @@ class PerfSession:
         say(text)
         if self.settings.report:
             self.settings.report.parent.mkdir(parents=True, exist_ok=True)
-            report.write_atomic(self.settings.report.with_suffix(".bisect.md"), text)
-            report.write_atomic(self.settings.report.with_suffix(".bisect.json"), json.dumps(finding.as_json(), indent=1))
+            store.write_atomic(self.settings.report.with_suffix(".bisect.md"), text)
+            store.write_atomic(self.settings.report.with_suffix(".bisect.json"), json.dumps(finding.as_json(), indent=1))
         return True
 
     def _against_cache(self, config) -> Path:
@@ -362,7 +364,7 @@ class PerfSession:
         kept = self.settings.trace_dir / (trace.name + ".gz")
         try:
             self.settings.trace_dir.mkdir(parents=True, exist_ok=True)
-            with open(trace, "rb") as src, report.atomic(kept, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as dst:
+            with open(trace, "rb") as src, store.atomic(kept, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as dst:
                 shutil.copyfileobj(src, dst)
             return f"trace kept: {kept}"
         except OSError as e:
@@ -493,27 +495,23 @@ def saved_run_problem(run) -> str | None:
         return f"the top level is {type(run).__name__}, expected an object"
     info = run.get("machine_info")
     if not isinstance(info, dict) or not isinstance(info.get("gpu", {}), dict):
-        return f"'machine_info' is {_short(info)}, expected an object (with the 'gpu' this suite adds)"
+        return f"'machine_info' is {quoted(info)}, expected an object (with the 'gpu' this suite adds)"
     benchmarks = run.get("benchmarks")
     if not isinstance(benchmarks, list):
-        return f"'benchmarks' is {_short(benchmarks)}, expected a list"
+        return f"'benchmarks' is {quoted(benchmarks)}, expected a list"
     for i, bench in enumerate(benchmarks):
         name = bench.get("fullname") if isinstance(bench, dict) else None
         if not isinstance(name, str):
-            return f"benchmarks[{i}]: 'fullname' is {_short(name)}, expected the test's id"
+            return f"benchmarks[{i}]: 'fullname' is {quoted(name)}, expected the test's id"
         stats = bench.get("stats")
         if not isinstance(stats, dict):
-            return f"benchmarks[{i}] {name!r}: 'stats' is {_short(stats)}, expected an object"
+            return f"benchmarks[{i}] {name!r}: 'stats' is {quoted(stats)}, expected an object"
         for key in STATS:
             value = stats.get(key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                return f"benchmarks[{i}] {name!r}: stats {key!r} is {_short(value)}, expected a non-negative number"
+                return f"benchmarks[{i}] {name!r}: stats {key!r} is {quoted(value)}, expected a non-negative number"
     return None
 
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _saved_path(benchmarksession, run) -> str:

@@ -1,0 +1,90 @@
+"""The suite's files on disk, one way: the recorded JSON stores (`baselines/<gpu>.json`, `instructions.json`,
+`loaders.json`) and the reports. A file is written whole or not at all (`atomic`), keeping the mode of the file it
+replaces; a store is read and checked in one place (`read_checked`) and updated read-merge-write under a lock beside
+it (`update`), so that processes recording into one file at once (a sharded run's workers) never drop each other's
+entries."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Iterator
+
+LOCK_TIMEOUT_S = 60  # a write takes milliseconds; a lock held this long is a process stuck, said rather than waited on
+
+
+@contextlib.contextmanager
+def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
+    """A file written beside `path`, renamed over it when the block ends, removed if the block raises: a reader (the
+    nightly, a sharded run's controller, a user opening a kept trace) sees the old file or the new one, never half. It
+    keeps the mode of the file it replaces; a new file gets the usual one (0666 less the umask), not mkstemp's 0600."""
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+        os.chmod(tmp, file_mode(path))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def file_mode(path: Path) -> int:
+    """The mode a file written over `path` gets: the one it has, else 0666 less the process's umask."""
+    if path.exists():
+        return stat.S_IMODE(path.stat().st_mode)
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def write_atomic(path: Path, text: str) -> None:
+    with atomic(path) as f:
+        f.write(text)
+
+
+def write_json(path: Path, data) -> None:
+    """`data` as the stores keep it: one-space indents, a final newline; atomic."""
+    with atomic(path) as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
+def read_checked(path: Path, validate: Callable[[object], str | None], error: type[Exception]) -> dict | None:
+    """A recorded JSON file, checked by `validate` (what is wrong, or None); None where it does not exist; `error`
+    naming the file, what is wrong and what to do where it cannot be used."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
+        raise error(f"{path}: not valid JSON ({e}); restore it from git (git checkout -- {path})") from None
+    problem = validate(data)
+    if problem:
+        raise error(f"{path}: {problem}; restore it from git (git checkout -- {path}) or re-record it with "
+                    "--perf-update-baselines")
+    return data
+
+
+def update(path: Path, merged: Callable[[], dict]) -> dict:
+    """Under `<path>.lock`: `merged()` reads the file as it is now (another process may have written meanwhile) and
+    returns what to write; written atomically and returned. A lock held past LOCK_TIMEOUT_S raises filelock's Timeout
+    (an OSError), which the caller says."""
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
+        data = merged()
+        write_json(path, data)
+    return data
+
+
+def quoted(value, limit: int = 60) -> str:
+    """A value as a message about a file's content names it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
