@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from torch_perf_suite import nightly, settings
 from torch_perf_suite.baselines import BaselineError, BaselineFile
+from torch_perf_suite.benchmark import STATS, saved_run_problem
 from torch_perf_suite.instructions import InstructionsError, InstructionsFile
 from torch_perf_suite.parts import PARTS
-from torch_perf_suite.session import STATS, saved_run_problem
 from torch_perf_suite.syncs import SyncCount, TraceError, count_syncs, load_trace
 
 GPU = "NVIDIA H200"
@@ -175,7 +175,7 @@ def test_a_baseline_path_that_is_a_folder_or_under_a_file(tmp_path):
     assert BaselineFile.load(tmp_path / "a_file" / "nvidia-h200.json", GPU).tests == {}  # no file: nothing recorded yet
 
 
-# --- pytest-benchmark saved runs, as the plugin reads them (session.saved_run_problem) ------------------------------
+# --- pytest-benchmark saved runs, as the plugin reads them (benchmark.saved_run_problem) ------------------------------
 
 STATS_VALUES = st.fixed_dictionaries({k: st.floats(0, 10) for k in STATS}, optional={"rounds": st.integers(1, 9)})
 SAVED_RUN = st.fixed_dictionaries({

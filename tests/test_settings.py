@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from torch_perf_suite import settings
-from torch_perf_suite.session import UNUSED_BENCHMARK
+from torch_perf_suite.benchmark import UNUSED_BENCHMARK
 from torch_perf_suite.settings import Measure, for_marker, percent, positive_int, report_path, seconds
 
 

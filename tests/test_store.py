@@ -24,7 +24,8 @@ def test_an_update_merges_with_what_another_process_wrote_meanwhile(tmp_path):
     path = tmp_path / "f.json"
     store.update(path, lambda: {"a": 1})
     assert store.update(path, lambda: {**json.loads(path.read_text()), "b": 2}) == {"a": 1, "b": 2}
-    assert path.read_text() == '{\n "a": 1,\n "b": 2\n}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["f.json", "f.json.lock"]
+    assert path.read_text() == '{\n "a": 1,\n "b": 2\n}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json", "f.json.lock"]
 
 
 def test_a_rewritten_file_keeps_its_mode_and_a_failed_write_leaves_it_whole(tmp_path):

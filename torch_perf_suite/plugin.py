@@ -14,10 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from . import device, hooks, settings, sharding, syncs
-from .fixture import Perf, PerfWarning, Result
-from .session import (
-    STARTED,
-    PerfSession,
+from .benchmark import (
     check_benchmark_options,
     check_saved_runs,
     cross_gpu,
@@ -25,8 +22,9 @@ from .session import (
     nothing_to_benchmark,
     quiet_benchmark_ends,
     smoke_timings_off,
-    sync_sources,
 )
+from .fixture import Perf, PerfWarning, Result
+from .session import STARTED, PerfSession, sync_sources
 
 SESSION = pytest.StashKey[PerfSession]()
 CROSS_GPU = pytest.StashKey[str]()  # why --benchmark-compare compares across GPU models, if it does
