@@ -134,15 +134,15 @@ def test_each_recorded_sync_carries_its_fix(case, kind):
 
 def _scan(e, thread_events):
     """What encloses e, by looking at every event of its thread: the definition the index must agree with."""
-    start, end = syncs._span(e)
-    return [o for o in thread_events if o is not e and syncs._span(o)[0] <= start and end <= syncs._span(o)[1]]
+    start, end = syncs.trace._span(e)
+    return [o for o in thread_events if o is not e and syncs.trace._span(o)[0] <= start and end <= syncs.trace._span(o)[1]]
 
 
 @pytest.mark.parametrize("case", ["item", "grad_scaler"])  # the scan is quadratic: two traces, 4 s
 def test_the_enclosing_index_agrees_with_a_scan_on_every_event_of_a_real_trace(case):
     trace = syncs.load_trace(TRACES / f"{case}.json.gz")
-    threads = syncs._Threads()
-    for e in filter(None, map(syncs._usable, trace["traceEvents"])):
+    threads = syncs.trace._Threads()
+    for e in filter(None, map(syncs.trace._usable, trace["traceEvents"])):
         threads.setdefault((e.get("pid"), e.get("tid")), []).append(e)
     for thread_events in threads.values():
         thread_events.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))
@@ -158,10 +158,10 @@ def test_the_same_interval_encloses_both_ways_and_a_copy_falls_back_to_a_scan():
     a = {"ph": "X", "name": "a", "cat": "cpu_op", "ts": 10, "dur": 5, "pid": 1, "tid": 1}
     b = {**a, "name": "b"}
     outer = {**a, "name": "outer", "ts": 0, "dur": 100}
-    threads = syncs._Threads({(1, 1): [outer, a, b]})
+    threads = syncs.trace._Threads({(1, 1): [outer, a, b]})
     assert threads.enclosing(a) == [outer, b] and threads.enclosing(b) == [outer, a]
     assert threads.enclosing({**a}) is None  # not one of its events: _enclosing scans for it
-    assert syncs._enclosing({**a}, threads, "cpu_op") == [outer, a, b]
+    assert syncs.trace._enclosing({**a}, threads, "cpu_op") == [outer, a, b]
 
 
 def test_many_syncs_in_a_long_trace_are_counted_quickly():
@@ -214,4 +214,4 @@ def test_an_event_of_negative_duration_is_skipped_not_counted():
     sync = {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 10, "dur": 1, "pid": 1, "tid": 1}
     assert syncs.count_syncs({"traceEvents": [step, sync]}).per_step == 1
     assert syncs.count_syncs({"traceEvents": [step, {**sync, "dur": -1}]}).per_step == 0
-    assert syncs._usable({**step, "dur": -0.5}) is None
+    assert syncs.trace._usable({**step, "dur": -0.5}) is None

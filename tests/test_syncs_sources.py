@@ -80,7 +80,7 @@ def test_a_stack_of_library_frames_only_names_the_innermost_library_line():
 
 
 @pytest.mark.parametrize("harness", ["torch_perf_suite/frameworks.py(77): _target",  # as the profiler names it
-                                     f"{os.path.dirname(syncs.__file__)}/frameworks.py(77): _target"])
+                                     f"{syncs.files._HARNESS_DIR}/frameworks.py(77): _target"])
 def test_the_harness_thread_that_runs_a_frameworks_loop_is_not_the_user_line(harness):
     """Hugging Face's Trainer runs on the harness's thread: its own sync is named at its library line, not at the
     harness's frame that started the loop; a user's callback inside it is still the user line."""
@@ -208,19 +208,19 @@ def test_a_count_of_no_steps_is_zero_per_step():
     ("C:\\Python311\\Lib\\site-packages\\torch\\_tensor.py", True),
     ("<frozen importlib._bootstrap>", True),
     (f"{STDLIB}/contextlib.py", True),
-    (os.path.join(syncs._HARNESS_DIR, "fixture.py"), True),  # the harness's own frames are not the user's
+    (os.path.join(syncs.files._HARNESS_DIR, "fixture.py"), True),  # the harness's own frames are not the user's
     ("/work/project/fixtures/recipes.py", False),
     ("fixtures/recipes.py", False),
     ("threading.py", True),  # the standard library's, as the profiler names a frame of a thread's start
     ("train.py", False),  # a script of the project's own, named the same way
 ])
 def test_is_library(filename, library):
-    assert syncs._is_library(filename) is library
+    assert syncs.files._is_library(filename) is library
 
 
 def test_a_path_through_a_symlink_into_the_standard_library_is_library(tmp_path):
     (tmp_path / "lib").symlink_to(STDLIB)
-    assert syncs._is_library(str(tmp_path / "lib" / "contextlib.py"))
+    assert syncs.files._is_library(str(tmp_path / "lib" / "contextlib.py"))
 
 
 @pytest.mark.parametrize("where, short", [
@@ -230,12 +230,12 @@ def test_a_path_through_a_symlink_into_the_standard_library_is_library(tmp_path)
     ("/elsewhere/train.py:3 in step", "/elsewhere/train.py:3 in step"),
 ])
 def test_short(where, short):
-    assert syncs._short(where) == short
+    assert syncs.files._short(where) == short
 
 
 def test_short_makes_project_paths_relative_to_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert syncs._short(f"{os.getcwd()}/fixtures/recipes.py:88 in train_step") == "fixtures/recipes.py:88 in train_step"
+    assert syncs.files._short(f"{os.getcwd()}/fixtures/recipes.py:88 in train_step") == "fixtures/recipes.py:88 in train_step"
 
 
 # --- site markers from a live stack -------------------------------------------------------------------------------
@@ -254,19 +254,20 @@ def test_site_of_names_the_innermost_user_frame_and_the_library_frame_below_it(t
         frame(f"{SITE}/torch/amp/grad_scaler.py", 371, "unscale_"),
         frame(f"{SITE}/torch/_tensor.py", 40, "item"),
         frame(f"{STDLIB}/warnings.py", 97, "_showwarnmsg"),
-        frame(os.path.join(syncs._HARNESS_DIR, "syncs.py"), 300, "mark"),
+        frame(os.path.join(syncs.files._HARNESS_DIR, "syncs.py"), 300, "mark"),
     ]
-    assert syncs._site_of(stack) == f"{SITE_PREFIX}user=fixtures/recipes.py:80 in train_step|lib=torch/_tensor.py:40 in item"
+    assert syncs.recording._site_of(stack) == (f"{SITE_PREFIX}user=fixtures/recipes.py:80 in train_step"
+                                               "|lib=torch/_tensor.py:40 in item")
 
 
 def test_site_of_without_a_library_frame_below_has_no_lib_part():
     stack = [frame("/work/p/train.py", 3, "main"), frame("/work/p/train.py", 9, "step"), frame(f"{STDLIB}/warnings.py", 97, "w")]
-    assert syncs._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step"
+    assert syncs.recording._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step"
 
 
 def test_site_of_a_stack_without_user_code_is_empty():
-    stack = [frame(f"{SITE}/torch/_tensor.py", 40, "item"), frame(os.path.join(syncs._HARNESS_DIR, "x.py"), 1, "f")]
-    assert syncs._site_of(stack) == ""
+    stack = [frame(f"{SITE}/torch/_tensor.py", 40, "item"), frame(os.path.join(syncs.files._HARNESS_DIR, "x.py"), 1, "f")]
+    assert syncs.recording._site_of(stack) == ""
 
 
 @pytest.fixture
@@ -493,13 +494,13 @@ def test_describe_indents_every_line_of_a_source():
 
 def test_site_of_with_one_library_frame_right_below_the_user_frame():
     stack = [frame("/work/p/train.py", 9, "step"), frame("/usr/lib/python3/dist-packages/torch/_tensor.py", 40, "item")]
-    assert syncs._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step|lib=torch/_tensor.py:40 in item"
+    assert syncs.recording._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step|lib=torch/_tensor.py:40 in item"
 
 
 def test_site_of_names_the_innermost_of_several_library_frames():
     stack = [frame("/work/p/train.py", 9, "step"), frame(f"{SITE}/tm/a.py", 1, "update"), frame(f"{SITE}/tm/b.py", 2, "_check"),
              frame(f"{SITE}/tm/c.py", 3, "_cast")]
-    assert syncs._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step|lib=tm/c.py:3 in _cast"
+    assert syncs.recording._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step|lib=tm/c.py:3 in _cast"
 
 
 # --- more of the command line and profile_steps -----------------------------------------------------------------------
@@ -553,8 +554,8 @@ def test_profile_steps_keeps_the_profilers_one_cycle_warning_quiet(debug_mode, m
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(torch.profiler, "profile", Profile)
-    monkeypatch.setattr(syncs, "load_trace", lambda path: {})
-    monkeypatch.setattr(syncs, "count_syncs", lambda trace, source: "counted")
+    monkeypatch.setattr(syncs.recording, "load_trace", lambda path: {})
+    monkeypatch.setattr(syncs.recording, "count_syncs", lambda trace, source: "counted")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         assert syncs.profile_steps(lambda: None, 2, tmp_path / "t.json") == "counted"

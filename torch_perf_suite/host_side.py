@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from .syncs import _is_library
+from .syncs.files import _is_library
 
 LINES_MARGIN_PCT = 1.0  # Python lines a step may grow by before it counts
 LINES_FLOOR = 20  # ... or this many, for a step so light that a percent of it is a line or two

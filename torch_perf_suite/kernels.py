@@ -144,7 +144,7 @@ class KernelStats:
 
 
 def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> KernelStats:
-    """Per-step kernel figures from a trace's usable events (syncs._usable) and its step spans (start, end).
+    """Per-step kernel figures from a trace's usable events (syncs.trace._usable) and its step spans (start, end).
 
     A kernel belongs to the step in whose span it was launched: kernels run later than the host launched
     them, so each is placed by its launch (the runtime or driver call with the same correlation id), or by

@@ -68,7 +68,7 @@ def _copies_to_the_gpu(saw: Callable[[str, str], None]) -> Callable[[], None]:
         def copy(self, *args, **kwargs):
             if kwargs.get("non_blocking") and self.device.type == "cpu" and _to_gpu(name, args, kwargs) \
                     and not self.is_pinned():
-                site = syncs._site_of(traceback.extract_stack()[:-1])
+                site = syncs.recording._site_of(traceback.extract_stack()[:-1])
                 if site:
                     saw(site, "a non-blocking copy to the GPU from pageable memory (pin it: pin_memory=True)")
             return original(self, *args, **kwargs)

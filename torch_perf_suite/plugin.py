@@ -50,7 +50,7 @@ def pytest_configure(config):
         config.addinivalue_line("markers", line)
     sharding.pin_worker(config)
     sharding.confine_to_its_gpu(config)
-    syncs.user_sources = sync_sources(config)
+    syncs.advice.user_sources = sync_sources(config)
     perf = config.stash[SESSION] = PerfSession(config, sharding.xdist_workers(config))
     sharding.shard(config, perf)
     if not perf.worker and (perf.settings.smoke or perf.device.is_gpu):
@@ -144,7 +144,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_unconfigure(config):
-    syncs.user_sources = ()  # the next session (pytester's, say) asks its own plugins
+    syncs.advice.user_sources = ()  # the next session (pytester's, say) asks its own plugins
     quiet_benchmark_ends(config)
 
 
