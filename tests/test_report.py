@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import host_side, report, store, syncs
+from torch_perf_suite import charts, host_side, report, store, syncs
 from torch_perf_suite.gates import Verdict
 from torch_perf_suite.nvml import Utilization
 from torch_perf_suite.parts import Parts
@@ -189,7 +189,7 @@ def test_sections_follow_the_table():
 @pytest.mark.parametrize("value, cell", [(None, "-"), (1234.4, "1,234"), (100.0, "100"), (-250.0, "-250"), (99.5, "99.50"),
                                          (-3.25, "-3.25"), (7, "7"), ("x", "x"), (True, "True")])
 def test_cell(value, cell):
-    assert report._cell(value) == cell
+    assert charts._cell(value) == cell
 
 
 def test_write_makes_the_folder_and_both_files(tmp_path):

@@ -17,7 +17,7 @@ import importlib
 
 # name -> the internal module that defines it, imported when first asked for: the command-line tools
 # (`python -m torch_perf_suite.nightly alert` on a runner with nothing installed) import neither pytest nor torch
-_EXPORTS = {"Advice": "syncs", "Chart": "report", "Perf": "fixture", "PerfWarning": "fixture", "Result": "fixture",
+_EXPORTS = {"Advice": "syncs", "Chart": "charts", "Perf": "fixture", "PerfWarning": "fixture", "Result": "fixture",
             "TrainingStep": "workload", "Workload": "workload", "guard": "loop_guard", "hf_train": "frameworks",
             "lightning_fit": "frameworks", "periodic": "syncs"}
 __all__ = sorted(_EXPORTS)
