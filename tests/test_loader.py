@@ -157,7 +157,7 @@ def test_a_sample_alone_is_timed_on_one_thread_and_a_nap_is_waiting():
 
 
 class Ticks:
-    """solo()'s clocks (`loader.time`), moved only by the samples: `nap` waits (wall time alone), `work` is CPU time
+    """solo()'s clocks (`loader.cost.time`), moved only by the samples: `nap` waits (wall time alone), `work` is CPU time
     (wall and CPU). A sample's cost is then exactly what the dataset says, whatever else the host runs."""
 
     def __init__(self):
@@ -183,7 +183,7 @@ class Ticks:
 @pytest.fixture
 def ticks(monkeypatch):
     clock = Ticks()
-    monkeypatch.setattr(loader, "time", clock)
+    monkeypatch.setattr(loader.cost, "time", clock)
     return clock
 
 
@@ -251,7 +251,7 @@ def test_a_sample_alone_is_timed_beside_its_yardsticks(ticks, monkeypatch):
             ticks.work(40)
             return made
 
-    monkeypatch.setattr(loader, "Yardstick", Yardstick)
+    monkeypatch.setattr(loader.cost, "Yardstick", Yardstick)
 
     class Busy(Squares):
         work_us = 20

@@ -105,30 +105,31 @@ def pick(items):
 
 
 def test_a_function_and_a_class_are_named_by_their_module_and_qualified_name():
-    assert loader._name(seed_worker) == f"{HERE}.seed_worker"
-    assert loader._name(Kit.Scale) == f"{HERE}.Kit.Scale"
-    assert loader._name(default_collate) == "torch.utils.data._utils.collate.default_collate"
+    assert loader.described._name(seed_worker) == f"{HERE}.seed_worker"
+    assert loader.described._name(Kit.Scale) == f"{HERE}.Kit.Scale"
+    assert loader.described._name(default_collate) == "torch.utils.data._utils.collate.default_collate"
 
 
 def test_an_instance_is_named_by_its_class_callable_or_not():
-    assert loader._name(Kit.Scale(2.0)) == f"{HERE}.Kit.Scale"  # callable, but no qualified name of its own
-    assert loader._name(Kit.Pairs()) == f"{HERE}.Kit.Pairs"
-    assert loader._name([1, 2]) == "builtins.list"
+    assert loader.described._name(Kit.Scale(2.0)) == f"{HERE}.Kit.Scale"  # callable, but no qualified name of its own
+    assert loader.described._name(Kit.Pairs()) == f"{HERE}.Kit.Pairs"
+    assert loader.described._name([1, 2]) == "builtins.list"
 
 
 def test_a_callable_without_a_module_is_named_with_a_question_mark():
-    assert loader._name(str.upper) == "?.str.upper"
+    assert loader.described._name(str.upper) == "?.str.upper"
 
 
 def test_a_value_is_its_repr_a_float_short_and_a_path_its_name_only():
-    assert loader._value(Path("/data/imagenet/train")) == "'train'"  # the folder, not where this machine keeps it
-    assert loader._value(0.5) == "0.5" and loader._value(2.0) == "2" and loader._value(1e-7) == "1e-07"
-    assert loader._value("bilinear") == "'bilinear'" and loader._value(3) == "3" and loader._value(None) == "None"
+    value = loader.described._value
+    assert value(Path("/data/imagenet/train")) == "'train'"  # the folder, not where this machine keeps it
+    assert value(0.5) == "0.5" and value(2.0) == "2" and value(1e-7) == "1e-07"
+    assert value("bilinear") == "'bilinear'" and value(3) == "3" and value(None) == "None"
 
 
 def test_an_object_is_its_fields_and_none_is_none():
-    assert loader._object(Kit.Scale(2.0)) == f"{HERE}.Kit.Scale(factor=2)"
-    assert loader._object(None) == "None"
+    assert loader.described._object(Kit.Scale(2.0)) == f"{HERE}.Kit.Scale(factor=2)"
+    assert loader.described._object(None) == "None"
 
 
 def test_an_object_without_a_repr_of_its_own_is_described_by_its_fields():
@@ -137,24 +138,24 @@ def test_an_object_without_a_repr_of_its_own_is_described_by_its_fields():
             self.size, self.root, self.ratio, self.flip = 224, Path("/x/val"), 0.75, True
             self._seen, self.sizes, self.label = 5, [1, 2], None
 
-    assert loader._object(Crop()) == (f"{HERE}.test_an_object_without_a_repr_of_its_own_is_described_by_its_fields."
+    assert loader.described._object(Crop()) == (f"{HERE}.test_an_object_without_a_repr_of_its_own_is_described_by_its_fields."
                                       "<locals>.Crop(flip=True, label=None, ratio=0.75, root='val', size=224)")
 
 
 def test_a_repr_with_an_address_is_replaced_by_the_fields():
-    assert loader._object(Addressed()) == f"{HERE}.Addressed(name='crop', size=3)"
+    assert loader.described._object(Addressed()) == f"{HERE}.Addressed(name='crop', size=3)"
 
 
 def test_a_repr_on_several_lines_is_put_on_one():
-    assert loader._object(Folded()) == "Compose( Resize(size=224) ToTensor() )"
+    assert loader.described._object(Folded()) == "Compose( Resize(size=224) ToTensor() )"
 
 
 def test_a_class_is_described_by_its_name_and_plain_attributes_not_its_repr():
-    assert loader._object(Kit.Scale) == f"{HERE}.Kit.Scale(mode='bilinear')"
+    assert loader.described._object(Kit.Scale) == f"{HERE}.Kit.Scale(mode='bilinear')"
 
 
 def test_an_object_without_fields_is_its_name():
-    assert loader._object(Slotted()) == f"{HERE}.Slotted()"
+    assert loader.described._object(Slotted()) == f"{HERE}.Slotted()"
 
 
 # --- the dataset ----------------------------------------------------------------------------------
@@ -162,21 +163,21 @@ def test_an_object_without_fields_is_its_name():
 
 def test_a_dataset_is_its_length_plain_fields_and_transforms():
     ds = Tiles(Path("/data/tiles"), transform=Kit.Scale(2.0))
-    assert loader._dataset(ds) == (f"{HERE}.Tiles(len=12, root='tiles', scale=0.5, size=12, target_transform=None, "
+    assert loader.described._dataset(ds) == (f"{HERE}.Tiles(len=12, root='tiles', scale=0.5, size=12, target_transform=None, "
                                    f"transform={HERE}.Kit.Scale(factor=2))")
 
 
 def test_every_field_named_transform_is_described():
     ds = Tiles(Path("/data/tiles"), target_transform=Kit.Scale(3.0))
-    assert loader._dataset(ds).endswith(f"transform=None, target_transform={HERE}.Kit.Scale(factor=3))")
+    assert loader.described._dataset(ds).endswith(f"transform=None, target_transform={HERE}.Kit.Scale(factor=3))")
 
 
 def test_a_dataset_without_a_length_is_iterable():
-    assert loader._dataset(Stream(shards=4)) == f"{HERE}.Stream(iterable, shards=4)"
+    assert loader.described._dataset(Stream(shards=4)) == f"{HERE}.Stream(iterable, shards=4)"
 
 
 def test_a_dataset_without_a_dict_is_its_length():
-    assert loader._dataset(Slotted(5)) == f"{HERE}.Slotted(len=5)"
+    assert loader.described._dataset(Slotted(5)) == f"{HERE}.Slotted(len=5)"
 
 
 # --- the start method -----------------------------------------------------------------------------
@@ -189,25 +190,25 @@ def no_start_method(monkeypatch):
 
 
 def test_the_start_method_is_the_loaders_own_context(no_start_method):
-    assert loader._start_method(SimpleNamespace(num_workers=2, multiprocessing_context="forkserver")) == "forkserver"
+    assert loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context="forkserver")) == "forkserver"
     ctx = multiprocessing.get_context("spawn")
-    assert loader._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=ctx)) == "spawn"
-    assert loader._start_method(SimpleNamespace(num_workers=0, multiprocessing_context=ctx)) is None
+    assert loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=ctx)) == "spawn"
+    assert loader.described._start_method(SimpleNamespace(num_workers=0, multiprocessing_context=ctx)) is None
 
 
 def test_without_a_context_the_start_method_is_the_process_default(no_start_method):
-    got = loader._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None))
+    got = loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None))
     assert got == multiprocessing.get_context().get_start_method()
 
 
 def test_reading_the_start_method_leaves_the_process_without_one(no_start_method):
-    loader._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None))
+    loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None))
     assert multiprocessing.get_start_method(allow_none=True) is None  # asked, not fixed: the user's code may still choose
 
 
 def test_without_a_context_the_start_method_is_the_one_the_process_chose(monkeypatch):
     monkeypatch.setattr(multiprocessing.context._default_context, "_actual_context", multiprocessing.get_context("spawn"))
-    assert loader._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None)) == "spawn"
+    assert loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None)) == "spawn"
 
 
 # --- describe -------------------------------------------------------------------------------------
@@ -265,7 +266,7 @@ def test_workers_taken_away_after_the_loader_was_built_take_its_prefetch_with_th
 
 def test_a_timed_collate_is_named_by_the_one_it_times(tmp_path):
     dl = DataLoader(Tiles("t"), batch_size=2, collate_fn=pick)
-    dl.collate_fn = loader._TimedCollate(dl.collate_fn, loader._Sink(str(tmp_path)))
+    dl.collate_fn = loader.cost._TimedCollate(dl.collate_fn, loader.cost._Sink(str(tmp_path)))
     assert loader.describe(dl)["collate_fn"] == f"{HERE}.pick"
 
 
@@ -500,30 +501,30 @@ def test_contention_is_a_sample_slower_in_the_workers_beyond_the_share():
 @pytest.mark.parametrize("data", [[], {"schema": 2, "tests": {}}, {"tests": {}}, {"schema": 1, "tests": []},
                                   {"schema": 1}])
 def test_a_file_of_another_shape_is_refused(data):
-    assert loader._validate(data) == 'expected {"schema": 1, "tests": {...}}'
+    assert loader.recorded._validate(data) == 'expected {"schema": 1, "tests": {...}}'
 
 
 def test_a_sound_file_passes():
-    assert loader._validate({"schema": 1, "tests": {}}) is None
-    assert loader._validate({"schema": 1, "tests": {"t": {"settings": {"a": 1, "b": None, "c": "x", "d": 0.5, "e": True},
+    assert loader.recorded._validate({"schema": 1, "tests": {}}) is None
+    assert loader.recorded._validate({"schema": 1, "tests": {"t": {"settings": {"a": 1, "b": None, "c": "x", "d": 0.5, "e": True},
                                                           "workers": 0}}}) is None
 
 
 @pytest.mark.parametrize("e, shown", [([1], "None"), ({"workers": 4}, "None"), ({"settings": [1], "workers": 4}, "[1]"),
                                       ({"settings": {"x": [1]}, "workers": 4}, "{'x': [1]}")])
 def test_an_entry_without_plain_settings_is_refused_naming_the_test_and_the_value(e, shown):
-    problem = loader._validate({"schema": 1, "tests": {"ok": {"settings": {}, "workers": 1}, "tests/x.py::t": e}})
+    problem = loader.recorded._validate({"schema": 1, "tests": {"ok": {"settings": {}, "workers": 1}, "tests/x.py::t": e}})
     assert problem.startswith(f"'tests/x.py::t': 'settings' is {shown}, expected")
 
 
 def test_settings_too_long_to_show_are_shortened():
-    problem = loader._validate({"schema": 1, "tests": {"t": {"settings": "s" * 100, "workers": 1}}})
+    problem = loader.recorded._validate({"schema": 1, "tests": {"t": {"settings": "s" * 100, "workers": 1}}})
     assert f"is {'s' * 57}..., expected" in problem
 
 
 @pytest.mark.parametrize("workers", [True, -1, 2.0, "4", None])
 def test_workers_that_are_not_a_count_are_refused_naming_the_value(workers):
-    problem = loader._validate({"schema": 1, "tests": {"t": {"settings": {}, "workers": workers}}})
+    problem = loader.recorded._validate({"schema": 1, "tests": {"t": {"settings": {}, "workers": workers}}})
     assert problem.startswith(f"'t': 'workers' is {workers!r}, expected")
 
 
@@ -566,14 +567,14 @@ def test_a_unit_entry_keeps_counts_whole_and_figures_to_four_places():
 
 def test_a_settings_entry_is_dated_and_read_back_by_its_test(tmp_path):
     e = loader.entry({"num_workers": 4}, 16)
-    assert e == {"settings": {"num_workers": 4}, "workers": 16, "date": loader.datetime.date.today().isoformat()}
+    assert e == {"settings": {"num_workers": 4}, "workers": 16, "date": loader.recorded.datetime.date.today().isoformat()}
     f = loader.SettingsFile(tmp_path / "loaders.json", {"t": e})
     assert f.get("t") is e and f.get("u") is None
 
 
 def test_a_value_as_long_as_the_limit_is_shown_whole():
-    assert loader._short("x" * 200) == "x" * 200 and loader._short("x" * 201) == "x" * 197 + "..."
-    assert loader._short(7, limit=1) == "7"
+    assert loader.described._short("x" * 200) == "x" * 200 and loader.described._short("x" * 201) == "x" * 197 + "..."
+    assert loader.described._short(7, limit=1) == "7"
 
 
 def test_a_tests_timings_go_to_a_folder_named_safely_under_the_sessions(tmp_path):
@@ -632,8 +633,8 @@ class Batched(Numbers):
 @pytest.fixture
 def clock(monkeypatch):
     c = Clock()
-    monkeypatch.setattr(loader, "time", c)
-    monkeypatch.setattr(loader, "_switches", c.switches)
+    monkeypatch.setattr(loader.cost, "time", c)
+    monkeypatch.setattr(loader.cost, "_switches", c.switches)
     return c
 
 
@@ -673,7 +674,7 @@ def test_a_datasets_own_batch_maker_is_the_one_timed_and_is_left_in_place(tmp_pa
 
 
 def test_a_sink_goes_to_a_spawned_worker_as_its_folder_alone(tmp_path):
-    sink = loader._Sink(str(tmp_path))
+    sink = loader.cost._Sink(str(tmp_path))
     sink.pending = (4, 1, 1, 1)
     again = pickle.loads(pickle.dumps(sink))
     assert (again.folder, again.pid, again.fd, again.pending) == (str(tmp_path), None, None, (0, 0, 0, 0))
@@ -724,7 +725,7 @@ class Seen(Numbers):
 def test_a_sample_alone_is_made_from_fixed_indices_on_one_thread_in_whole_chunks():
     data, threads = Seen(), torch.get_num_threads()
     samples, *_ = loader.solo(data, default_collate, seconds=0.0)
-    stride, chunk = loader.STRIDE, loader.CHUNK
+    stride, chunk = loader.cost.STRIDE, loader.CHUNK
     assert samples == loader.SOLO_LEAST == 2 * chunk
     assert data.seen == [k * stride % 1000 for k in range(4)] + [(i + k) * stride % 1000 for i in (0, chunk)
                                                                  for k in range(chunk)]
@@ -733,7 +734,7 @@ def test_a_sample_alone_is_made_from_fixed_indices_on_one_thread_in_whole_chunks
 
 def test_a_sample_alone_is_timed_for_its_seconds_up_to_its_most(monkeypatch):
     assert loader.solo(Seen(nap_s=0.001), default_collate, seconds=0.3)[0] > loader.SOLO_LEAST  # 0.3 s of 1 ms naps
-    monkeypatch.setattr(loader, "SOLO_MOST", 3 * loader.CHUNK)
+    monkeypatch.setattr(loader.cost, "SOLO_MOST", 3 * loader.CHUNK)
     assert loader.solo(Seen(), default_collate, seconds=60.0)[0] == 3 * loader.CHUNK
 
 

@@ -1,0 +1,88 @@
+"""`baselines/loaders.json`: each test's loader settings (and, from a smoke run, its cost per sample), one file for
+every machine, read and written through the one store."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import store
+from .cost import UnitCost
+from .described import SCALARS, _short
+
+SCHEMA = 1
+
+
+class SettingsError(Exception):
+    """A loaders file that cannot be used; the message names the file and what to do."""
+
+
+@dataclass
+class SettingsFile:
+    """baselines/loaders.json: {"schema": 1, "tests": {test id: {"settings": {...}, "workers": N, "date": ...}}}, one
+    file for every machine (settings do not depend on the host). Written atomically, read-merge-write."""
+
+    path: Path
+    tests: dict
+
+    @classmethod
+    def load(cls, path: Path) -> "SettingsFile":
+        data = store.read_checked(path, _validate, SettingsError)
+        return cls(path, data["tests"] if data else {})
+
+    def get(self, test_id: str) -> dict | None:
+        return self.tests.get(test_id)
+
+    def save(self, updates: dict[str, dict]) -> None:
+        self.tests = store.update(self.path, lambda: {"schema": SCHEMA, "tests": dict(sorted(
+            {**SettingsFile.load(self.path).tests, **updates}.items()))})["tests"]
+
+
+def entry(settings: dict, workers: int, unit: UnitCost | None = None) -> dict:
+    """A loaders.json entry; `unit`: a smoke run's cost per sample, kept where no baseline entry holds it (REF's run)."""
+    found = {"settings": settings, "workers": workers, "date": datetime.date.today().isoformat()}
+    return {**found, "unit": unit.entry()} if unit is not None else found
+
+
+# what describe() gives each setting that is not a name: read back as anything else, the file is corrupt, not changed
+NUMBERS = ("num_workers", "batch_size", "prefetch_factor", "timeout")  # or null
+FLAGS = ("drop_last", "pin_memory", "persistent_workers", "in_order")
+
+
+def _validate(data) -> str | None:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("tests"), dict):
+        return f"expected {{\"schema\": {SCHEMA}, \"tests\": {{...}}}}"
+    for test_id, e in data["tests"].items():
+        settings = e.get("settings") if isinstance(e, dict) else None
+        if not isinstance(settings, dict) or not all(isinstance(v, SCALARS) for v in settings.values()):
+            return f"{test_id!r}: 'settings' is {_short(settings, 60)}, expected an object of plain values"
+        for name, value in settings.items():
+            number = value is None or (not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0)
+            if name in NUMBERS and not number:
+                return f"{test_id!r}: setting {name!r} is {value!r}, expected a number of at least 0, or null"
+            if name in FLAGS and not isinstance(value, bool):
+                return f"{test_id!r}: setting {name!r} is {value!r}, expected true or false"
+        workers = e.get("workers")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            return f"{test_id!r}: 'workers' is {workers!r}, expected the --perf-workers it was recorded with"
+        problem = validate_unit(e.get("unit"))
+        if problem:
+            return f"{test_id!r}: {problem}"
+    return None
+
+
+def validate_unit(unit) -> str | None:
+    """A baseline entry's 'loader_unit' (UnitCost.entry), or None where it is sound."""
+    if unit is None:
+        return None
+    if not isinstance(unit, dict):
+        return f"'loader_unit' is {_short(unit, 60)}, expected an object"
+    for name in ("wall_us", "cpu_us", "blocks", "crowd_us", "cpu_ratio"):
+        value = unit.get(name, 0.0)  # cpu_ratio: absent from a record made before it was measured
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e12:
+            return f"'loader_unit' {name!r} is {_short(value, 60)}, expected a non-negative number"
+    if unit["wall_us"] <= 0 or not isinstance(unit.get("wait_us"), (int, float)) or isinstance(unit.get("wait_us"), bool):
+        return f"'loader_unit' is {_short(unit, 80)}, expected a positive 'wall_us' and a number 'wait_us'"
+    return None
+
