@@ -63,6 +63,16 @@ def test_two_regressions_name_the_first_and_say_what_only_bad_fails_on():
     assert "also fails where 06aaaaaaaaaa does not, a later regression: bisect 06aaaaaaaaaa..main for it" in text
 
 
+def test_the_report_draws_each_judged_commits_first_figures_as_a_chart():
+    def judge(c: Commit) -> Outcome:
+        i = int(c.sha[:2])
+        return Outcome("bad" if i >= 3 else "good", ["t: 1.00 syncs/step"] if i >= 3 else [],
+                       figures={"t": {"gpu": 1000.0 - i, "pipeline": 500.0}})
+    text = bisecting.describe(bisecting.search(GOOD, chain(4), judge), "v1", "main")
+    assert '```mermaid\nxychart-beta\n    title "samples/s of the first test, by commit"' in text
+    assert "line 1: pipeline; line 2: gpu" in text or "line 1: gpu; line 2: pipeline" in text
+
+
 def test_a_regression_that_only_moves_its_numbers_is_not_a_second_one():
     finding = bisecting.search(GOOD, chain(10), judge_by({}, [], 3, lambda i: [f"t: {i}.00 syncs/step"]))
     assert finding.first_bad.subject == "commit 3" and finding.second == []

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from . import against, report, store
+from . import against, charts, store
 
 PARTS = ("gpu", "pipeline", "loader")
 
@@ -302,7 +302,7 @@ def describe(finding: Finding, good_name: str, bad_name: str) -> str:
     table = [{"commit": c.short, **_first_figures(finding.tested[c.sha])} for c in tested]
     series = tuple(p for p in PARTS if any(p in row for row in table))
     if series and all(all(p in row for p in series) for row in table):
-        lines += ["", report.mermaid("samples/s of the first test, by commit", table, report.Chart(x="commit", lines=series))]
+        lines += ["", charts.mermaid("samples/s of the first test, by commit", table, charts.Chart(x="commit", lines=series))]
     return "\n".join(lines) + "\n"
 
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import pytest
 
 from . import checks, host, settings
+from .charts import Chart
 from .checks import parts_line as _parts_line
 from .judging import Judge, PerfWarning
 from .measuring import Measuring
 from .parts import Windows
-from .report import Chart
 from .result import Result
 from .timing import Throughput, plain_rounds
 

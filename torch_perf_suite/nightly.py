@@ -29,7 +29,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from .report import Chart, mermaid
+from .charts import Chart, mermaid
 from .store import quoted, write_atomic
 
 LABEL = "perf-regression"
