@@ -9,7 +9,9 @@ article's workaround); DistributedDataParallel, one process per GPU (NCCL), with
 gradient_as_bucket_view=True (past the article: no copy of the gradients into the buckets). The article: DataParallel loads
 the first GPU unevenly and DDP takes about 20% less time (on 4 GPUs). Each reports samples/s in all and per
 GPU, scaling efficiency against one GPU measured in this run, peak memory per GPU and the syncs per step on
-every rank's own trace. The claims are ratios within the run; the figures go to the report.
+every rank's own trace. The claims are ratios within the run; each scenario is then compared with its baseline entry,
+keyed by the GPUs' count and topology (torch_perf_suite/ranks.py): each rank's kernels, bytes copied and step memory
+exactly, the samples/s of all GPUs within their scope, the scaling efficiency over one GPU in this run.
 
 Skipped where fewer than two GPUs are visible (failed under --perf-strict), and in a sharded run
 (`-n`), where each worker holds one GPU: run `pytest perf_tests -m multi_gpu` without -n.
@@ -114,12 +116,14 @@ def test_spread(perf, gpus, scenario, tmp_path, request):
     assert_no_syncs(perf, spread)
     over = MEASURED.get(e.over)
     efficiency = spread.per_gpu / over.per_gpu if over else None
+    result = judged(perf, spread, recipe, tmp_path, resident=not e.from_disk, scaling=efficiency)
     peak = spread.peak_gb
     perf.add_row(SECTION, chart=CHART, scenario=scenario, gpus=spread.gpus, samples_per_s=round(spread.samples_per_s),
                  per_gpu=round(spread.per_gpu), efficiency=None if efficiency is None else round(efficiency, 3),
                  peak_gb=", ".join(f"GPU{i} {gb:.2f}" for i, gb in sorted(peak.items())), syncs_per_step=spread.syncs_line())
     if perf.smoke:
         return
+    perf.assert_baseline(result)  # first: a changed count names its cause before the ratios below say how much it cost
     if e.over and over is None:
         pytest.fail(f"{perf.test_id}: {e.over} was not measured in this run: run the whole file", pytrace=False)
     if e.efficiency:
@@ -137,6 +141,15 @@ def test_spread(perf, gpus, scenario, tmp_path, request):
                 f"expected DDP at least {DDP_OVER_DATA_PARALLEL}x")
     for r in spread.ranks:  # tens of MB each; a failed test's stay in its tmp_path, named in the failure
         Path(r.trace).unlink()
+
+
+def judged(perf, spread: multi_gpu.Spread, recipe, tmp_path: Path, resident: bool, scaling: float | None = None):
+    """The spread as one result of the perf fixture, for the report and the baseline (keyed by the GPUs' count and
+    topology): each rank's counts, all GPUs' samples/s, the scaling efficiency over one GPU in this run."""
+    processes = len(spread.ranks)
+    return perf.measured_ranks(spread.timed, again=lambda: multi_gpu.train(recipe, spread.gpus, plan_for(perf, tmp_path)).timed,
+                               batch_size=recipe.batch_size * processes, ranks={r.rank: r.syncs for r in spread.ranks},
+                               peak_gb=spread.peak_gb, gpus=spread.gpus, resident=resident, scaling=scaling)
 
 
 METRIC_STEPS, METRIC_BATCH = 4, 64
@@ -160,6 +173,7 @@ def test_metrics_under_ddp(perf, gpus, tmp_path):
         recipe = multi_gpu.for_smoke(recipe)
     spread = multi_gpu.train(recipe, gpus, plan_for(perf, tmp_path))
     assert_no_syncs(perf, spread)
+    result = judged(perf, spread, recipe, tmp_path, resident=False)
     perf.add_row(SECTION, scenario="metrics_under_ddp", gpus=gpus, samples_per_s=round(spread.samples_per_s),
                  per_gpu=round(spread.per_gpu), syncs_per_step=spread.syncs_line(),
                  syncs_per_compute=", ".join(f"rank {r.rank} {sum(r.syncs.periodic.values())}" for r in spread.ranks
@@ -168,4 +182,6 @@ def test_metrics_under_ddp(perf, gpus, tmp_path):
         return
     for r in spread.ranks:
         assert r.syncs.periodic_runs, f"rank {r.rank}: the compute phase (every 8 steps) did not run in the profiled window"
+    perf.assert_baseline(result)
+    for r in spread.ranks:
         Path(r.trace).unlink()

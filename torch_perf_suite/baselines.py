@@ -43,6 +43,7 @@ SCHEMA = 2
 RERECORD = "re-record it on this GPU: run your perf tests again with --perf-update-baselines"
 MAX_SAMPLES_PER_S = 1e9  # no training step on any GPU reaches a billion samples a second
 MAX_MEMORY_GB = 10_000  # nor holds 10 TB
+MAX_SCALING = 2  # samples/s per GPU over one GPU's: more than twice is no measurement
 FAR = 1.5  # a part's samples/s is the median of its rounds: beyond this factor of their range it is not theirs
 
 
@@ -221,6 +222,11 @@ def _validate_counts(counts) -> str | None:
         return None
     if not isinstance(counts, dict):
         return f"'counts' is {quoted(counts)}, expected an object"
+    if "ranks" in counts:  # a test over several GPUs: rank -> its own count
+        ranks = counts["ranks"]
+        if not isinstance(ranks, dict):
+            return f"'counts' 'ranks' is {quoted(ranks)}, expected an object of each rank's counts"
+        return next((f"rank {rank}: {p}" for rank, c in ranks.items() if (p := _validate_counts(c))), None)
     for key in ("kernels_per_step", "copies_per_step", "compile"):  # "host" is host_side's
         table = counts.get(key, {})
         if not isinstance(table, dict):
@@ -262,7 +268,7 @@ def _validate(data, gpu: str) -> str | None:
                    or loader.validate_unit(entry.get("loader_unit")))
         if problem:
             return f"entry {test_id!r}: {problem}"
-        for field, at_most in (("syncs_per_step", math.inf), ("peak_mem_gb", MAX_MEMORY_GB)):
+        for field, at_most in (("syncs_per_step", math.inf), ("peak_mem_gb", MAX_MEMORY_GB), ("scaling", MAX_SCALING)):
             problem = _number(entry.get(field), optional=True, at_most=at_most)
             if problem:
                 return f"entry {test_id!r}: {field!r} {problem}"

@@ -69,19 +69,21 @@ class Device:
         return torch.cuda.max_memory_allocated() / 1e9
 
     def count_syncs(self, step, steps: int, trace_path, all_threads: bool = False) -> syncs.SyncCount | None:
-        """Profile `steps` steps into `trace_path` and count their syncs, with the steps' peak GPU memory above what
-        was allocated when they began (the model, its optimizer's state, batches held: not the steps'); None without
-        a GPU."""
-        if not self.is_gpu:
-            return None
-        import torch
+        """count_steps on this device; None without a GPU."""
+        return count_steps(step, steps, trace_path, all_threads) if self.is_gpu else None
 
-        torch.cuda.synchronize()
-        held = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        counted = syncs.profile_steps(step, steps, trace_path, all_threads)
-        counted.step_peak_bytes = torch.cuda.max_memory_allocated() - held
-        return counted
+
+def count_steps(step, steps: int, trace_path, all_threads: bool = False) -> syncs.SyncCount:
+    """Profile `steps` steps into `trace_path` and count their syncs, with the steps' peak memory on this process's GPU
+    above what was allocated when they began (the model, its optimizer's state, batches held: not the steps')."""
+    import torch
+
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    counted = syncs.profile_steps(step, steps, trace_path, all_threads)
+    counted.step_peak_bytes = torch.cuda.max_memory_allocated() - held
+    return counted
 
 
 def detect_device() -> Device:

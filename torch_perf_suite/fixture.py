@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import checks, host, settings
+from . import checks, host, ranks, settings
 from .charts import Chart
 from .checks import parts_line as _parts_line
 from .judging import Judge, PerfWarning
@@ -43,6 +43,7 @@ class Perf:
         self._request = request
         self._benchmark = benchmark
         self._windows: Windows | None = None
+        self._again = None  # a test over several GPUs: its timing once more (measured_ranks)
         self.test_id = request.node.nodeid
         try:
             self.measure_settings = settings.for_marker(session.settings.measure, request.node.iter_markers("perf"), self.test_id)
@@ -101,16 +102,29 @@ class Perf:
         self._session.results[self.test_id] = result
         return result
 
+    def measured_ranks(self, timed: Throughput, again, **spread) -> Result:
+        """A test spread over several GPUs, measured in processes of its own, as one result (ranks.result's arguments),
+        kept for the report and the baseline: compare it with perf.assert_baseline. `again()` times it once more
+        (a failing throughput check's confirmation)."""
+        self._again = again
+        result = self._session.results[self.test_id] = ranks.result(self.test_id, timed=timed, on_gpu=self.device == "cuda",
+                                                                     **spread)
+        return result
+
     def _confirm(self, result: Result, part: str) -> Throughput:
         """Measure `part` of this test's workload once more (a failing check's confirmation)."""
-        if self._windows is None or self._request.node.nodeid != result.test_id:
+        if (self._windows is None and self._again is None) or self._request.node.nodeid != result.test_id:
             raise RuntimeError(f"{self.test_id}: can only confirm a result measured by this test")
-        available = self._windows.available()
-        # a resident batch: its step is the GPU-side one
-        window = "pipeline" if part == "gpu" and "gpu" not in available else part
-        if window not in available:
-            raise RuntimeError(f"{self.test_id}: cannot measure {part!r} again; this workload measures {', '.join(available)}")
-        again = self._windows.time(window)
+        if self._windows is None:  # a test over several GPUs: all of it again
+            again = self._again()
+        else:
+            available = self._windows.available()
+            # a resident batch: its step is the GPU-side one
+            window = "pipeline" if part == "gpu" and "gpu" not in available else part
+            if window not in available:
+                raise RuntimeError(f"{self.test_id}: cannot measure {part!r} again; this workload measures "
+                                   f"{', '.join(available)}")
+            again = self._windows.time(window)
         result.notes.append(f"{part} measured again to confirm: {again.median:,.0f} samples/s")
         return again
 

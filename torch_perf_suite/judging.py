@@ -62,7 +62,8 @@ class Judge:
             failures.append(self._unit(result, {"loader_unit": recorded}, why_not_timed=SMOKE_WAITING))
         entry = self._entry(result)
         if entry is not None:
-            failures += [self._counts(result, entry), self._unit(result, entry), self._timed(result, entry)]
+            failures += [self._counts(result, entry), self._scaling(result, entry), self._unit(result, entry),
+                         self._timed(result, entry)]
         return "\n".join(filter(None, failures)), entry
 
     def _instructions(self, result: Result) -> str | None:
@@ -113,14 +114,15 @@ class Judge:
             return None
         if session.settings.smoke:
             return None
-        entry = session.records.baseline(self.test_id)
+        entry = session.records.baseline(result.baseline_key)
         if session.settings.update_baselines:
             result.notes.append("baseline recorded" if entry is None else "baseline re-recorded")
         elif entry is None and session.ref:  # passed at REF, yet recorded nothing there
             self.left(result, f"not compared: {session.ref.label} recorded nothing for it")
         elif entry is None:
-            self.missing(result, f"no baseline for GPU {session.device.env['gpu']!r} in {session.records.baseline_file.path}, "
-                                 "throughput not checked")
+            spread = f" on {result.env['gpus']} GPUs ({result.env['topology']})" if result.key else ""
+            self.missing(result, f"no baseline for GPU {session.device.env['gpu']!r}{spread} in "
+                                 f"{session.records.baseline_file.path}, throughput not checked")
         return None if session.settings.update_baselines else entry
 
     def _counts(self, result: Result, entry: dict) -> str | None:
@@ -138,6 +140,15 @@ class Judge:
         failure = checks.counted(now, recorded, self.settings.count_margin, result.compile or compiled.CompileCount(),
                                  self.session.against_label)
         return failure and f"counted at this GPU model's baseline ({self.session.reference}):\n{failure}"
+
+    def _scaling(self, result: Result, entry: dict) -> str | None:
+        """A test over several GPUs: its scaling efficiency, a ratio within one run, against the recorded one."""
+        if result.scaling is None:
+            return None
+        if entry.get("scaling") is None:
+            self.left(result, f"scaling efficiency not compared: {self.session.against_label} recorded none; " + self.rerecord())
+            return None
+        return checks.scaling(result.scaling, entry["scaling"], self.settings.tolerance, self.session.against_label)
 
     def _unit(self, result: Result, entry: dict, why_not_timed: str | None = None) -> str | None:
         """The loader's cost per sample, judged by the test that timed its window (a shared window: by the one that
@@ -164,7 +175,8 @@ class Judge:
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu, a reading: the instruction count judges that work
             if result.parts.get(part) is None or part in result.parts.measured_in:
                 continue  # a shared measurement is checked by the test that measured it
-            v = result.verdicts[part] = gates.decide(part, result.parts, entry, self.settings, self.session.device.env,
+            v = result.verdicts[part] = gates.decide(part, result.parts, entry, self.settings,
+                                                     {**self.session.device.env, **result.env},
                                                      host_gated=self.session.ref is None)
             if v.compared:
                 result.judged.add(part)

@@ -103,9 +103,10 @@ class Records:
         """Save one passed test's baseline entry, loader settings and instruction count at once (atomic): an
         interrupted run keeps what it recorded. A file that cannot be written is said (`save_error`), not raised."""
         if self.baseline_file is not None:
-            entry = self.updates[test_id] = result.baseline_entry(self.device.env)
+            key = result.baseline_key
+            entry = self.updates[key] = result.baseline_entry(self.device.env)
             try:
-                self.baseline_file.save({test_id: entry})
+                self.baseline_file.save({key: entry})
             except (OSError, baselines.BaselineError) as e:
                 self.save_error = f"baselines NOT recorded into {self.baseline_file.path}: {e}"
         if result.loader_settings is not None and self.loaders_file is not None:

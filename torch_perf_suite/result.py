@@ -54,6 +54,16 @@ class Result:
     unjudged: list[tuple[str, str]] = field(default_factory=list)
     judged: set[str] = field(default_factory=set)  # the parts compared, and "host", "loader" where they were
     compared: bool = False  # perf.assert_baseline(result) was called
+    # a test spread over several GPUs (ranks.py): each rank's own count, its key in the baseline file (the GPUs' count
+    # and topology in it), the GPUs it ran on, and its samples/s per GPU over one GPU's in the same run
+    ranks: dict[int, SyncCount | None] | None = None
+    key: str = ""
+    env: dict = field(default_factory=dict)  # what differs from the session's environment: the GPUs of a spread test
+    scaling: float | None = None
+
+    @property
+    def baseline_key(self) -> str:
+        return self.key or self.test_id
 
     def holes(self) -> list[str]:
         never = [] if self.compared else ["perf.assert_baseline(result) was never called: nothing of it was compared"]
@@ -78,14 +88,10 @@ class Result:
     def counts(self) -> dict:
         """What this test counted, as its baseline entry keeps it: kernel launches a step by family, bytes copied a
         step by kind, the steps' peak memory, torch.compile's graphs where it compiled, and the host side's Python
-        lines and blocks a step."""
-        found: dict = {}
-        k = self.syncs.kernels if self.syncs is not None else None
-        if k is not None:
-            found["kernels_per_step"] = {f: round(n, 3) for f, n in k.families.items()}
-            found["copies_per_step"] = {kind: round(n) for kind, n in k.copies_per_step.items()}
-        if self.syncs is not None and self.syncs.step_peak_bytes is not None:
-            found["step_peak_bytes"] = self.syncs.step_peak_bytes
+        lines and blocks a step; a test over several GPUs, each rank's count under "ranks"."""
+        if self.ranks is not None:
+            return {"ranks": {str(rank): _counted(s) for rank, s in sorted(self.ranks.items()) if s is not None}}
+        found = _counted(self.syncs)
         if self.compile is not None and self.compile.compiled:
             found["compile"] = self.compile.as_entry()
         if self.host is not None:
@@ -107,5 +113,19 @@ class Result:
             "peak_mem_gb": None if self.peak_mem_gb is None else round(self.peak_mem_gb, 2),
             "counts": self.counts(),
             "loader_unit": self.unit.entry() if self.unit else None,
-            "env": env,
+            **({} if self.scaling is None else {"scaling": round(self.scaling, 3)}),
+            "env": {**env, **self.env},
         }
+
+
+def _counted(syncs: SyncCount | None) -> dict:
+    """Kernel launches a step by family, bytes copied a step by kind and the steps' peak memory, from one profiled
+    window (one process's)."""
+    found: dict = {}
+    k = syncs.kernels if syncs is not None else None
+    if k is not None:
+        found["kernels_per_step"] = {f: round(n, 3) for f, n in k.families.items()}
+        found["copies_per_step"] = {kind: round(n) for kind, n in k.copies_per_step.items()}
+    if syncs is not None and syncs.step_peak_bytes is not None:
+        found["step_peak_bytes"] = syncs.step_peak_bytes
+    return found
