@@ -572,3 +572,38 @@ def test_the_harness_is_not_the_loaders_code(tmp_path, monkeypatch):
     monkeypatch.setattr(instructions.Path, "read_bytes", lambda self: seen.append(self.name) or b"")
     instructions.content(("mydata:parts", {}))
     assert seen == []  # mydata.py lies outside this root; instructions.py, inside it, is the harness's
+
+
+class _Stop(Exception):
+    """Raised where the order under test is known: nothing after the timed windows is wanted."""
+
+
+@pytest.mark.parametrize("gpu_busy_pct, order", [(95.0, ["count begun", "timed"]), (60.0, ["timed", "count begun"]),
+                                                  (None, ["count begun", "timed"])])
+def test_the_count_starts_after_the_timed_windows_where_the_gpu_side_step_is_launch_bound(monkeypatch, gpu_busy_pct,
+                                                                                          order):
+    """A count beside a launch-bound GPU-side window takes the host's time from the launches it waits on: where the
+    entry compared with (REF's, or the baseline) says the step is launch-bound, the count waits for the windows."""
+    from types import SimpleNamespace as NS
+
+    from torch_perf_suite import measuring
+    from torch_perf_suite.timing import Laps
+
+    events = []
+    entry = None if gpu_busy_pct is None else {"gpu_busy_pct": gpu_busy_pct}
+    session = NS(laps_of=lambda test_id: Laps(), device=NS(is_gpu=True), as_ref=False,
+                 records=NS(baseline=lambda test_id: entry))
+    monkeypatch.setattr(measuring, "Windows", lambda *args: NS(members=NS(loader_source=("m:parts", {}))))
+    m = measuring.Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})
+    m._begin_instructions = lambda source: events.append("count begun")
+    m._shared_keys, m._observe, m._by_turns = (lambda w: {}), (lambda w, k: (None, None)), (lambda w, k: (None, None))
+    m._turns_settled = lambda: None
+    m._time = lambda w, wanted, keys: events.append("timed") or ({}, {})
+
+    def stop(*args):
+        raise _Stop
+
+    m._parts = stop
+    with pytest.raises(_Stop):
+        m.run(NS(), parts=("gpu",))
+    assert events == order

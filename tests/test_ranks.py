@@ -34,6 +34,7 @@ def test_the_entry_is_keyed_by_the_gpus_count_and_topology_and_keeps_each_ranks_
     r = spread()
     assert r.baseline_key == f"{TEST} on 2 GPUs (topology unknown)" == ranks.key(TEST, 2, None)
     assert ranks.key(TEST, 2, "GPU0-GPU1 NV18") == f"{TEST} on 2 GPUs (GPU0-GPU1 NV18)"
+    assert ranks.key(TEST, 1, "GPU0 alone") == f"{TEST} on 1 GPU (GPU0 alone)"
     entry = r.baseline_entry(ENV)
     assert set(entry["counts"]["ranks"]) == {"0", "1"}
     assert entry["counts"]["ranks"]["1"]["kernels_per_step"]["ncclDevKernel_AllReduce_Sum_f16_RING_LL"] == 4.0

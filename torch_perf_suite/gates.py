@@ -73,14 +73,15 @@ class Verdict:
         return text
 
 
-def _launch_bound(entry: dict) -> bool:
-    busy = entry.get("gpu_busy_pct")
+def launch_bound(entry: dict | None) -> bool:
+    """Whether the entry's GPU-side step waited on the host's launches (its kernels busy less than LAUNCH_BOUND)."""
+    busy = (entry or {}).get("gpu_busy_pct")
     return busy is not None and busy < 100 * LAUNCH_BOUND
 
 
 def tolerance_for(part: str, parts: Parts, entry: dict, measure: Measure, gpu_uuid: str | None) -> tuple[float, bool]:
     """(tolerance in percent, whether the number depends on the host) for one part, on chip `gpu_uuid`."""
-    host_bound = part != "gpu" or parts.launch_bound or _launch_bound(entry)
+    host_bound = part != "gpu" or parts.launch_bound or launch_bound(entry)
     if host_bound:
         return measure.host_tolerance, True
     return (measure.tolerance if same_chip(entry, gpu_uuid) else measure.chip_tolerance), False

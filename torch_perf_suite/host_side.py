@@ -79,16 +79,30 @@ def short_path(filename: str) -> str:
 
 def count(step: Callable[[], object], steps: int, settle: Callable[[], object] | None = None) -> HostCount:
     """Run one step, then `steps` steps on this thread with a tracer that counts their Python lines by function and
-    their blocks by line. The first step is not counted: it finishes what an earlier window left (a gpu_step drops the
-    loader's iterator, whose workers then shut down). The steps run slower under the tracer: nothing is timed here. A
-    tracer already set (a debugger, coverage) is put back afterwards.
+    their blocks by line, twice. The first step is not counted: it finishes what an earlier window left (a gpu_step
+    drops the loader's iterator, whose workers then shut down). The steps run slower under the tracer: nothing is
+    timed here. A tracer already set (a debugger, coverage) is put back afterwards.
 
     `settle` (the device's synchronize) runs before each counted step, outside the counts: a step the GPU bounds
     otherwise leaves its kernels queued for the next, whose launches may then wait for room in CUDA's queue, blocks
-    that follow the GPU's speed, not the code (docs/host-side.md)."""
+    that follow the GPU's speed, not the code (docs/host-side.md). A line's blocks are the fewer of the two passes: a
+    block the code makes comes back in each (a sleep, a lock, a thread joined), one that another thread of the process
+    caused by taking the interpreter's lock at that moment does not (pytest-xdist's thread, in a sharded run: `-m gate
+    -n 2` counted 0.67 blocks a step at an arbitrary line of a compiled graph, where one pass had none)."""
     if steps < 1:
         raise ValueError(f"steps={steps}; expected at least 1")
     step()
+    lines, first = _pass(step, steps, settle)
+    _, second = _pass(step, steps, settle)
+    blocks = {where: n for where in first if (n := min(first[where], second[where]))}
+    by_function: collections.Counter = collections.Counter()
+    for code, n in lines.items():
+        by_function[f"{short_path(code.co_filename)}:{code.co_name}"] += n / steps
+    return HostCount(steps, dict(by_function), {where: n / steps for where, n in blocks.items()})
+
+
+def _pass(step: Callable[[], object], steps: int, settle) -> tuple[collections.Counter, collections.Counter]:
+    """`steps` steps under the tracer: (lines by code object, blocks by where they happened)."""
     previous = sys.gettrace()
     lines: collections.Counter = collections.Counter()  # code object -> lines
     blocks: collections.Counter = collections.Counter()  # where (_where) -> switches
@@ -118,10 +132,7 @@ def count(step: Callable[[], object], steps: int, settle: Callable[[], object] |
                 last[2] = now
     finally:
         sys.settrace(previous)
-    by_function: collections.Counter = collections.Counter()
-    for code, n in lines.items():
-        by_function[f"{short_path(code.co_filename)}:{code.co_name}"] += n / steps
-    return HostCount(steps, dict(by_function), {where: n / steps for where, n in blocks.items()})
+    return lines, blocks
 
 
 def _where(frame, lineno: int) -> str:

@@ -16,7 +16,7 @@ from .timing import Throughput
 
 def key(test_id: str, gpus: int, topology: str | None) -> str:
     """The baseline entry's name: the test's id, the number of GPUs and their topology ("GPU0-GPU1 NV18")."""
-    return f"{test_id} on {gpus} GPUs ({topology or 'topology unknown'})"
+    return f"{test_id} on {gpus} GPU{'s' if gpus != 1 else ''} ({topology or 'topology unknown'})"
 
 
 def result(test_id: str, *, timed: Throughput, batch_size: int, ranks: dict[int, SyncCount | None],
