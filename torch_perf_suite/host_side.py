@@ -86,9 +86,10 @@ def count(step: Callable[[], object], steps: int, settle: Callable[[], object] |
     `settle` (the device's synchronize) runs before each counted step, outside the counts: a step the GPU bounds
     otherwise leaves its kernels queued for the next, whose launches may then wait for room in CUDA's queue, blocks
     that follow the GPU's speed, not the code (docs/host-side.md). A line's blocks are the fewer of the two passes: a
-    block the code makes comes back in each (a sleep, a lock, a thread joined), one that another thread of the process
-    caused by taking the interpreter's lock at that moment does not (pytest-xdist's thread, in a sharded run: `-m gate
-    -n 2` counted 0.67 blocks a step at an arbitrary line of a compiled graph, where one pass had none)."""
+    block the code makes comes back in each (a sleep, a lock, a thread joined); one that comes once does not, such as
+    a wait for the interpreter's lock that another thread of the process held at that moment (`-m gate -n 2` on two
+    H200s counted 0.67 blocks a step at one line of `ladder[bf16]`'s compiled graph, new against its baseline, in
+    one pass; the cause was not established)."""
     if steps < 1:
         raise ValueError(f"steps={steps}; expected at least 1")
     step()
