@@ -333,9 +333,31 @@ def test_the_nightly_bisects_each_regression_on_the_gpu_runner_before_the_alert_
     import yaml
 
     jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "nightly-gpu.yml").read_text())["jobs"]
-    checkout = next(s for s in jobs["perf"]["steps"] if s.get("uses", "").startswith("actions/checkout"))
+    checkout = next(s for s in jobs["merge"]["steps"] if s.get("uses", "").startswith("actions/checkout"))
     assert checkout["with"]["fetch-depth"] == 0  # the nights' commits, for --perf-bisect
-    names = [s.get("name") for s in jobs["perf"]["steps"]]
+    assert "self-hosted" in jobs["merge"]["runs-on"] and "gpu" in jobs["merge"]["runs-on"]
+    names = [s.get("name") for s in jobs["merge"]["steps"]]
     assert names.index("bisect each regression") == names.index("trend") + 1
-    step = jobs["perf"]["steps"][names.index("bisect each regression")]
+    step = jobs["merge"]["steps"][names.index("bisect each regression")]
     assert "torch_perf_suite.nightly bisect reports/alerts.json" in step["run"] and "--perf-strict" in step["run"]
+
+
+def test_the_nightly_runs_the_suite_in_parts_and_one_job_merges_them_into_the_night():
+    """A matrix of runners, each with its part (--perf-split I/N for every I of N), then one merge of every part's
+    report before the trend reads it; the alert job waits for the merge."""
+    import yaml
+
+    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "nightly-gpu.yml").read_text())["jobs"]
+    parts = jobs["perf"]["strategy"]["matrix"]["part"]
+    suite = next(s for s in jobs["perf"]["steps"] if s.get("name", "").startswith("perf suite"))
+    assert jobs["perf"]["env"]["PART"] == "${{ matrix.part }}"
+    assert f'--perf-split "$PART/{len(parts)}"' in suite["run"] and parts == list(range(1, len(parts) + 1))
+    upload = next(s for s in jobs["perf"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    download = next(s for s in jobs["merge"]["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
+    assert upload["with"]["name"] == "perf-${{ github.run_id }}-part${{ matrix.part }}"
+    assert download["with"]["pattern"] == "perf-${{ github.run_id }}-part*"
+    names = [s.get("name") for s in jobs["merge"]["steps"]]
+    merge = jobs["merge"]["steps"][names.index("merge the parts")]
+    assert "torch_perf_suite.runners merge parts/*/perf.json --out reports/perf" in merge["run"]
+    assert names.index("merge the parts") < names.index("trend")
+    assert jobs["merge"]["needs"] == "perf" and jobs["alert"]["needs"] == "merge"

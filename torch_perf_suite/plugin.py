@@ -80,6 +80,7 @@ def pytest_collection_modifyitems(config, items):
             settings.for_marker(measure, item.iter_markers("perf"), item.nodeid)
         except ValueError as e:
             raise pytest.UsageError(str(e)) from None
+    config.stash[SESSION].split(config, items)  # --perf-split I/N: this runner's part of what -k and -m selected
     config.stash[SESSION].compare_against(config, items)  # --perf-against REF: REF measured before the tests run
 
 

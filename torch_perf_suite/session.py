@@ -27,6 +27,7 @@ from . import (
     loader,
     records,
     report,
+    runners,
     settings,
     store,
     syncs,
@@ -140,6 +141,19 @@ class PerfSession:
     def _against_cache(self, config) -> Path:
         return self.settings.against_cache or (config.cache.mkdir("perf-against") if getattr(config, "cache", None)
                                                else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
+
+    def split(self, config, items) -> None:
+        """--perf-split I/N: keep this runner's part of the selected tests (runners.parts); the rest deselected."""
+        if self.settings.split is None:
+            return
+        part, n = self.settings.split
+        try:
+            seconds = runners.load_seconds(self.settings.durations)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+        mine = set(runners.parts([item.nodeid for item in items], seconds, n)[part - 1])
+        config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in mine])
+        items[:] = [item for item in items if item.nodeid in mine]
 
     def compare_against(self, config, items) -> None:
         """--perf-against REF, once the tests are selected: REF's results for the selected perf tests (from the cache,

@@ -169,6 +169,11 @@ SESSION_OPTIONS = (
            "tests fail against GOOD on this GPU: each commit tested runs them in a worktree of its own with "
            "`--perf-against GOOD` and this run's perf options, halving the range; a commit where they cannot run is "
            "skipped, and each verdict is cached (docs/against.md)", {"metavar": "GOOD..BAD"}),
+    Option("split", "I/N", "off", "runs part I of N of the selected tests, one part a runner of a matrix: whole files, "
+           "dealt longest first by the seconds in `--perf-durations`; `python -m torch_perf_suite.runners merge` joins "
+           "the parts' reports (docs/multi-gpu.md)", {"metavar": "I/N"}),
+    Option("durations", "FILE", "`baselines/durations.json` in the rootdir", "each test's seconds, which `--perf-split` "
+           "deals the files by (written by `runners merge --durations`)", {"type": Path, "metavar": "FILE"}),
     Option("worker_start", "METHOD", "the platform's, `fork` on Linux before Python 3.14", "how the DataLoader starts its "
            "workers: `fork`, `forkserver` or `spawn`; the suite's own tests train a loader-fed recipe under `forkserver` "
            "and `spawn`", {"choices": ("fork", "forkserver", "spawn")}),
@@ -235,6 +240,8 @@ class SessionSettings:
     against: str | None = None  # --perf-against REF: compare with REF measured in this job
     against_cache: Path | None = None
     bisect: str | None = None  # --perf-bisect GOOD..BAD: the selected tests judged at the range's commits
+    split: tuple[int, int] | None = None  # --perf-split I/N: this runner's part of the selected tests
+    durations: Path | None = None  # --perf-durations: the seconds the split deals by
 
     @classmethod
     def from_config(cls, config) -> "SessionSettings":
@@ -273,8 +280,21 @@ class SessionSettings:
             against=opt("--perf-against"),
             against_cache=opt("--perf-against-cache"),
             bisect=opt("--perf-bisect"),
+            split=_split(opt("--perf-split")),
+            durations=opt("--perf-durations") or Path(config.rootpath) / "baselines" / "durations.json",
             instructions=_on_off(opt("--perf-instructions") or config.getini("perf_instructions"), "perf_instructions"),
         )
+
+
+def _split(text: str | None) -> tuple[int, int] | None:
+    import pytest
+
+    from .runners import parse  # here: runners reads reports, whose modules read these settings
+
+    try:
+        return None if text is None else parse(text)
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def _on_off(value: str, name: str) -> bool:

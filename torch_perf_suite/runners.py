@@ -1,0 +1,120 @@
+"""The suite over a matrix of GPU runners: each runs one part of the selected tests, and a job after them merges
+the parts' reports into one.
+
+    pytest perf_tests --perf-split 1/2 --perf-report reports/perf        # runner 1 (its own cache and report)
+    pytest perf_tests --perf-split 2/2 --perf-report reports/perf        # runner 2
+    python -m torch_perf_suite.runners merge part1/perf.json part2/perf.json --out reports/perf \
+        --durations baselines/durations.json                              # after both: one report, the seconds kept
+
+`--perf-split I/N` keeps the I-th of N parts. A part is made of whole test files, as `--dist loadfile` hands them out:
+a ladder step is compared with its predecessor, measured in the same process. The files are dealt longest first,
+each to the part with the fewest seconds so far (longest-processing-time-first, within 4/3 of the best split), by
+the seconds each test took as the durations file (`--perf-durations`) records them; a test it does not name counts
+the mean of those it does, and without the file every test counts one second. Every runner computes the split from
+the same selection and the same file, so each test runs in exactly one part; `merge` fails where a test ran in two.
+
+Not pytest-split: its groups cut a file wherever the seconds fall (a ladder step would land apart from its
+predecessor), and it keeps its durations in a file of its own format; this one is the merged report's seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from .report import merge, write
+from .store import write_json
+
+
+def parse(text: str) -> tuple[int, int]:
+    """'I/N' -> (I, N), 1 <= I <= N; else ValueError saying what was expected."""
+    part, sep, total = text.partition("/")
+    if not (sep and part.isdigit() and total.isdigit() and 1 <= int(part) <= int(total)):
+        raise ValueError(f"--perf-split {text!r}: expected I/N, this runner's part I of N (1/2, 2/2), 1 <= I <= N")
+    return int(part), int(total)
+
+
+def parts(test_ids: list[str], seconds: Mapping[str, float], n: int) -> list[list[str]]:
+    """The tests in `n` parts of whole files (the part before '::'), longest file first to the lightest part; a tie
+    goes to the lower part, and files of equal cost keep their order, so every runner deals the same."""
+    mean = sum(seconds.values()) / len(seconds) if seconds else 1.0
+    files: dict[str, list[str]] = {}
+    for t in test_ids:
+        files.setdefault(t.split("::", 1)[0], []).append(t)
+    cost = {f: sum(seconds.get(t, mean) for t in tests) for f, tests in files.items()}
+    dealt: list[list[str]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for f in sorted(files, key=lambda f: -cost[f]):  # sorted() is stable: equal costs keep the collection's order
+        lightest = min(range(n), key=lambda i: load[i])
+        dealt[lightest] += files[f]
+        load[lightest] += cost[f]
+    return dealt
+
+
+def load_seconds(path: Path) -> dict[str, float]:
+    """The durations file (test id -> seconds); a missing file is none. One that cannot be read is a ValueError
+    naming it and what to do."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--perf-durations {path}: not readable JSON ({e}); restore it from git or write it again with "
+                         "`python -m torch_perf_suite.runners merge ... --durations`") from None
+    if not isinstance(data, dict) or not all(isinstance(s, (int, float)) and s >= 0 for s in data.values()):
+        raise ValueError(f"--perf-durations {path}: expected an object of test id -> seconds; restore it from git")
+    return {t: float(s) for t, s in data.items()}
+
+
+def seconds_of(doc: dict) -> dict[str, float]:
+    """Each test's seconds in a report (the phases its row gives, which add up to its time)."""
+    return {row["test"]: round(sum((row.get("seconds") or {}).values()), 1) for row in doc["tests"]}
+
+
+def merged(docs: dict[str, dict]) -> dict:
+    """The parts' reports (name -> document) as one, each row naming its part; ValueError where a test is in two."""
+    seen: dict[str, str] = {}
+    for name, doc in docs.items():
+        for row in doc["tests"]:
+            if row["test"] in seen:
+                raise ValueError(f"{row['test']} ran in both {seen[row['test']]} and {name}: the runners' splits "
+                                 "differ; give every runner the same selection and the same --perf-durations file")
+            seen[row["test"]] = name
+    return merge(docs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_perf_suite.runners", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("merge", help="the parts' reports (--perf-report's JSON) as one report")
+    m.add_argument("reports", type=Path, nargs="+", help="each part's PATH.json, as --perf-report wrote it")
+    m.add_argument("--out", type=Path, required=True, help="the merged report's PATH (PATH.md, PATH.json)")
+    m.add_argument("--durations", type=Path, help="where to write each test's seconds, for the next split")
+    args = parser.parse_args(argv)
+    docs = {}
+    named_by_folder = len({p.parent.name for p in args.reports}) == len(args.reports)  # part1/perf.json, part2/...
+    for path in args.reports:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
+                raise ValueError("no 'tests' list")
+        except (OSError, ValueError) as e:
+            parser.error(f"{path}: not a report that --perf-report wrote ({e})")
+        docs[path.parent.name if named_by_folder else str(path)] = doc
+    try:
+        doc = merged(docs)
+    except ValueError as e:
+        parser.error(str(e))
+    written = write(args.out, doc)
+    if args.durations:
+        write_json(args.durations, dict(sorted({t: s for d in docs.values() for t, s in seconds_of(d).items()}.items())))
+        written.append(args.durations)
+    print(f"merged {len(doc['tests'])} tests of {len(docs)} parts: " + ", ".join(map(str, written)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
