@@ -98,3 +98,42 @@ def test_the_split_keeps_this_runners_part_and_deselects_the_rest(pytester):
     assert ids[2] == {f"test_{n}.py::test_{w}" for n in "bc" for w in ("one", "two")}
     result = pytester.runpytest("--collect-only", "-q", "--perf-split=1/2", "--perf-durations=nowhere/durations.json")
     assert any("2 deselected" in line for line in result.outlines)  # no file: a second a test; a, c against b
+
+
+def test_the_parts_recorded_baselines_join_into_one_folder_entry_by_entry(tmp_path, capsys):
+    """Each runner of a recording in parts records its tests into its own checkout; the folders join test by test,
+    the destination's other entries kept."""
+    from torch_perf_suite.baselines import BaselineFile
+    from torch_perf_suite.instructions import InstructionsFile
+    from torch_perf_suite.loader import SettingsFile
+
+    env = {"gpu": "NVIDIA H200", "host": None, "date": "2026-11-27"}
+
+    def entry(sps: float) -> dict:
+        return {"parts": {"pipeline": {"samples_per_s": sps, "spread_pct": 1.0, "rounds": [sps]}}, "env": env}
+
+    into = tmp_path / "baselines"
+    BaselineFile.load(into / "nvidia-h200.json", "NVIDIA H200").save({"kept": entry(1.0), TESTS[0]: entry(2.0)})
+    for i, tests in enumerate((TESTS[:2], TESTS[6:8]), 1):
+        part = tmp_path / f"part{i}"
+        BaselineFile.load(part / "nvidia-h200.json", "NVIDIA H200").save({t: entry(100.0 * i) for t in tests})
+        SettingsFile.load(part / "loaders.json").save({t: {"settings": {"batch_size": 32}, "workers": 4} for t in tests})
+        InstructionsFile.load(part / "instructions.json").save("env-key", {t: {"per_sample": 1000.0, "samples": 64,
+                                                                                "source": "m:parts", "digest": "d"}
+                                                                            for t in tests})
+    assert runners.main(["merge-baselines", str(tmp_path / "part1"), str(tmp_path / "part2"), "--into", str(into)]) == 0
+    tests = BaselineFile.load(into / "nvidia-h200.json", "NVIDIA H200").tests
+    assert set(tests) == {"kept", *TESTS[:2], *TESTS[6:8]}
+    assert tests[TESTS[0]]["parts"]["pipeline"]["samples_per_s"] == 100.0  # the part's entry over the older one
+    assert set(SettingsFile.load(into / "loaders.json").tests) == {*TESTS[:2], *TESTS[6:8]}
+    assert set(InstructionsFile.load(into / "instructions.json").environments["env-key"]) == {*TESTS[:2], *TESTS[6:8]}
+    assert "part2/nvidia-h200.json: 2 entries into" in capsys.readouterr().out
+
+
+def test_a_broken_part_file_is_named_and_nothing_else_is_claimed(tmp_path, capsys):
+    (tmp_path / "part1").mkdir()
+    (tmp_path / "part1" / "nvidia-h200.json").write_text("{")
+    with pytest.raises(SystemExit):
+        runners.main(["merge-baselines", str(tmp_path / "part1"), "--into", str(tmp_path / "baselines")])
+    assert f"{tmp_path / 'part1' / 'nvidia-h200.json'}: not a baseline file (Expecting" in capsys.readouterr().err
+    assert not (tmp_path / "baselines").exists()

@@ -5,6 +5,8 @@ the parts' reports into one.
     pytest perf_tests --perf-split 2/2 --perf-report reports/perf        # runner 2
     python -m torch_perf_suite.runners merge part1/perf.json part2/perf.json --out reports/perf \
         --durations baselines/durations.json                              # after both: one report, the seconds kept
+    python -m torch_perf_suite.runners merge-baselines part1/baselines part2/baselines --into baselines
+                                                                          # after a recording in parts: one folder
 
 `--perf-split I/N` keeps the I-th of N parts. A part is made of whole test files, as `--dist loadfile` hands them out:
 a ladder step is compared with its predecessor, measured in the same process. The files are dealt longest first,
@@ -86,6 +88,41 @@ def merged(docs: dict[str, dict]) -> dict:
     return merge(docs)
 
 
+def merge_baselines(parts: list[Path], into: Path) -> list[str]:
+    """Each part's recorded files (the GPU models' baselines, the loaders' settings, the instruction counts) joined into
+    the files of `into`, entry by entry through each store (locked, read-merge-write, atomic); a part's entry replaces
+    the one of the same test. What was joined, a line a file; a file that cannot be used raises its store's error."""
+    from .baselines import BaselineFile
+    from .instructions import InstructionsFile
+    from .loader import SettingsFile
+
+    said = []
+    for part in parts:
+        for path in sorted(part.glob("*.json")):
+            target = into / path.name
+            if path.name == "instructions.json":
+                envs = InstructionsFile.load(path).environments
+                for key, tests in envs.items():
+                    InstructionsFile.load(target).save(key, tests)
+                n = sum(map(len, envs.values()))
+            elif path.name == "loaders.json":
+                tests = SettingsFile.load(path).tests
+                SettingsFile.load(target).save(tests)
+                n = len(tests)
+            elif path.name != "durations.json":
+                try:
+                    gpu = json.loads(path.read_text(encoding="utf-8")).get("gpu")
+                except (ValueError, AttributeError) as e:
+                    raise ValueError(f"{path}: not a baseline file ({e}); record that part again") from None
+                tests = BaselineFile.load(path, gpu).tests
+                BaselineFile.load(target, gpu).save(tests)
+                n = len(tests)
+            else:
+                continue
+            said.append(f"{path}: {n} entries into {target}")
+    return said
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_perf_suite.runners", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,7 +130,20 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("reports", type=Path, nargs="+", help="each part's PATH.json, as --perf-report wrote it")
     m.add_argument("--out", type=Path, required=True, help="the merged report's PATH (PATH.md, PATH.json)")
     m.add_argument("--durations", type=Path, help="where to write each test's seconds, for the next split")
+    b = sub.add_parser("merge-baselines", help="the parts' recorded baseline folders joined into one")
+    b.add_argument("parts", type=Path, nargs="+", help="each part's baselines folder")
+    b.add_argument("--into", type=Path, required=True, help="the folder to join them into (the checkout's baselines)")
     args = parser.parse_args(argv)
+    if args.command == "merge-baselines":
+        from .baselines import BaselineError
+        from .instructions import InstructionsError
+        from .loader import SettingsError
+
+        try:
+            print("\n".join(merge_baselines(args.parts, args.into)))
+        except (BaselineError, InstructionsError, SettingsError, OSError, ValueError) as e:
+            parser.error(str(e))
+        return 0
     docs = {}
     named_by_folder = len({p.parent.name for p in args.reports}) == len(args.reports)  # part1/perf.json, part2/...
     for path in args.reports:
