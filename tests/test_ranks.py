@@ -99,3 +99,17 @@ def test_the_judge_finds_the_entry_by_its_key_and_fails_on_a_ranks_count_and_on_
     failure, _ = judge(entry).baseline(spread(rank1=counted(all_reduce=5.0), scaling=0.90), ())
     assert "rank 1: 65 kernel launches per step, 64 recorded (+1)" in failure
     assert "scaling efficiency 90.0%" in failure
+
+
+def test_without_an_entry_the_missing_baseline_names_the_gpus_and_their_topology():
+    with pytest.warns(UserWarning, match=r"no baseline for GPU 'NVIDIA H200' on 2 GPUs \(topology unknown\) in baselines"):
+        failure, found = judge_without_entry().baseline(spread(), ())
+    assert (failure, found) == ("", None)
+
+
+def judge_without_entry() -> Judge:
+    j = judge({})
+    j.session.records.baseline = lambda key: None
+    j.session.records.baseline_file = SimpleNamespace(path="baselines/nvidia-h200.json")
+    j.session.sharded = False
+    return j

@@ -120,7 +120,7 @@ class Judge:
         elif entry is None and session.ref:  # passed at REF, yet recorded nothing there
             self.left(result, f"not compared: {session.ref.label} recorded nothing for it")
         elif entry is None:
-            spread = f" on {result.env['gpus']} GPUs ({result.env['topology']})" if result.key else ""
+            spread = " on " + result.key.rsplit(" on ", 1)[1] if result.key else ""  # "2 GPUs (GPU0-GPU1 NV18)"
             self.missing(result, f"no baseline for GPU {session.device.env['gpu']!r}{spread} in "
                                  f"{session.records.baseline_file.path}, throughput not checked")
         return None if session.settings.update_baselines else entry
