@@ -340,9 +340,9 @@ def test_other_loader(perf, perf_session):
     suite.gpu(dev)
     result = suite.run("-p", "no:randomly", "--perf-report=out/perf")
     result.assert_outcomes(passed=1, failed=1)
-    # test_copy's window, its confirmation and one more step whose FLOPs are counted; and in each test a first step and 3
-    # whose host side is counted
-    assert dev.steps["gpu"] == 2 * (3 + 3 * 5) + 1 + 2 * (1 + 3)
+    # test_copy's window, its confirmation and one more step whose FLOPs are counted; and in each test a first step and
+    # two passes of 3 whose host side is counted
+    assert dev.steps["gpu"] == 2 * (3 + 3 * 5) + 1 + 2 * (1 + 2 * 3)
     copy, other = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert copy["baseline"]["gpu"]["failed"] and "gpu" not in other["baseline"]
     assert other["gpu_measured_in"] == "test_copy.py::test_copy" and other["loader_measured_in"] is None
@@ -360,8 +360,8 @@ def test_smoke_mode_shrinks_every_window_and_checks_nothing_but_syncs(suite):
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1, "loader_cpu": 1}
     # each window 1 warm-up + 2 steps; the pipeline's profiled steps (3); a first GPU-side step and one whose host side is
-    # counted, one whose FLOPs are
-    assert gpu.steps == {"pipeline": 1 + 2 + 3, "gpu": 1 + 2 + 2 + 1, "loader": 1 + 2}
+    # counted in each of two passes, one whose FLOPs are
+    assert gpu.steps == {"pipeline": 1 + 2 + 3, "gpu": 1 + 2 + 1 + 2 * 1 + 1, "loader": 1 + 2}
     assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
     result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on "
                                  "NVIDIA H200; nothing was timed. torch *", "", "| test | verdict | counted * |",
@@ -1349,7 +1349,7 @@ class TestB:
 def test_a_claim_that_fails_once_is_measured_again_and_noted_when_not_confirmed(suite, pytester):
     """test_copy's GPU-side window, the steps whose host side and FLOPs it counts, and test_other's first window (3
     warm-up + 3 x 5 steps each) run at half speed: test_other is 1.2x at first, 2.4x measured again."""
-    suite.gpu(FakeGPU(slow={"gpu": 2.0}, slow_steps=2 * (3 + 3 * 5) + 1 + 3 + 1))
+    suite.gpu(FakeGPU(slow={"gpu": 2.0}, slow_steps=2 * (3 + 3 * 5) + 1 + 2 * 3 + 1))  # the host side: two passes of 3
     check = "assert_gain(result, over='test_copy.py::test_copy', at_least=1.5, part='gpu')"
     result = claim(pytester, suite, 1.2, check, "--perf-report=out/perf")
     result.assert_outcomes(passed=2, warnings=1)
