@@ -64,8 +64,9 @@ def measure(perf):
         result = perf.measure(workload, parts)
         if parts is None or "pipeline" in parts:
             # then the profiled steps, whose host reads are counted; and, where the workload has no GPU-side step of its
-            # own, two whose host side is counted (a first step, then one under the tracer) and one whose model FLOPs are
-            expected = 3 + perf.measure_settings.profile_steps + 3 * (workload.gpu_step is None)
+            # own, three whose host side is counted (a first step, then one under the tracer in each of two passes) and
+            # one whose model FLOPs are
+            expected = 3 + perf.measure_settings.profile_steps + 4 * (workload.gpu_step is None)
             assert len(losses) == expected, f"the smoke window ran {len(losses)} training steps, expected {expected}"
             assert math.isfinite(losses[0].item()), f"the first training step's loss is {losses[0].item()}"
         return result
