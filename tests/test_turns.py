@@ -72,14 +72,14 @@ def test_the_figure_is_the_median_of_each_pairs_ratio_not_the_ratio_of_the_media
 
 
 def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
-    ref, same, more = tree(tmp_path / "ref"), tree(tmp_path / "same"), tree(tmp_path / "more", work=26_000)
+    ref, same, more = tree(tmp_path / "ref"), tree(tmp_path / "same"), tree(tmp_path / "more", work=40_000)
     source = ("toyloader:parts", {})
     with turns.Turns(ref, same, seconds=0.3) as timed:
         alike = timed.time(source)
     with turns.Turns(ref, more, seconds=0.3) as timed:
         heavier = timed.time(source)
     assert abs(alike.rise_pct) < 10 and alike.pairs >= turns.LEAST_PAIRS
-    assert heavier.rise_pct > 15, heavier  # 30% more of the loop
+    assert heavier.rise_pct > 30, heavier  # twice the loop: a margin for a shared CI core
     assert turns.failure(heavier, 3.0, "REF") is not None
 
 
