@@ -207,7 +207,7 @@ def test_a_run_is_refs_only_where_it_records_with_the_variable_set(monkeypatch, 
 def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
-    from torch_perf_suite.session import PerfSession
+    from torch_perf_suite import session_ref
 
     runs = []
 
@@ -222,7 +222,7 @@ def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once
     for test in ("a.py::t1", "a.py::t2"):
         item = SimpleNamespace(nodeid=test, user_properties=[])
         with pytest.raises(pytest.fail.Exception, match="REF's tests did not run at aaaaaaaaaaaa"):
-            PerfSession.ref_before(worker, item)
+            session_ref.ref_before(worker, item)
     assert runs == [{"a.py"}]  # once for the file, not once a test
 
 
@@ -234,21 +234,18 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
     no selected test has a loader."""
     from types import SimpleNamespace as NS
 
-    from torch_perf_suite import session as session_module
-    from torch_perf_suite.session import PerfSession
+    from torch_perf_suite import session_ref
 
     ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", status={"a.py::t": "passed"}, cached=["a.py::t"])
     monkeypatch.setattr(against, "prepare", lambda *args: ref)
     monkeypatch.setattr(against, "run", lambda ref: None)
     begun = []
-    monkeypatch.setattr(session_module.turns, "Turns", lambda *args: NS(start=lambda: begun.append(args)))
+    monkeypatch.setattr(session_ref.turns, "Turns", lambda *args: NS(start=lambda: begun.append(args)))
     loaders = NS(get=lambda test: {"settings": {}} if loader and test == "a.py::t" else None)
     me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
             records=NS(load=lambda folder: None, loaders_file=loaders), ref=None, turns=None, ref_s=0.0, deselected=set())
-    me._loader_at_ref = lambda test_ids: PerfSession._loader_at_ref(me, test_ids)
-    me._against_cache = lambda config: PerfSession._against_cache(me, config)
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
-    PerfSession.compare_against(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
+    session_ref.compare_against(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
     assert begun == ([(tmp_path / "tree", tmp_path)] if started else [])
 
 

@@ -17,9 +17,8 @@ import pytest
 import torch
 from test_plugin import TEST_FILE, FakeGPU, details, suite  # noqa: F401  (suite: the pytester fixture)
 
-from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report, sharding, store
+from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report, session_report, sharding, store
 from torch_perf_suite.host import cpu_count
-from torch_perf_suite.session import PerfSession
 
 pytest_plugins = ["pytester"]
 # mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg
@@ -485,7 +484,7 @@ def test_a_crashed_workers_partial_report_is_merged_from_its_file_and_removed(tm
     (tmp_path / "perf.gw1.json").write_text(json.dumps(doc(["b.py::t"], visible="1")))
     (tmp_path / "perf.gw1.md").write_text("its table")
     (tmp_path / "perf.gw0.json").write_text(json.dumps(doc(["stale.py::t"])))  # gw0's end is the newer
-    written = PerfSession.merge_reports(session)
+    written = session_report.merge_reports(session)
     assert [p.name for p in written] == ["perf.md", "perf.json"] and session.report_error is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["perf.json", "perf.md"]
     assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0"), ("b.py::t", "gw1")]
@@ -495,7 +494,7 @@ def test_a_partial_report_that_cannot_be_read_is_kept_and_said_so_and_the_others
     session = merging(tmp_path, {"gw0": {"report": doc(["a.py::t"])}, "gw1": {}})  # gw1 was killed while writing
     (tmp_path / "perf.gw1.json").write_text("{half written")
     (tmp_path / "perf.gw1.md").write_text("its table")
-    written = PerfSession.merge_reports(session)
+    written = session_report.merge_reports(session)
     assert [p.name for p in written] == ["perf.md", "perf.json"]
     assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0")]
     assert session.report_error.startswith(f"perf report merged into {tmp_path / 'perf'} without these workers' reports, "
@@ -507,7 +506,7 @@ def test_a_merge_that_cannot_be_written_keeps_every_partial_report_and_says_so(t
     session = merging(tmp_path, {})
     (tmp_path / "perf.gw0.json").write_text(json.dumps(doc(["a.py::t"])))
     (tmp_path / "perf.md").mkdir()  # PATH.md cannot be written
-    assert PerfSession.merge_reports(session) == []
+    assert session_report.merge_reports(session) == []
     assert session.report_error.startswith(f"perf report NOT merged into {tmp_path / 'perf'}: ")
     assert session.report_error.endswith(f"the workers' reports: {tmp_path / 'perf.gw0.json'}")
     assert (tmp_path / "perf.gw0.json").exists()

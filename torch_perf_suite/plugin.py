@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from . import device, hooks, settings, sharding, syncs
+from . import device, hooks, session_ref, session_report, settings, sharding, syncs
 from .benchmark import (
     check_benchmark_options,
     check_saved_runs,
@@ -81,13 +81,13 @@ def pytest_collection_modifyitems(config, items):
         except ValueError as e:
             raise pytest.UsageError(str(e)) from None
     config.stash[SESSION].split(config, items)  # --perf-split I/N: this runner's part of what -k and -m selected
-    config.stash[SESSION].compare_against(config, items)  # --perf-against REF: REF measured before the tests run
+    session_ref.compare_against(config.stash[SESSION], config, items)  # --perf-against REF: REF measured before the tests run
 
 
 def pytest_runtestloop(session):
     perf = session.config.stash.get(SESSION, None)
     if perf and perf.bisecting and not session.config.option.collectonly:
-        return perf.bisect(session)  # --perf-bisect: each commit's tests run in a process of their own
+        return session_ref.bisect(perf, session)  # --perf-bisect: each commit's tests run in a process of their own
     return None
 
 
@@ -119,7 +119,7 @@ def perf_session(request) -> PerfSession:
 def pytest_runtest_setup(item):
     perf = item.config.stash.get(SESSION, None)
     if perf:
-        perf.ref_before(item)  # --perf-against REF in a sharded run's worker: REF's tests of this file measured first
+        session_ref.ref_before(perf, item)  # --perf-against REF, sharded: REF's tests of this file measured first
 
 
 @pytest.hookimpl(wrapper=True)
@@ -159,7 +159,7 @@ def pytest_terminal_summary(terminalreporter, config):
     if CROSS_GPU in config.stash:
         terminalreporter.section("WARNING", sep="!", red=True, bold=True)
         terminalreporter.write_line(config.stash[CROSS_GPU], red=True, bold=True)
-    text, lines = config.stash[SESSION].summary() if SESSION in config.stash else (None, [])
+    text, lines = session_report.summary(config.stash[SESSION]) if SESSION in config.stash else (None, [])
     if text:
         terminalreporter.section("perf report")
         terminalreporter.write_line(text)

@@ -56,6 +56,16 @@ def parts(test_ids: list[str], seconds: Mapping[str, float], n: int) -> list[lis
     return dealt
 
 
+def split(items: list, split: tuple[int, int] | None, durations: Path) -> tuple[list, list]:
+    """--perf-split I/N: (this runner's part of `items`, the rest), items being anything with a pytest `nodeid`;
+    all kept where there is no split. A durations file that cannot be read is a ValueError (`load_seconds`)."""
+    if split is None:
+        return items, []
+    part, n = split
+    mine = set(parts([item.nodeid for item in items], load_seconds(durations), n)[part - 1])
+    return [item for item in items if item.nodeid in mine], [item for item in items if item.nodeid not in mine]
+
+
 def load_seconds(path: Path) -> dict[str, float]:
     """The durations file (test id -> seconds); a missing file is none. One that cannot be read is a ValueError
     naming it and what to do."""
