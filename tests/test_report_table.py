@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from torch_perf_suite import report
+from torch_perf_suite import report, runners, timing
 
 ENV = {"gpu": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0+cu130", "torchvision": "0.26.0",
        "torchmetrics": "1.9.0", "host": {"cpu": "Intel(R) Xeon(R) Processor (family 6 model 207 stepping 2)", "cores": 16},
@@ -198,7 +198,7 @@ def test_a_rows_seconds_are_one_line_and_their_sum(drawn):
     ({"build": 1.04, "timed": 2.04}, "seconds: build 1.0 · timed 2.0 = 3.1 s"),  # the sum of the numbers, not of the shown
 ])
 def test_the_seconds_line(seconds, line):
-    assert report.seconds_line(seconds) == line
+    assert timing.seconds_line(seconds) == line
 
 
 def test_the_syncs_and_the_sections_follow_the_table_and_the_details_come_last(drawn):
@@ -212,7 +212,7 @@ def test_the_syncs_and_the_sections_follow_the_table_and_the_details_come_last(d
 
 def test_the_session_line_ends_the_report(drawn):
     assert drawn.endswith("</details>\n\nsession: 412.3 s (REF 143.0 s, tests 269.3 s)\n")
-    assert report.session_line({"total": 5.0}) == "session: 5.0 s"
+    assert timing.session_line({"total": 5.0}) == "session: 5.0 s"
     assert "session:" not in report.render({**realistic(), "seconds": None})
 
 
@@ -230,12 +230,12 @@ def test_document_keeps_seconds_only_when_given():
 
 def test_merge_sums_the_workers_tests_and_takes_the_longest_total():
     doc = realistic()
-    merged = report.merge({"gw0": {**doc, "seconds": {"total": 400.0, "REF": 140.0, "tests": 250.5}},
+    merged = runners.merge({"gw0": {**doc, "seconds": {"total": 400.0, "REF": 140.0, "tests": 250.5}},
                            "gw1": {**doc, "seconds": {"total": 412.3, "REF": 143.0, "tests": 260.25}},
                            "gw2": {**doc, "tests": [], "seconds": None}})  # a worker that said nothing of its time
     assert merged["seconds"] == {"total": 412.3, "REF": 283.0, "tests": 510.75}
     assert report.render(merged).endswith("\nsession: 412.3 s (REF 283.0 s, tests 510.8 s)\n")
-    assert "seconds" not in report.merge({"gw0": {**doc, "seconds": None}})
+    assert "seconds" not in runners.merge({"gw0": {**doc, "seconds": None}})
 
 
 @pytest.mark.parametrize("text, cut", [("", ""), ("a" * 120, "a" * 120), ("a" * 121, "a" * 119 + "…"),

@@ -74,6 +74,13 @@ def test_merge_joins_the_parts_reports_and_writes_each_tests_seconds(tmp_path, c
     assert "merged 15 tests of 2 parts" in capsys.readouterr().out
 
 
+def test_a_sharded_runners_rows_keep_their_worker_under_the_runners_name():
+    sharded = runners.merge({"gw0": doc(TESTS[0]), "gw1": doc(TESTS[7])})  # a runner's own -n 2, merged at its end
+    merged = runners.merge({"part1": sharded, "part2": doc(TESTS[8])})
+    assert {r["test"]: r["worker"] for r in merged["tests"]} == {TESTS[0]: "part1/gw0", TESTS[7]: "part1/gw1",
+                                                                 TESTS[8]: "part2"}
+
+
 def test_a_test_in_two_parts_fails_the_merge_naming_it(tmp_path, capsys):
     for name, tests in (("a", TESTS[:3]), ("b", TESTS[2:4])):
         (tmp_path / name).mkdir()

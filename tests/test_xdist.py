@@ -17,7 +17,7 @@ import pytest
 import torch
 from test_plugin import TEST_FILE, FakeGPU, details, suite  # noqa: F401  (suite: the pytester fixture)
 
-from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report, session_report, sharding, store
+from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report, runners, session_report, sharding, store
 from torch_perf_suite.host import cpu_count
 
 pytest_plugins = ["pytester"]
@@ -433,7 +433,7 @@ def test_merge_groups_rows_by_file_names_each_rows_worker_and_joins_sections():
     gw1 = doc(["b.py::t[1]", "a.py::t[2]", "b.py::t[0]"], uuid="GPU-2", visible="1",
               sections={"Ladder": [{"step": "x", "gain": 2.0}]}, charts={"Ladder": asdict(CHART)})
     gw0 = doc(["a.py::t[1]"], cores="0-15", sections={"Ladder": [{"step": "w", "gain": 1.0}], "Other": [{"k": 1}]})
-    merged = report.merge({"gw1": gw1, "gw0": gw0})
+    merged = runners.merge({"gw1": gw1, "gw0": gw0})
     assert [(r["test"], r["worker"]) for r in merged["tests"]] == [
         ("a.py::t[1]", "gw0"), ("a.py::t[2]", "gw1"), ("b.py::t[1]", "gw1"), ("b.py::t[0]", "gw1")]  # by file, then as run
     assert merged["sections"] == {"Ladder": [{"step": "w", "gain": 1.0}, {"step": "x", "gain": 2.0}], "Other": [{"k": 1}]}
@@ -453,18 +453,18 @@ def test_merge_groups_rows_by_file_names_each_rows_worker_and_joins_sections():
 def test_merge_names_each_workers_ref_under_perf_against_and_the_report_says_it_once():
     measured = "against HEAD (abc) on this device: 1 test(s) measured at REF in this job (12 s)"
     cached = "against HEAD (abc) on this device: 0 test(s) measured at REF in this job, 1 from the cache (/c/abc-1)"
-    merged = report.merge({"gw1": {**doc(["b.py::t"], visible="1"), "against": cached},
+    merged = runners.merge({"gw1": {**doc(["b.py::t"], visible="1"), "against": cached},
                            "gw0": {**doc(["a.py::t"]), "against": measured}, "gw2": doc(["c.py::t"], visible="2")})
     assert merged["against"] == f"gw0: {measured}; gw1: {cached}"
     md = report.render(json.loads(json.dumps(merged)))
     assert md.startswith(f"Compared gw0: {measured}; gw1: {cached}\n\n") and md.count("Compared") == 1
-    assert "against" not in report.merge({"gw0": doc(["a.py::t"])})
+    assert "against" not in runners.merge({"gw0": doc(["a.py::t"])})
 
 
 def test_merge_orders_workers_by_number_and_of_none_is_empty():
-    merged = report.merge({f"gw{i}": doc([f"f{i}.py::t"]) for i in (10, 2, 1)})
+    merged = runners.merge({f"gw{i}": doc([f"f{i}.py::t"]) for i in (10, 2, 1)})
     assert list(merged["workers"]) == ["gw1", "gw2", "gw10"]
-    assert report.merge({}) == {"env": {}, "smoke": False, "tests": [], "sections": {}, "charts": {}, "workers": {}}
+    assert runners.merge({}) == {"env": {}, "smoke": False, "tests": [], "sections": {}, "charts": {}, "workers": {}}
 
 
 def test_a_document_carries_its_charts_so_that_the_json_renders_as_the_markdown():
@@ -516,10 +516,10 @@ def test_only_this_reports_partial_files_are_found(tmp_path):
     for name in ["perf.gw0.md", "perf.gw0.json", "perf.gw12.json", "perf.json", "perf.gwx.json", "other.gw0.json",
                  "perf.gw0.json.tmp", "perfX.gw1.json"]:
         (tmp_path / name).write_text("")
-    found = report.partial_reports(tmp_path / "perf")
+    found = runners.partial_reports(tmp_path / "perf")
     assert {wid: sorted(f.name for f in files) for wid, files in found.items()} == {
         "gw0": ["perf.gw0.json", "perf.gw0.md"], "gw12": ["perf.gw12.json"]}
-    assert report.partial_reports(tmp_path / "missing" / "perf") == {}
+    assert runners.partial_reports(tmp_path / "missing" / "perf") == {}
 
 
 # --- baselines under -n --------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from .nvml import shown
 from .parts import PARTS
 from .store import write_atomic
 from .syncs import UNKNOWN_FIX
+from .timing import seconds_line, session_line
 
 
 def _fmt(value, spec: str, empty: str = "-") -> str:
@@ -199,20 +200,6 @@ def _pairs(pairs: list[tuple[str, str]]) -> str:
     return "; ".join(f"{k} {v}".strip() for k, v in pairs if v != "-")
 
 
-def seconds_line(seconds: dict | None) -> str:
-    """seconds: build 3.1 · warm-up 5.2 · … = 26.7 s: where a test's time went, phase by phase (0.0 left out)."""
-    if not seconds:
-        return ""
-    shown = " · ".join(f"{phase} {s:.1f}" for phase, s in seconds.items() if round(s, 1))
-    return f"seconds: {shown} = {sum(seconds.values()):.1f} s" if shown else ""
-
-
-def session_line(seconds: dict) -> str:
-    """session: TOTAL s (imports I s, REF R s, tests T s): in all since the process started, then its parts."""
-    parts = ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items() if k != "total")
-    return f"session: {seconds['total']:.1f} s" + (f" ({parts})" if parts else "")
-
-
 def _details(table_rows: list[dict], shared: dict, items, workers: dict | None) -> str:
     """A collapsed block per test (GitHub draws <details>): its full id and `items(row)`, the notes that rows share
     left out (they are said once above the table)."""
@@ -393,37 +380,6 @@ def render(doc: dict) -> str:
     return (text + f"\n{session_line(doc['seconds'])}\n") if doc.get("seconds") else text
 
 
-def merge(docs: dict[str, dict]) -> dict:
-    """The partial reports of a sharded run's workers (worker id -> its document) as one document. Each row names
-    the worker it ran on; rows are grouped by test file (with --dist loadfile a file runs on one worker), each
-    file's in the order they ran; sections with one title are joined, in worker order; "workers" names each
-    worker's GPU (model, UUID, the CUDA_VISIBLE_DEVICES it was given) and how many tests it ran; "env" is
-    the first worker's; "seconds", where the workers' time went: the longest "total" (they ran side by side), the
-    sum of each other phase ("tests", "REF"); "against" (--perf-against), each worker's, named."""
-    order = sorted(docs, key=lambda wid: (len(wid), wid))  # gw2 before gw10
-    tests = sorted(({**row, "worker": wid} for wid in order for row in docs[wid]["tests"]),
-                   key=lambda row: row["test"].split("::")[0])
-    sections: dict[str, list] = {}
-    charts: dict[str, dict] = {}
-    for wid in order:
-        for title, table in docs[wid]["sections"].items():
-            sections.setdefault(title, []).extend(table)
-        charts.update(docs[wid].get("charts", {}))
-    workers = {wid: {"gpu": docs[wid]["env"].get("gpu"), "gpu_uuid": docs[wid]["env"].get("gpu_uuid"),
-                     "cuda_visible_devices": (docs[wid].get("worker") or {}).get("cuda_visible_devices"),
-                     "cores": (docs[wid].get("worker") or {}).get("cores"),
-                     "tests": len(docs[wid]["tests"])}
-               for wid in order}
-    seconds: dict[str, float] = {}
-    for s in (docs[wid]["seconds"] for wid in order if docs[wid].get("seconds")):
-        for phase, n in s.items():
-            seconds[phase] = max(seconds.get(phase, 0.0), n) if phase == "total" else round(seconds.get(phase, 0.0) + n, 2)
-    against = "; ".join(f"{wid}: {docs[wid]['against']}" for wid in order if docs[wid].get("against"))
-    return {"env": docs[order[0]]["env"] if order else {}, "smoke": any(d["smoke"] for d in docs.values()), "tests": tests,
-            "sections": sections, "charts": charts, "workers": workers, **({"against": against} if against else {}),
-            **({"seconds": seconds} if seconds else {})}
-
-
 def write(path: Path, doc: dict, images: bool = True) -> list[Path]:
     """PATH.md, PATH.json and, if `images` and matplotlib is installed, a PATH.<section>.png for each charted section."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -437,14 +393,3 @@ def write(path: Path, doc: dict, images: bool = True) -> list[Path]:
         if title in charts and table and png(image, title, table, charts[title]):
             drawn.append(image)
     return [md, js, *drawn]
-
-
-def partial_reports(path: Path) -> dict[str, list[Path]]:
-    """The xdist workers' reports beside --perf-report PATH: worker id -> its PATH.<id>.md and PATH.<id>.json."""
-    found: dict[str, list[Path]] = {}
-    if path.parent.is_dir():
-        for f in sorted(path.parent.iterdir()):
-            m = re.fullmatch(re.escape(path.name) + r"\.(gw\d+)\.(md|json)", f.name)
-            if m:
-                found.setdefault(m[1], []).append(f)
-    return found

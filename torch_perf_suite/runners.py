@@ -1,5 +1,5 @@
-"""The suite over a matrix of GPU runners: each runs one part of the selected tests, and a job after them merges
-the parts' reports into one.
+"""The suite over several processes: a matrix of GPU runners, each running one part of the selected tests, with a job
+after them that merges the parts' reports into one; and the merge of a sharded run's xdist workers' reports.
 
     pytest perf_tests --perf-split 1/2 --perf-report reports/perf        # runner 1 (its own cache and report)
     pytest perf_tests --perf-split 2/2 --perf-report reports/perf        # runner 2
@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from .report import merge, write
+from .report import write
 from .store import write_json
 
 
@@ -96,6 +97,50 @@ def merged(docs: dict[str, dict]) -> dict:
                                  "differ; give every runner the same selection and the same --perf-durations file")
             seen[row["test"]] = name
     return merge(docs)
+
+
+def merge(docs: dict[str, dict]) -> dict:
+    """The partial reports of a sharded run's workers, or of a matrix's runners (name -> its document), as one
+    document. Each row names the worker it ran on (a sharded runner's row, runner/worker); rows are grouped by test
+    file (with --dist loadfile a file runs on one worker), each file's in the order they ran; sections with one title
+    are joined, in worker order; "workers" names each worker's GPU (model, UUID, the CUDA_VISIBLE_DEVICES it was given)
+    and how many tests it ran; "env" is the first worker's; "seconds", where the workers' time went: the longest
+    "total" (they ran side by side), the sum of each other phase ("tests", "REF"); "against" (--perf-against), each
+    worker's, named."""
+    order = sorted(docs, key=lambda wid: (len(wid), wid))  # gw2 before gw10
+    tests = sorted(({**row, "worker": f"{wid}/{row['worker']}" if row.get("worker") else wid}
+                    for wid in order for row in docs[wid]["tests"]),
+                   key=lambda row: row["test"].split("::")[0])
+    sections: dict[str, list] = {}
+    charts: dict[str, dict] = {}
+    for wid in order:
+        for title, table in docs[wid]["sections"].items():
+            sections.setdefault(title, []).extend(table)
+        charts.update(docs[wid].get("charts", {}))
+    workers = {wid: {"gpu": docs[wid]["env"].get("gpu"), "gpu_uuid": docs[wid]["env"].get("gpu_uuid"),
+                     "cuda_visible_devices": (docs[wid].get("worker") or {}).get("cuda_visible_devices"),
+                     "cores": (docs[wid].get("worker") or {}).get("cores"),
+                     "tests": len(docs[wid]["tests"])}
+               for wid in order}
+    seconds: dict[str, float] = {}
+    for s in (docs[wid]["seconds"] for wid in order if docs[wid].get("seconds")):
+        for phase, n in s.items():
+            seconds[phase] = max(seconds.get(phase, 0.0), n) if phase == "total" else round(seconds.get(phase, 0.0) + n, 2)
+    against = "; ".join(f"{wid}: {docs[wid]['against']}" for wid in order if docs[wid].get("against"))
+    return {"env": docs[order[0]]["env"] if order else {}, "smoke": any(d["smoke"] for d in docs.values()), "tests": tests,
+            "sections": sections, "charts": charts, "workers": workers, **({"against": against} if against else {}),
+            **({"seconds": seconds} if seconds else {})}
+
+
+def partial_reports(path: Path) -> dict[str, list[Path]]:
+    """The xdist workers' reports beside --perf-report PATH: worker id -> its PATH.<id>.md and PATH.<id>.json."""
+    found: dict[str, list[Path]] = {}
+    if path.parent.is_dir():
+        for f in sorted(path.parent.iterdir()):
+            m = re.fullmatch(re.escape(path.name) + r"\.(gw\d+)\.(md|json)", f.name)
+            if m:
+                found.setdefault(m[1], []).append(f)
+    return found
 
 
 def merge_baselines(parts: list[Path], into: Path) -> list[str]:

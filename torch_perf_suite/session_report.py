@@ -10,7 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from . import host, report, store
+from . import host, report, runners, store
 
 
 def document(perf) -> dict:
@@ -43,7 +43,7 @@ def merge_reports(perf) -> list[Path]:
     (PATH.<worker id>.md and .json) are removed once merged; kept, and said so, where one cannot be read (the
     others are merged) or the merge failed."""
     docs = {wid: out["report"] for wid, out in perf.worker_outputs.items() if out.get("report")}
-    partial = report.partial_reports(perf.settings.report) if perf.settings.report else {}
+    partial = runners.partial_reports(perf.settings.report) if perf.settings.report else {}
     unread: dict[str, str] = {}  # worker id -> why its partial report could not be read
     for wid, files in partial.items():
         js = next((f for f in files if f.suffix == ".json"), None)
@@ -53,7 +53,7 @@ def merge_reports(perf) -> list[Path]:
             except (OSError, ValueError) as e:  # a worker killed while writing it: the others' still merge
                 unread[wid] = f"{js}: {e}"
     try:
-        perf.merged = report.merge(docs)
+        perf.merged = runners.merge(docs)
         written = report.write(perf.settings.report, perf.merged) if perf.settings.report else []
     except (OSError, ValueError) as e:
         kept = ", ".join(str(f) for files in partial.values() for f in files) or "none"

@@ -176,3 +176,17 @@ class Laps:
             moved = min(max(seconds, 0.0), self.seconds.get(phase, 0.0))
             self.seconds[phase] = self.seconds.get(phase, 0.0) - moved
             self.seconds[name] = self.seconds.get(name, 0.0) + moved
+
+
+def seconds_line(seconds: dict | None) -> str:
+    """seconds: build 3.1 · warm-up 5.2 · … = 26.7 s: where a test's time went, phase by phase (0.0 left out)."""
+    if not seconds:
+        return ""
+    shown = " · ".join(f"{phase} {s:.1f}" for phase, s in seconds.items() if round(s, 1))
+    return f"seconds: {shown} = {sum(seconds.values()):.1f} s" if shown else ""
+
+
+def session_line(seconds: dict) -> str:
+    """session: TOTAL s (imports I s, REF R s, tests T s): in all since the process started, then its parts."""
+    parts = ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items() if k != "total")
+    return f"session: {seconds['total']:.1f} s" + (f" ({parts})" if parts else "")
