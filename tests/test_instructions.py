@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import instructions, store
+from torch_perf_suite import count_worker, instructions, store
 from torch_perf_suite.instructions import Counter, InstructionsError, InstructionsFile, Unavailable
 
 LOADER = textwrap.dedent('''
@@ -223,7 +223,7 @@ def test_one_callgrind_process_counts_each_loader_once_per_sample(fake, tmp_path
     folder = Path(fake._dir)
     assert folder.name.startswith("perf-callgrind-") and started["valgrind"] == [
         "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--dump-instr=no",
-        f"--callgrind-out-file={folder}/callgrind.out", sys.executable, "-m", "torch_perf_suite.instructions"]
+        f"--callgrind-out-file={folder}/callgrind.out", sys.executable, "-m", "torch_perf_suite.count_worker"]
     assert started["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
                               "PYTHONPATH": f"{os.getcwd()}{os.pathsep}{tmp_path}"}
     assert [c["control"] for c in controls] == [["-i", "on"], ["-i", "off"], ["-d"]] * 2
@@ -361,7 +361,7 @@ def served(tmp_path, monkeypatch):
 
     def run(*lines: str) -> list[str]:
         answers = io.StringIO()
-        instructions.serve(io.StringIO("".join(line + "\n" for line in lines)), answers)
+        count_worker.serve(io.StringIO("".join(line + "\n" for line in lines)), answers)
         return answers.getvalue().splitlines()
 
     yield run, threads

@@ -79,7 +79,7 @@ def content(source: tuple[str, dict], root: Path | None = None) -> str:
             read.setdefault(frame.f_code.co_filename, set()).update(frame.f_code.co_names)
 
     factory, kwargs = source
-    build = _load(factory)  # before the profile: the harness's own code is not the loader's
+    build = load_factory(factory)  # before the profile: the harness's own code is not the loader's
     previous = sys.getprofile()
     sys.setprofile(profile)
     try:
@@ -219,7 +219,7 @@ class Counter:
                "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
         self._proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--dump-instr=no",
-             f"--callgrind-out-file={self._dir}/callgrind.out", sys.executable, "-m", "torch_perf_suite.instructions"],
+             f"--callgrind-out-file={self._dir}/callgrind.out", sys.executable, "-m", "torch_perf_suite.count_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(self._dir, "valgrind.log"), "w"),
             text=True, env=env, cwd=os.getcwd())
         with contextlib.suppress(OSError, AttributeError):
@@ -294,42 +294,10 @@ def read_total(path: Path) -> int:
     return found.get("totals", found.get("summary"))
 
 
-# --- the counting process ----------------------------------------------------------------------
-
-
-def _load(factory: str):
+def load_factory(factory: str):
+    """A loader's factory ("package.module:function"), imported."""
     module, _, name = factory.partition(":")
     return getattr(importlib.import_module(module), name)
-
-
-def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
-    """Run under callgrind: for each request line, build the loader, take two samples (warm-up), say "ready", wait,
-    take SAMPLES samples and collate them, say "done"."""
-
-    def say(word: str) -> None:
-        stdout.write(word + "\n")
-        stdout.flush()
-
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
-    say("started")
-    while line := stdin.readline():
-        request = json.loads(line)
-        try:
-            dataset, collate = _load(request["factory"])(**request["kwargs"])
-            indices = [i * STRIDE % len(dataset) for i in range(SAMPLES)]
-            collate([dataset[i] for i in indices[:2]])
-        except Exception as e:  # the parent shows it as the reason nothing was counted
-            say("error " + json.dumps(f"{request['factory']}: {type(e).__name__}: {e}"))
-            continue
-        say("ready")
-        stdin.readline()
-        collate([dataset[i] for i in indices])
-        say("done")
 
 
 # --- the recorded counts -------------------------------------------------------------------------
@@ -416,7 +384,3 @@ def _validate(data) -> str | None:
             if not isinstance(e.get("source"), str):
                 return f"{_one_line(env_key)} / {test_id!r}: 'source' is {e.get('source')!r}, expected the loader counted"
     return None
-
-
-if __name__ == "__main__":  # the counting process, started by Counter under callgrind
-    serve()

@@ -1,0 +1,46 @@
+"""The counting process of instructions.py: run under callgrind (`python -m torch_perf_suite.count_worker`, started by
+instructions.Counter) with instrumentation off, it builds each loader it is sent and makes its samples while the parent
+switches the count on and off around them.
+
+Lines in: a request `{"factory": "module:function", "kwargs": {...}}`, then a line to go on. Lines out: "started";
+"ready" or "error <json string>" for a request; "done" once its samples are made and collated.
+"""
+
+import json
+import sys
+
+from .instructions import SAMPLES, STRIDE, load_factory
+
+
+def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
+    """Run under callgrind: for each request line, build the loader, take two samples (warm-up), say "ready", wait,
+    take SAMPLES samples and collate them, say "done"."""
+
+    def say(word: str) -> None:
+        stdout.write(word + "\n")
+        stdout.flush()
+
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+    say("started")
+    while line := stdin.readline():
+        request = json.loads(line)
+        try:
+            dataset, collate = load_factory(request["factory"])(**request["kwargs"])
+            indices = [i * STRIDE % len(dataset) for i in range(SAMPLES)]
+            collate([dataset[i] for i in indices[:2]])
+        except Exception as e:  # the parent shows it as the reason nothing was counted
+            say("error " + json.dumps(f"{request['factory']}: {type(e).__name__}: {e}"))
+            continue
+        say("ready")
+        stdin.readline()
+        collate([dataset[i] for i in indices])
+        say("done")
+
+
+if __name__ == "__main__":
+    serve()
