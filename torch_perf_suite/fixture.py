@@ -22,7 +22,7 @@ import pytest
 from . import checks, host, ranks, settings
 from .charts import Chart
 from .checks import parts_line as _parts_line
-from .judging import Judge, PerfWarning
+from .judging import Judge, PerfWarning, gain
 from .measuring import Measuring
 from .parts import Windows
 from .result import Result
@@ -225,7 +225,7 @@ class Perf:
         other = self.result_of(over)
         brief = any(t is not None and t.brief for t in (result.parts.get(part), other and other.parts.get(over_part)))
         if not (self.smoke or brief):  # a part REF's run only warmed up has no number to hold a claim to
-            self._judge.ratio(result, other, over, part, over_part, at_least=at_least, at_most=at_most)
+            gain(self._judge, result, other, over, part, over_part, at_least=at_least, at_most=at_most)
 
     def assert_efficiency(self, result: Result, at_least: float, in_turns: bool = False) -> None:
         """The pipeline delivers at least `at_least` of its bottleneck part's samples/s. `in_turns`: the parts run one

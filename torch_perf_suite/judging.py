@@ -242,46 +242,47 @@ class Judge:
         result.notes.append("no baseline")
         warn(msg)
 
-    # --- a gain over another test of this run ---------------------------------------------------------
 
-    def ratio(self, result: Result, other: Result | None, over: str, part: str, over_part: str, *, at_least=None,
-              at_most=None) -> None:
-        """`part` of `result` against `over_part` of test `over` (`other`, None where it was not measured in this run):
-        a failure is measured once more (`confirm`) and fails only if that fails too."""
-        name = over.rsplit("::", 1)[-1]
-        label = f"{part} vs {name}" + (f" {over_part}" if over_part != part else "")
-        if other is None or other.parts.get(over_part) is None or result.parts.get(part) is None:
-            return self._not_compared(result, over, name, label, part, over_part)
-        ref, mine = other.parts.get(over_part), result.parts.get(part)
+def gain(judge: Judge, result: Result, other: Result | None, over: str, part: str, over_part: str, *, at_least=None,
+         at_most=None) -> None:
+    """A gain over another test of this run: `part` of `result` against `over_part` of test `over` (`other`, None where
+    it was not measured in this run); a failure is measured once more (`judge.confirm`) and fails only if that fails
+    too."""
+    name = over.rsplit("::", 1)[-1]
+    label = f"{part} vs {name}" + (f" {over_part}" if over_part != part else "")
+    if other is None or other.parts.get(over_part) is None or result.parts.get(part) is None:
+        return _not_compared(judge, result, over, name, label, part, over_part)
+    ref, mine = other.parts.get(over_part), result.parts.get(part)
 
-        def check(t: Throughput):
-            return compare(t.rounds, ref.rounds, at_least) if at_least is not None else compare(ref.rounds, t.rounds, 1 / at_most)
+    def check(t: Throughput):
+        return compare(t.rounds, ref.rounds, at_least) if at_least is not None else compare(ref.rounds, t.rounds, 1 / at_most)
 
-        wanted = f"at least {at_least:g}x" if at_least is not None else f"at most {at_most:g}x"
-        first, ratio = check(mine), mine.median / ref.median
-        result.extra[label] = ratio
-        if first.inconclusive:
-            result.notes.append(f"{label} {ratio:.3f}x, not {wanted} but not significantly so ({first.method})")
-        again = self.confirm(result, part) if first.failed else None
-        second = again and check(again)
-        if again is not None and not second.reproduces:
-            result.notes.append(f"{label}: {ratio:.3f}x at first, {again.median / ref.median:.3f}x measured again: not confirmed")
-        elif again is not None:
-            pytest.fail(f"{self.test_id}: {part} {mine.median:,.0f} samples/s is {ratio:.3f}x the {over_part} number of "
-                        f"{name} ({ref.median:,.0f} samples/s in this run), expected {wanted} ({first.method}); measured "
-                        f"again: {again.median / ref.median:.3f}x ({second.method}).\n  this test's rounds: {rounds(mine)}\n"
-                        f"  {name}'s rounds: {rounds(ref)}", pytrace=False)
+    wanted = f"at least {at_least:g}x" if at_least is not None else f"at most {at_most:g}x"
+    first, ratio = check(mine), mine.median / ref.median
+    result.extra[label] = ratio
+    if first.inconclusive:
+        result.notes.append(f"{label} {ratio:.3f}x, not {wanted} but not significantly so ({first.method})")
+    again = judge.confirm(result, part) if first.failed else None
+    second = again and check(again)
+    if again is not None and not second.reproduces:
+        result.notes.append(f"{label}: {ratio:.3f}x at first, {again.median / ref.median:.3f}x measured again: not confirmed")
+    elif again is not None:
+        pytest.fail(f"{judge.test_id}: {part} {mine.median:,.0f} samples/s is {ratio:.3f}x the {over_part} number of "
+                    f"{name} ({ref.median:,.0f} samples/s in this run), expected {wanted} ({first.method}); measured "
+                    f"again: {again.median / ref.median:.3f}x ({second.method}).\n  this test's rounds: {rounds(mine)}\n"
+                    f"  {name}'s rounds: {rounds(ref)}", pytrace=False)
 
-    def _not_compared(self, result: Result, over: str, name: str, label: str, part: str, over_part: str) -> None:
-        full = over if "::" in over else f"{self.test_id.split('[', 1)[0]}[{over}]"
-        msg = f"{self.test_id}: the {over_part} number of {over} was not measured in this run, so {label} is not checked"
-        left_out = full in self.session.deselected
-        if left_out:  # -k or -m chose a subset (the merge gate's, say): not a failure, even under --perf-strict
-            msg = f"{self.test_id}: {over} was deselected (-k or -m) in this run, so {label} is not checked"
-        elif self.strict:
-            pytest.fail(msg, pytrace=False)
-        self.left(result, f"not compared with {name}" + (" (deselected)" if left_out else ""), covered_by=part)
-        warn(msg)
+
+def _not_compared(judge: Judge, result: Result, over: str, name: str, label: str, part: str, over_part: str) -> None:
+    full = over if "::" in over else f"{judge.test_id.split('[', 1)[0]}[{over}]"
+    msg = f"{judge.test_id}: the {over_part} number of {over} was not measured in this run, so {label} is not checked"
+    left_out = full in judge.session.deselected
+    if left_out:  # -k or -m chose a subset (the merge gate's, say): not a failure, even under --perf-strict
+        msg = f"{judge.test_id}: {over} was deselected (-k or -m) in this run, so {label} is not checked"
+    elif judge.strict:
+        pytest.fail(msg, pytrace=False)
+    judge.left(result, f"not compared with {name}" + (" (deselected)" if left_out else ""), covered_by=part)
+    warn(msg)
 
 
 def noted(verdict: tuple[str | None, str | None], result: Result) -> str | None:

@@ -71,10 +71,12 @@ class Measuring:
         on_gpu = self.session.device.is_gpu
         result = self._profile(workload, windows, parts, profiled="pipeline" in wanted and (on_gpu or not self.smoke))
         if self.smoke and not on_gpu:
-            self._count_reads(result, workload, windows.members)
+            count_reads(result, workload, windows.members, self.settings.profile_steps)
         laps.lap("profiled")
+        dev = self.session.device
         if "gpu" in wanted or windows.available() == ("pipeline",):  # a GPU-side step, or a pipeline that is one
-            self._count_host(result, workload, windows.members)  # in every test that has it: cheap, and REF's has it too
+            # in every test that has it: cheap, and REF's has it too
+            count_host(result, workload, windows.members, self.settings.profile_steps, self.smoke, dev.synchronize)
         laps.lap("host counted")
         result.compile, result.loader_settings, result.seconds = compile_count, described, laps.seconds
         result.turns = by_turns
@@ -86,7 +88,7 @@ class Measuring:
         self._count_instructions(result, windows.members.loader_source)
         laps.lap("instructions")
         if result.syncs is not None or self.smoke:  # a smoke run counts them too, to try the counting on every scenario
-            self._count_flops(result, windows.members, workload)
+            count_flops(result, windows.members, workload, self.session.shared, self.smoke, dev.env["gpu"])
         laps.lap("FLOPs")
         self._note_measured(result, measured, measured_in)
         return result, windows
@@ -183,23 +185,6 @@ class Measuring:
             windows.timer.detach()
         return Result(self.test_id, parts, syncs, peak, trace)
 
-    def _count_reads(self, result: Result, workload, members) -> None:
-        """A smoke run's syncs without a GPU: the steps' host reads, which the dispatcher sees (host_reads.count)."""
-        if members.all_threads:  # a dispatch mode is the calling thread's own
-            result.notes.append(f"{READS_NOT_COUNTED}: the loop runs its steps on a thread of its own")
-            return
-        result.reads = host_reads.count(workload.step, self.settings.profile_steps)
-
-    def _count_host(self, result: Result, workload, members) -> None:
-        """The step's host side counted over whole GPU-side cycles (host_side.count), after every timed window."""
-        why_not = host_side.why_uncountable(members, has_loader=members.loader_step is not None or members.loader is not None)
-        if why_not is not None:
-            result.notes.append(why_not)
-            return
-        cycle = members.gpu_cycle_steps
-        steps = cycle if self.smoke else -(-self.settings.profile_steps // cycle) * cycle
-        result.host = host_side.count(members.gpu_step or workload.step, steps, settle=self.session.device.synchronize)
-
     def _begin_instructions(self, source: tuple[str, dict] | None) -> None:
         """The loader's count started before the windows where it is to be taken (its code changed since counted):
         callgrind's start runs beside them; `_count_instructions` collects it, and says why where it could not."""
@@ -218,21 +203,6 @@ class Measuring:
             result.notes.append(f"loader instructions: its code unchanged since counted ({result.instructions.content}), "
                                 "not counted again")
 
-    def _count_flops(self, result: Result, members, workload) -> None:
-        """The step's model FLOPs, counted in one more GPU-side step after the windows, and the MFU they make."""
-        if members.all_threads:
-            result.notes.append("model FLOPs not counted: the steps run on a thread of their own")
-            return
-        shared, key = self.session.shared, ("flops", members.gpu_key)
-        counted = shared[key] if members.gpu_key is not None and key in shared else flops.count(members.gpu_step or workload.step)
-        if members.gpu_key is not None:
-            shared[key] = counted  # the same GPU-side step: counted once a session
-        if counted is None:  # no matmul or convolution passed the dispatcher
-            return
-        timed = () if self.smoke else ("pipeline", "gpu")
-        rates = {part: t.median for part in timed if (t := result.parts.get(part)) is not None and not t.brief}
-        result.mfu = counted.reading(rates, workload.batch_size, self.session.device.env["gpu"])
-
     def _note_measured(self, result: Result, measured: dict, measured_in: dict) -> None:
         """Where a shared part was measured, the power limit, rounds added; the pytest-benchmark record."""
         env = self.session.device.env
@@ -245,6 +215,42 @@ class Measuring:
                                 for n in PARTS if (t := result.parts.get(n)) is not None},
                          bottleneck=result.parts.bottleneck, syncs_per_step=result.syncs.per_step if result.syncs else None,
                          peak_mem_gb=result.peak_mem_gb, gpu=env["gpu"])
+
+
+def count_reads(result: Result, workload, members, steps: int) -> None:
+    """A smoke run's syncs without a GPU: the steps' host reads, which the dispatcher sees (host_reads.count)."""
+    if members.all_threads:  # a dispatch mode is the calling thread's own
+        result.notes.append(f"{READS_NOT_COUNTED}: the loop runs its steps on a thread of its own")
+        return
+    result.reads = host_reads.count(workload.step, steps)
+
+
+def count_host(result: Result, workload, members, steps: int, smoke: bool, settle: Callable[[], None]) -> None:
+    """The step's host side counted over whole GPU-side cycles (host_side.count), after every timed window."""
+    why_not = host_side.why_uncountable(members, has_loader=members.loader_step is not None or members.loader is not None)
+    if why_not is not None:
+        result.notes.append(why_not)
+        return
+    cycle = members.gpu_cycle_steps
+    steps = cycle if smoke else -(-steps // cycle) * cycle
+    result.host = host_side.count(members.gpu_step or workload.step, steps, settle=settle)
+
+
+def count_flops(result: Result, members, workload, shared: dict, smoke: bool, gpu: str) -> None:
+    """The step's model FLOPs, counted in one more GPU-side step after the windows (once a session for a GPU-side step
+    shared by several tests), and the MFU they make."""
+    if members.all_threads:
+        result.notes.append("model FLOPs not counted: the steps run on a thread of their own")
+        return
+    key = ("flops", members.gpu_key)
+    counted = shared[key] if members.gpu_key is not None and key in shared else flops.count(members.gpu_step or workload.step)
+    if members.gpu_key is not None:
+        shared[key] = counted
+    if counted is None:  # no matmul or convolution passed the dispatcher
+        return
+    timed = () if smoke else ("pipeline", "gpu")
+    rates = {part: t.median for part in timed if (t := result.parts.get(part)) is not None and not t.brief}
+    result.mfu = counted.reading(rates, workload.batch_size, gpu)
 
 
 def _parallelism(result: Result, dataloader) -> str:
