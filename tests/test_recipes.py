@@ -2,7 +2,7 @@
 
 import itertools
 import os
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import pytest
@@ -159,6 +159,22 @@ def test_recipes_differing_only_in_their_loader_share_a_gpu_side_step(tmp_path):
     assert key(replace(steps["baseline"], resident=True)) is None  # its pipeline is its GPU-side step
     loader_only = {f.name for f in fields(recipes.Recipe)} - {name for name, _ in key(steps["baseline"])}
     assert loader_only == set(recipes.LOADER_ONLY_FIELDS) <= set(recipes.LOADER_FIELDS)
+
+
+def test_each_field_declares_what_it_reaches_and_one_without_is_refused_naming_it():
+    reaches = {f.name: f.metadata["reaches"] for f in fields(Recipe)}
+    assert all(r & {recipes.LOADER, recipes.STEP} for r in reaches.values())  # the loader's, the step's, or both
+    assert all(recipes.LOADER in r for r in reaches.values() if recipes.SAMPLE in r)  # a sample is made by the loader
+    assert all(recipes.STEP in r for r in reaches.values() if recipes.MODEL in r)  # the compiled model runs in the step
+    assert set(recipes.COUNTED_FIELDS) <= set(recipes.LOADER_FIELDS) and set(recipes.LOADER_ONLY_FIELDS) < set(
+        recipes.AROUND_THE_MODEL)
+
+    @dataclass(frozen=True)
+    class Later(Recipe):
+        prefetch_factor: int = 2  # a new knob, its roles forgotten
+
+    with pytest.raises(TypeError, match=r"Recipe.prefetch_factor declares no role .*: declare it as knob"):
+        recipes.reaching(recipes.LOADER, recipe=Later)
 
 
 class SmallBlocks(EndlessShuffle):

@@ -60,13 +60,8 @@ class PerfSession:
             self.device = device.detect_device()
         except baselines.Mismatched as e:
             raise pytest.UsageError(str(e)) from None
-        if self.gpu is not None and self.device.is_gpu and device.gpu_count() != 1:
-            # CUDA's driver read CUDA_VISIBLE_DEVICES before _pin_worker set it: torch.cuda.is_available() at import
-            # time starts the driver without torch.cuda.is_initialized() saying so
-            raise pytest.UsageError(
-                f"xdist worker {self.worker}: CUDA sees {device.gpu_count()} GPUs, not only GPU {self.gpu} that it was "
-                "given: CUDA was started before the worker set CUDA_VISIBLE_DEVICES (torch.cuda.is_available() or other "
-                "CUDA work at import time, in a conftest.py or plugin). Move that into a fixture, or run without -n.")
+        if self.gpu is not None and self.device.is_gpu:
+            _sees_its_gpu_only(self.worker, self.gpu)
         config.hook.pytest_perf_update_environment(env=self.device.env)
         self.results: dict[str, Result] = {}
         # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement of each a session
@@ -217,6 +212,17 @@ class PerfSession:
             self.written = session_report.merge_reports(self)
         workers_failed = any(out.get("failed") for out in self.worker_outputs.values())
         return bool(self.records.save_error or self.report_error or workers_failed)
+
+
+def _sees_its_gpu_only(worker: str, gpu: str) -> None:
+    """A sharded run's worker sees the one GPU it was given, or the run stops saying why: CUDA's driver read
+    CUDA_VISIBLE_DEVICES before sharding.pin_worker set it (torch.cuda.is_available() at import time starts the driver
+    without torch.cuda.is_initialized() saying so)."""
+    if device.gpu_count() != 1:
+        raise pytest.UsageError(
+            f"xdist worker {worker}: CUDA sees {device.gpu_count()} GPUs, not only GPU {gpu} that it was "
+            "given: CUDA was started before the worker set CUDA_VISIBLE_DEVICES (torch.cuda.is_available() or other "
+            "CUDA work at import time, in a conftest.py or plugin). Move that into a fixture, or run without -n.")
 
 
 def sync_sources(config) -> tuple[syncs.Advice, ...]:
