@@ -92,11 +92,13 @@ def test_a_test_new_in_this_change_or_failing_at_ref_is_not_compared_and_says_wh
     repo.makepyfile(test_toy=TOY.format(body="pass"), test_new=TOY.format(body="pass"))
     result = run(repo, "--perf-against", "HEAD")
     result.assert_outcomes(passed=2)
-    notes = {r["test"]: r["notes"] for r in json.loads((repo.path / "out" / "perf.json").read_text())["tests"]}
-    assert notes["test_new.py::test_toy"] == ["passed", "new in this change: not in HEAD (*)'s suite, not compared"
+    rows = {r["test"]: r for r in json.loads((repo.path / "out" / "perf.json").read_text())["tests"]}
+    notes = {test: r["notes"] for test, r in rows.items()}
+    assert {r["outcome"] for r in rows.values()} == {"passed"}
+    assert notes["test_new.py::test_toy"] == ["new in this change: not in HEAD (*)'s suite, not compared"
                                               .replace("(*)", f"({git(repo.path, 'rev-parse', 'HEAD')[:12]})")]
-    assert notes["test_toy.py::test_toy"][1].startswith("not compared: at HEAD (")
-    assert "failed, so it recorded nothing: RuntimeError: broken at the base" in notes["test_toy.py::test_toy"][1]
+    assert notes["test_toy.py::test_toy"][0].startswith("not compared: at HEAD (")
+    assert "failed, so it recorded nothing: RuntimeError: broken at the base" in notes["test_toy.py::test_toy"][0]
 
 
 def test_a_test_ref_lacks_in_a_file_it_has_is_left_out_of_refs_one_run(repo):
@@ -105,7 +107,7 @@ def test_a_test_ref_lacks_in_a_file_it_has_is_left_out_of_refs_one_run(repo):
     result = run(repo, "--perf-against", "HEAD")
     result.assert_outcomes(passed=2)
     notes = {r["test"]: r["notes"] for r in json.loads((repo.path / "out" / "perf.json").read_text())["tests"]}
-    assert notes["test_toy.py::test_toy_new"][1].startswith("new in this change: not in HEAD (")
+    assert notes["test_toy.py::test_toy_new"][0].startswith("new in this change: not in HEAD (")
     (status,) = (repo.path / ".pytest_cache").rglob("perf-against/*/ref-status.json")
     assert json.loads(status.read_text()) == {"test_toy.py::test_toy": "passed"}
 

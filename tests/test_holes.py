@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from torch_perf_suite import checks, gates
-from torch_perf_suite.judging import Judge
+from torch_perf_suite.judging import Judge, gain
 from torch_perf_suite.parts import Parts
 from torch_perf_suite.result import Result
 from torch_perf_suite.settings import Measure
@@ -50,7 +50,7 @@ def test_a_loader_fed_pipelines_reading_is_covered_by_the_loaders_verdicts_not_b
 def test_a_claim_over_a_deselected_test_is_covered_by_this_tests_part_compared_with_ref():
     r = result()
     with pytest.warns(UserWarning, match="deselected"):
-        judge(against=True).ratio(r, None, "over", "gpu", "gpu", at_least=0.99)
+        gain(judge(against=True), r, None, "over", "gpu", "gpu", at_least=0.99)
     assert r.holes() == ["not compared with over (deselected)"]
     r.judged.add("gpu")
     assert r.holes() == []
@@ -61,7 +61,7 @@ def test_a_claim_on_a_part_read_not_compared_against_ref_is_covered_where_that_r
     claim is covered where the loader's CPU work was judged (by turns)."""
     r = result(loader_fed=True)
     with pytest.warns(UserWarning, match="deselected"):
-        judge(against=True).ratio(r, None, "over", "pipeline", "pipeline", at_least=0.9)
+        gain(judge(against=True), r, None, "over", "pipeline", "pipeline", at_least=0.9)
     r.judged.add("host")
     assert r.holes() == ["not compared with over (deselected)"]
     r.judged.add("loader")

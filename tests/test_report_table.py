@@ -117,9 +117,18 @@ def test_the_table_fits_a_terminal_of_120_columns(drawn):
     assert max(len(line) for line in table_lines(drawn)) <= 120
 
 
+@pytest.mark.parametrize("row, shown, own", [
+    ({"outcome": "FAILED", "notes": ["passed", "x"]}, "FAILED", ["passed", "x"]),  # a note is a note, whatever it says
+    ({"outcome": None, "notes": ["x"]}, "-", ["x"]),
+    ({"outcome": "passed", "notes": []}, "passed", []),
+])
+def test_the_outcome_is_the_rows_own_field_and_no_note_is_read_for_it(row, shown, own):
+    assert report.outcome(row) == shown and report.own_notes(row) == own
+
+
 @pytest.mark.parametrize("notes, shown", [(["passed", "x"], "passed"), (["FAILED"], "FAILED"), ([], "-"),
                                           (["loader measured in test_x", "passed"], "-")])
-def test_the_verdict_is_the_first_note_where_the_session_knew_it(notes, shown):
+def test_a_report_written_before_rows_had_an_outcome_kept_it_as_the_first_note(notes, shown):
     assert report.outcome({"notes": notes}) == shown
 
 

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .charts import Chart, mermaid
+from .report import outcome, own_notes
 from .store import quoted, write_atomic
 
 LABEL = "perf-regression"
@@ -90,6 +91,8 @@ def _row_problem(row) -> str | None:
     notes = row.get("notes", [])
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         return f"'notes' is {quoted(notes)}, expected a list of lines"
+    if row.get("outcome") not in (None, "passed", "FAILED"):
+        return f"'outcome' is {quoted(row.get('outcome'))}, expected \"passed\", \"FAILED\" or null"
     parts = row.get("parts")
     if not isinstance(parts, dict):
         return f"'parts' is {quoted(parts)}, expected an object of parts"
@@ -127,7 +130,7 @@ def summarize(report: dict, commit: str, run_url: str = "") -> Night:
     """The night of one perf report (the JSON that --perf-report writes; `report_problem` says whether it is one)."""
     env = report.get("env") or {}
     tests = report.get("tests", [])
-    failed = {row["test"]: _numbers(row) for row in tests if (row.get("notes") or [""])[0] == "FAILED"}
+    failed = {row["test"]: _numbers(row) for row in tests if outcome(row) == "FAILED"}
     samples = {row["test"]: {name: p["samples_per_s"] for name, p in row["parts"].items() if p} for row in tests}
     return Night(date=str(env.get("date")), commit=commit, gpu=str(env.get("gpu")), failed=failed, run_url=run_url,
                  samples=samples)
@@ -150,7 +153,7 @@ def _numbers(row: dict) -> str:
         f"efficiency {efficiency:.2f} (bottleneck: {row.get('bottleneck')})" if efficiency is not None else "",
         f"vs baseline: {changes}" if changes else "",
         f"syncs/step {syncs:g}" if syncs is not None else "",
-        *row.get("notes", [])[1:],
+        *own_notes(row),
     ]))
 
 

@@ -78,6 +78,7 @@ def rows(results) -> list[dict]:
             "mfu": r.mfu,
             "host": None if r.host is None else {k: v for k, v in r.host.entry().items() if k.endswith("_per_step")},
             "extra": {k: round(v, 3) if isinstance(v, float) else v for k, v in r.extra.items()},
+            "outcome": r.outcome,
             "notes": r.notes,
             "seconds": _seconds(getattr(r, "seconds", None)),
         })
@@ -121,19 +122,25 @@ def short_id(test_id: str) -> str:
 
 
 def outcome(row: dict) -> str:
-    """"passed" or "FAILED" where the session knew the outcome (the first note), else "-"."""
-    return row["notes"][0] if row["notes"] and row["notes"][0] in ("passed", "FAILED") else "-"
+    """"passed" or "FAILED" where the session knew the outcome, else "-". A report written before rows had an
+    "outcome" (the nightly's history) kept it as the first note."""
+    if "outcome" in row:
+        return row["outcome"] or "-"
+    notes = row.get("notes") or []
+    return notes[0] if notes and notes[0] in ("passed", "FAILED") else "-"
 
 
-def _own_notes(row: dict) -> list[str]:
-    return row["notes"][1:] if outcome(row) != "-" else row["notes"]
+def own_notes(row: dict) -> list[str]:
+    """The row's notes, without an older report's outcome among them."""
+    notes = row.get("notes") or []
+    return notes[1:] if "outcome" not in row and outcome(row) != "-" else notes
 
 
 def shared_notes(table_rows: list[dict]) -> dict[str, list[str]]:
     """The notes that two or more rows carry verbatim -> the short ids of those rows, the most shared first."""
     seen: dict[str, list[str]] = {}
     for row in table_rows:
-        for note in dict.fromkeys(_own_notes(row)):
+        for note in dict.fromkeys(own_notes(row)):
             seen.setdefault(note, []).append(short_id(row["test"]))
     return dict(sorted(((n, t) for n, t in seen.items() if len(t) > 1), key=lambda item: -len(item[1])))
 
@@ -206,7 +213,7 @@ def _details(table_rows: list[dict], shared: dict, items, workers: dict | None) 
     blocks = []
     for row in table_rows:
         said = [f"- {item}" for item in items(row) if item]
-        said += [f"- {note}" for note in _own_notes(row) if note not in shared]
+        said += [f"- {note}" for note in own_notes(row) if note not in shared]
         said += [f"- {line}" for line in (seconds_line(row.get("seconds")), _ran_on(row, workers)) if line]
         v = outcome(row)
         summary = html.escape(short_id(row["test"]) + ("" if v == "-" else f": {v}"))

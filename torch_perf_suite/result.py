@@ -37,6 +37,7 @@ class Result:
     peak_mem_gb: float | None
     trace: Path | None
     notes: list[str] = field(default_factory=list)
+    outcome: str | None = None  # "passed" or "FAILED" once the test's call ended (PerfSession.test_done)
     verdicts: dict[str, gates.Verdict] = field(default_factory=dict)  # part -> comparison with the baseline
     extra: dict = field(default_factory=dict)  # columns a test adds to its report row
     compile: compiled.CompileCount | None = None  # what torch.compile did while the windows ran

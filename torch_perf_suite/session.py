@@ -194,7 +194,7 @@ class PerfSession:
             result.notes.append(session_report.keep_trace(self.settings.trace_dir, result.trace))
         if passed and result.trace and result.trace.exists():
             result.trace.unlink()  # a failed test's stays in its tmp_path
-        result.notes.insert(0, "FAILED" if failed else "passed")
+        result.outcome = "FAILED" if failed else "passed"
         session_report.write_report(self)
 
     def finish(self, config) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import device, durations, host, nvml, report
+from . import device, durations, host, nvml, runners
 
 if TYPE_CHECKING:
     from .session import PerfSession
@@ -95,7 +95,7 @@ def shard(config, session: PerfSession) -> None:
         return
     s = session.settings
     # an earlier run's partial reports: not to be merged into this one's
-    for files in report.partial_reports(s.report).values() if s.report else ():
+    for files in runners.partial_reports(s.report).values() if s.report else ():
         for f in files:
             f.unlink(missing_ok=True)
     gpus = device.gpu_count()
