@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from torch_perf_suite import report, runners
+from torch_perf_suite import report, runners, settings
 from torch_perf_suite.parts import Parts
 from torch_perf_suite.result import Result
 from torch_perf_suite.timing import Throughput
@@ -19,7 +19,7 @@ TESTS = [f"perf_tests/test_{f}.py::test[{i}]" for f, n in (("ladder", 6), ("stor
 @pytest.mark.parametrize("text", ["0/2", "3/2", "1", "1/", "a/b", "1/2/3", "-1/2"])
 def test_a_malformed_split_says_what_is_expected(text):
     with pytest.raises(ValueError, match=r"expected I/N, this runner's part I of N \(1/2, 2/2\), 1 <= I <= N"):
-        runners.parse(text)
+        settings.split_part(text)
 
 
 def test_parts_hold_whole_files_every_test_once_longest_first():

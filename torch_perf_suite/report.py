@@ -46,11 +46,6 @@ def _verdict(v) -> dict:
             "why_not": v.why_not or None}
 
 
-def _seconds(seconds: dict | None) -> dict | None:
-    """Where a test's time went: phase -> seconds, to two places."""
-    return None if seconds is None else {phase: round(s, 2) for phase, s in seconds.items()}
-
-
 def rows(results) -> list[dict]:
     out = []
     for r in results:
@@ -80,7 +75,7 @@ def rows(results) -> list[dict]:
             "extra": {k: round(v, 3) if isinstance(v, float) else v for k, v in r.extra.items()},
             "outcome": r.outcome,
             "notes": r.notes,
-            "seconds": _seconds(getattr(r, "seconds", None)),
+            "seconds": None if getattr(r, "seconds", None) is None else {k: round(s, 2) for k, s in r.seconds.items()},
         })
     return out
 
@@ -124,10 +119,9 @@ def short_id(test_id: str) -> str:
 def outcome(row: dict) -> str:
     """"passed" or "FAILED" where the session knew the outcome, else "-". A report written before rows had an
     "outcome" (the nightly's history) kept it as the first note."""
-    if "outcome" in row:
-        return row["outcome"] or "-"
     notes = row.get("notes") or []
-    return notes[0] if notes and notes[0] in ("passed", "FAILED") else "-"
+    legacy = notes[0] if notes and notes[0] in ("passed", "FAILED") else "-"
+    return (row["outcome"] or "-") if "outcome" in row else legacy
 
 
 def own_notes(row: dict) -> list[str]:

@@ -32,14 +32,6 @@ from .report import write
 from .store import write_json
 
 
-def parse(text: str) -> tuple[int, int]:
-    """'I/N' -> (I, N), 1 <= I <= N; else ValueError saying what was expected."""
-    part, sep, total = text.partition("/")
-    if not (sep and part.isdigit() and total.isdigit() and 1 <= int(part) <= int(total)):
-        raise ValueError(f"--perf-split {text!r}: expected I/N, this runner's part I of N (1/2, 2/2), 1 <= I <= N")
-    return int(part), int(total)
-
-
 def parts(test_ids: list[str], seconds: Mapping[str, float], n: int) -> list[list[str]]:
     """The tests in `n` parts of whole files (the part before '::'), longest file first to the lightest part; a tie
     goes to the lower part, and files of equal cost keep their order, so every runner deals the same."""

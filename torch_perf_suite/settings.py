@@ -286,13 +286,19 @@ class SessionSettings:
         )
 
 
+def split_part(text: str) -> tuple[int, int]:
+    """'I/N' -> (I, N), 1 <= I <= N; else ValueError saying what was expected."""
+    part, sep, total = text.partition("/")
+    if not (sep and part.isdigit() and total.isdigit() and 1 <= int(part) <= int(total)):
+        raise ValueError(f"--perf-split {text!r}: expected I/N, this runner's part I of N (1/2, 2/2), 1 <= I <= N")
+    return int(part), int(total)
+
+
 def _split(text: str | None) -> tuple[int, int] | None:
     import pytest
 
-    from .runners import parse  # here: runners reads reports, whose modules read these settings
-
     try:
-        return None if text is None else parse(text)
+        return None if text is None else split_part(text)
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
 
