@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import baselines, checks, ranks
+from torch_perf_suite import baselines, ranks
 from torch_perf_suite.judging import Judge
 from torch_perf_suite.kernels import Kernel, KernelStats
 from torch_perf_suite.settings import Measure
@@ -59,28 +59,28 @@ def test_the_entry_survives_the_baseline_file_and_a_broken_rank_count_is_named(t
 
 def test_a_count_that_changed_on_one_rank_fails_naming_that_rank():
     recorded = spread().counts()
-    assert checks.counted(spread().counts(), recorded, 1.0, None) is None
-    failure = checks.counted(spread(rank1=counted(all_reduce=100.0)).counts(), recorded, 1.0, None)
+    assert ranks.counted(spread().counts(), recorded, 1.0, None) is None
+    failure = ranks.counted(spread(rank1=counted(all_reduce=100.0)).counts(), recorded, 1.0, None)
     assert failure.startswith("rank 1: 160 kernel launches per step, 64 recorded (+96)")
     assert "rank 0" not in failure
     assert all(line.startswith("rank 1: ") for line in failure.splitlines())
-    failure = checks.counted(spread(rank1=counted(peak=2 * 10**9)).counts(), recorded, 1.0, None)
+    failure = ranks.counted(spread(rank1=counted(peak=2 * 10**9)).counts(), recorded, 1.0, None)
     assert failure.startswith("rank 1: the steps' peak GPU memory is 2.000 GB above what they started with, 1.000 GB")
 
 
 def test_a_rank_with_no_record_fails():
     recorded = {"ranks": {"0": spread().counts()["ranks"]["0"]}}
-    assert checks.counted(spread().counts(), recorded, 1.0, None, "REF HEAD") == "rank 1: REF HEAD recorded no count for it"
+    assert ranks.counted(spread().counts(), recorded, 1.0, None, "REF HEAD") == "rank 1: REF HEAD recorded no count for it"
 
 
 @pytest.mark.parametrize("now, fails", [(0.96, False), (0.935, False), (0.92, True)])
 def test_scaling_efficiency_within_the_tolerance_of_the_recorded_one(now, fails):
-    failure = checks.scaling(now, 0.96, 3.0, "the baseline")
+    failure = ranks.scaling(now, 0.96, 3.0, "the baseline")
     assert (failure is not None) == fails
     if fails:
         assert failure.startswith("scaling efficiency 92.0% (samples/s per GPU over one GPU's, in this run), 96.0% "
                                   "recorded by the baseline (-4.2%; allowed -3%)")
-    assert checks.scaling(now, None, 3.0, "the baseline") is None
+    assert ranks.scaling(now, None, 3.0, "the baseline") is None
 
 
 def judge(entry: dict) -> Judge:

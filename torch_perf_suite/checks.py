@@ -160,17 +160,9 @@ def compile_counts(now, recorded: dict) -> str | None:
 def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> str | None:
     """Every count of a test (Result.counts: kernel launches, bytes copied, step memory, compile graphs, the host
     side) against its recorded entry: each failure on a line of its own, or None. Nothing counted, or nothing
-    recorded: None."""
+    recorded: None. A test over several GPUs: ranks.counted."""
     if not now or not recorded:
         return None
-    if "ranks" in now:  # a test over several GPUs: each rank against its own record, every line naming its rank
-        theirs, failures = recorded.get("ranks", {}), []
-        for rank, mine in now["ranks"].items():
-            f = (counted(mine, theirs[rank], margin_pct, compile_count, against) if rank in theirs
-                 else f"{against} recorded no count for it")
-            if f:
-                failures.append(f"rank {rank}: " + f.replace("\n", f"\nrank {rank}: "))
-        return "\n".join(failures) or None
     failures = [f for f in (
         "kernels_per_step" in now and kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {})),
         "copies_per_step" in now and copies(now["copies_per_step"], recorded.get("copies_per_step", {}), margin_pct),
@@ -180,16 +172,6 @@ def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, 
         "host" in now and "host" in recorded and host_side.failure(now["host"], recorded["host"], against),
     ) if f]
     return "\n".join(failures) or None
-
-
-def scaling(now: float, recorded: float | None, tolerance_pct: float, against: str) -> str | None:
-    """A test over several GPUs: its samples/s per GPU over one GPU's, a ratio measured within one run, no more than
-    `tolerance_pct` below the one recorded for this GPU model, count and topology (None: nothing recorded)."""
-    if recorded is None or now >= recorded * (1 - tolerance_pct / 100):
-        return None
-    return (f"scaling efficiency {now:.1%} (samples/s per GPU over one GPU's, in this run), {recorded:.1%} recorded by "
-            f"{against} ({100 * (now / recorded - 1):+.1f}%; allowed -{tolerance_pct:g}%): the GPUs wait longer for "
-            "each other (the all-reduce, a rank's sync, uneven work)")
 
 
 INSTRUCTIONS_FLOOR = 2_000  # per sample: a loader of 49,035 counted 49,818 in a second callgrind process (+783, +1.6%)

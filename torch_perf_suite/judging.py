@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from . import checks, compiled, gates, host, instructions, loader, turns
+from . import checks, compiled, gates, host, instructions, loader, ranks, turns
 from .checks import parts_line
 from .result import Result
 from .settings import Measure
@@ -137,8 +137,8 @@ class Judge:
                               "than the count); " + self.rerecord())
         elif "host" in now:
             result.judged.add("host")
-        failure = checks.counted(now, recorded, self.settings.count_margin, result.compile or compiled.CompileCount(),
-                                 self.session.against_label)
+        failure = (ranks.counted if "ranks" in now else checks.counted)(  # a test over several GPUs: rank by rank
+            now, recorded, self.settings.count_margin, result.compile or compiled.CompileCount(), self.session.against_label)
         return failure and f"counted at this GPU model's baseline ({self.session.reference}):\n{failure}"
 
     def _scaling(self, result: Result, entry: dict) -> str | None:
@@ -148,7 +148,7 @@ class Judge:
         if entry.get("scaling") is None:
             self.left(result, f"scaling efficiency not compared: {self.session.against_label} recorded none; " + self.rerecord())
             return None
-        return checks.scaling(result.scaling, entry["scaling"], self.settings.tolerance, self.session.against_label)
+        return ranks.scaling(result.scaling, entry["scaling"], self.settings.tolerance, self.session.against_label)
 
     def _unit(self, result: Result, entry: dict, why_not_timed: str | None = None) -> str | None:
         """The loader's cost per sample, judged by the test that timed its window (a shared window: by the one that

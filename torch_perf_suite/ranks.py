@@ -2,10 +2,12 @@
 judged as one test (`result`): its baseline entry keyed by the GPUs' count and how they are joined (`key`), each
 rank's count (kernel launches by family, bytes copied by kind, NCCL's included, the steps' peak memory) compared
 with that rank's record, the samples/s of all GPUs together as a GPU-side number (batches resident) or a pipeline one
-(fed by a loader), and its scaling efficiency, a ratio measured within one run (judging.Judge._scaling)."""
+(fed by a loader), and its scaling efficiency, a ratio measured within one run; and the verdicts of those two
+(`counted`, `scaling`)."""
 
 from __future__ import annotations
 
+from . import checks
 from .baselines import gpu_uuid
 from .nvml import topology as joined
 from .parts import Parts
@@ -36,3 +38,27 @@ def result(test_id: str, *, timed: Throughput, batch_size: int, ranks: dict[int,
     if scaling is not None:
         found.extra["scaling"] = round(scaling, 3)
     return found
+
+
+def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> str | None:
+    """Each rank's counts (Result.counts()["ranks"]) against its own record (checks.counted), every failure line naming
+    its rank; a rank that nothing was recorded for fails. Nothing counted, or nothing recorded: None."""
+    if not now or not recorded:
+        return None
+    theirs, failures = recorded.get("ranks", {}), []
+    for rank, mine in now["ranks"].items():
+        f = (checks.counted(mine, theirs[rank], margin_pct, compile_count, against) if rank in theirs
+             else f"{against} recorded no count for it")
+        if f:
+            failures.append(f"rank {rank}: " + f.replace("\n", f"\nrank {rank}: "))
+    return "\n".join(failures) or None
+
+
+def scaling(now: float, recorded: float | None, tolerance_pct: float, against: str) -> str | None:
+    """A test over several GPUs: its samples/s per GPU over one GPU's, a ratio measured within one run, no more than
+    `tolerance_pct` below the one recorded for this GPU model, count and topology (None: nothing recorded)."""
+    if recorded is None or now >= recorded * (1 - tolerance_pct / 100):
+        return None
+    return (f"scaling efficiency {now:.1%} (samples/s per GPU over one GPU's, in this run), {recorded:.1%} recorded by "
+            f"{against} ({100 * (now / recorded - 1):+.1f}%; allowed -{tolerance_pct:g}%): the GPUs wait longer for "
+            "each other (the all-reduce, a rank's sync, uneven work)")
