@@ -6,6 +6,7 @@ import pytest
 
 from torch_perf_suite import checks
 from torch_perf_suite.compiled import CompileCount, Event
+from torch_perf_suite.findings import FAILED, PASSED, REPORTED, Finding
 from torch_perf_suite.kernels import Kernel, KernelStats
 from torch_perf_suite.parts import Parts
 from torch_perf_suite.syncs import SyncCount, SyncSource
@@ -138,10 +139,12 @@ def test_syncs_exact_at_least_and_from_a_library():
 
 def test_utilization_fails_below_its_floor_and_notes_what_nvml_cannot_say():
     util = SimpleNamespace(unavailable="", gpu_util_pct=80.0, samples=9, describe=lambda: "80% GPU-Util")
-    failure, note = checks.utilization(util, 90, "gpu")
-    assert failure.startswith("GPU-Util 80% over the gpu rounds (NVML, 9 samples), expected at least 90%") and note is None
-    assert checks.utilization(util, 80, "gpu") == (None, None)
-    assert checks.utilization(None, 80, "gpu") == (None, "utilization not checked: no utilization sampled in the gpu window")
+    found = checks.utilization(util, 90, "gpu")
+    assert found.outcome == FAILED
+    assert found.text.startswith("GPU-Util 80% over the gpu rounds (NVML, 9 samples), expected at least 90%")
+    assert checks.utilization(util, 80, "gpu") == Finding(PASSED)
+    assert checks.utilization(None, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in the "
+                                                                    "gpu window")
 
 
 def test_syncs_as_many_as_documented_pass_and_a_wrong_call_names_both_options():
@@ -284,9 +287,11 @@ def test_the_parts_line_gives_the_loaders_samples_per_cpu_second_where_measured(
 
 def test_utilization_not_sampled_or_not_readable_is_noted():
     unread = SimpleNamespace(unavailable="NVML: Insufficient Permissions", gpu_util_pct=None)
-    assert checks.utilization(unread, 80, "gpu") == (None, "utilization not checked: NVML: Insufficient Permissions")
+    assert checks.utilization(unread, 80, "gpu") == Finding(REPORTED, "utilization not checked: NVML: Insufficient "
+                                                                      "Permissions")
     empty = SimpleNamespace(unavailable="", gpu_util_pct=None)
-    assert checks.utilization(empty, 80, "gpu") == (None, "utilization not checked: no utilization sampled in the gpu window")
+    assert checks.utilization(empty, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in "
+                                                                     "the gpu window")
 
 
 def test_every_count_of_a_test_is_checked_against_its_entry_and_said_together():

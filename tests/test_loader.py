@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, default_colla
 
 from fixtures.data import EndlessShuffle, FakeCIFAR
 from torch_perf_suite import loader
+from torch_perf_suite.findings import FAILED, NOT_COMPARED, PASSED, REPORTED, Finding, failures
 
 
 class Squares(Dataset):
@@ -119,17 +120,17 @@ def test_a_declared_change_passes_with_a_note_and_an_undeclared_one_still_fails(
     now, then = settings(num_workers=4, pin_memory=False), settings(num_workers=16)
     entry = {"settings": then, "workers": 16}
     failure, note = loader.settings_verdict(now, entry, workers=16, worker_start=None, expected=("num_workers",), against="REF x")
-    assert note == "loader changed as declared: num_workers 16 -> 4"
-    assert failure.splitlines()[1] == "  pin_memory True -> False"
-    failure, note = loader.settings_verdict(now, entry, workers=16, worker_start=None, expected=("num_workers", "pin_memory"),
-                                            against="REF x")
-    assert failure is None and "pin_memory True -> False" in note
+    assert note == Finding(PASSED, "loader changed as declared: num_workers 16 -> 4")
+    assert failure.outcome == FAILED and failure.text.splitlines()[1] == "  pin_memory True -> False"
+    [note] = loader.settings_verdict(now, entry, workers=16, worker_start=None, expected=("num_workers", "pin_memory"),
+                                     against="REF x")
+    assert note.outcome == PASSED and "pin_memory True -> False" in note.text
 
 
 def test_nothing_recorded_is_said_and_no_loader_says_nothing():
-    assert loader.settings_verdict(settings(), None, workers=4, worker_start=None, expected=(), against="REF x") == (
-        None, "loader settings not compared: REF x recorded none for this test")
-    assert loader.settings_verdict(None, None, workers=4, worker_start=None, expected=(), against="REF x") == (None, None)
+    assert loader.settings_verdict(settings(), None, workers=4, worker_start=None, expected=(), against="REF x") == [
+        Finding(NOT_COMPARED, "loader settings not compared: REF x recorded none for this test")]
+    assert loader.settings_verdict(None, None, workers=4, worker_start=None, expected=(), against="REF x") == []
 
 
 # --- the unit cost -------------------------------------------------------------------------------------
@@ -217,8 +218,8 @@ def recorded(**changed):
 
 def test_the_same_cost_passes_and_says_the_cpu_time():
     unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 0.9, 5, 0.03, 1200.0)
-    assert loader.unit_verdict(unit, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF") == (
-        None, "loader CPU time a sample alone 900 µs, 900 at REF (+0.0%; 0.900 yardsticks, +0.0%)")
+    assert loader.unit_verdict(unit, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF") == [
+        Finding(REPORTED, "loader CPU time a sample alone 900 µs, 900 at REF (+0.0%; 0.900 yardsticks, +0.0%)")]
 
 
 def test_the_same_cost_passes():
@@ -288,14 +289,14 @@ def test_new_blocks_fail_on_any_host_and_waiting_only_where_timed():
 
 def test_the_unit_verdict_says_why_not_where_it_cannot_compare():
     unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 0.9, 5, 0.03, 1200.0)
-    assert loader.unit_verdict(unit, {}, 5.0, why_not_timed="", against="REF x") == (
-        None, "loader cost per sample not compared: REF x recorded none")
-    assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF x") == (
-        None, "loader cost per sample not compared: none measured here")
-    assert loader.unit_verdict(None, {}, 5.0, why_not_timed="", against="REF x") == (None, None)
-    failure, note = loader.unit_verdict(unit, {"loader_unit": recorded(cpu_us=10.0)}, 5.0,
-                                        why_not_timed="not comparable: another host", against="the baseline")
-    assert failure is None and note == "loader waiting per sample: not comparable: another host"
+    assert loader.unit_verdict(unit, {}, 5.0, why_not_timed="", against="REF x") == [
+        Finding(NOT_COMPARED, "loader cost per sample not compared: REF x recorded none")]
+    assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF x") == [
+        Finding(NOT_COMPARED, "loader cost per sample not compared: none measured here")]
+    assert loader.unit_verdict(None, {}, 5.0, why_not_timed="", against="REF x") == []
+    assert loader.unit_verdict(unit, {"loader_unit": recorded(cpu_us=10.0)}, 5.0,
+                               why_not_timed="not comparable: another host", against="the baseline") == [
+        Finding(REPORTED, "loader waiting per sample: not comparable: another host")]
 
 
 def test_parallelism_compares_what_the_workers_could_make_with_what_was_delivered():
@@ -396,12 +397,13 @@ def test_a_smoke_runs_cost_is_the_samples_made_alone_and_their_blocks(tmp_path):
 def test_a_smoke_runs_new_block_a_sample_fails_against_refs_smoke_run_and_its_waiting_is_not_judged():
     ref = loader.UnitCost(64, 1000.0, 900.0, 100.0, 0.9, 0, 0.0, 0.0).entry()
     cold = loader.UnitCost(64, 1300.0, 900.0, 400.0, 0.9, 0, 1.0, 0.0)
-    failure, note = loader.unit_verdict(cold, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run", against="REF")
-    assert failure == ("the loader's cost per sample rose:\n  blocks 1.00 times a sample made alone (sleep, I/O, a lock: "
-                       "voluntary context switches), 0.00 at REF")
-    assert note == "loader waiting per sample: not in a smoke run"
+    assert loader.unit_verdict(cold, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run", against="REF") == [
+        Finding(FAILED, "the loader's cost per sample rose:\n  blocks 1.00 times a sample made alone (sleep, I/O, a lock: "
+                        "voluntary context switches), 0.00 at REF"),
+        Finding(REPORTED, "loader waiting per sample: not in a smoke run")]
     slower = loader.UnitCost(64, 1300.0, 900.0, 400.0, 0.9, 0, 0.0, 0.0)  # 300 µs more waiting: a busy host's
-    assert loader.unit_verdict(slower, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run", against="REF")[0] is None
+    assert failures(loader.unit_verdict(slower, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run",
+                                        against="REF")) is None
 
 
 def test_a_loaders_entry_keeps_a_smoke_runs_unit_and_a_broken_one_is_named(tmp_path):

@@ -15,6 +15,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset,
 
 from fixtures.data import EndlessShuffle
 from torch_perf_suite import loader
+from torch_perf_suite.findings import FAILED, NOT_COMPARED, PASSED, REPORTED, Finding, failures
 
 HERE = __name__  # the module the classes below are named by
 
@@ -326,26 +327,25 @@ def test_settings_declared_and_following_the_cores_pass_with_a_note_naming_each(
     now = {"num_workers": 4, "pin_memory": False, "timeout": 5, "start_method": "spawn"}
     then = {"num_workers": 16, "pin_memory": True, "timeout": 0, "start_method": "fork"}
     entry = {"settings": then, "workers": 16}
-    failure, note = loader.settings_verdict(now, entry, workers=4, worker_start="spawn", expected=("pin_memory", "timeout"),
-                                            against="REF x")
-    assert failure is None
-    assert note == "loader changed as declared: pin_memory True -> False; timeout 0 -> 5"
+    assert loader.settings_verdict(now, entry, workers=4, worker_start="spawn", expected=("pin_memory", "timeout"),
+                                   against="REF x") == [
+        Finding(PASSED, "loader changed as declared: pin_memory True -> False; timeout 0 -> 5")]
 
 
 def test_an_undeclared_change_fails_naming_against_what():
     now, then = {"num_workers": 4, "timeout": 5}, {"num_workers": 16, "timeout": 0}
-    failure, note = loader.settings_verdict(now, {"settings": then, "workers": 16}, workers=16, worker_start=None,
-                                            expected=(), against="the baseline of host-7")
-    assert "host-7" in failure and "  num_workers 16 -> 4" in failure and "  timeout 0 -> 5" in failure
-    assert note is None
+    [found] = loader.settings_verdict(now, {"settings": then, "workers": 16}, workers=16, worker_start=None,
+                                      expected=(), against="the baseline of host-7")
+    assert found.outcome == FAILED
+    assert "host-7" in found.text and "  num_workers 16 -> 4" in found.text and "  timeout 0 -> 5" in found.text
 
 
 def test_nothing_recorded_where_nothing_is_recorded_at_all_says_nothing():
     assert loader.settings_verdict({"num_workers": 4}, None, workers=4, worker_start=None, expected=(), against="REF x",
-                                   recorded_any=False) == (None, None)
-    _, note = loader.settings_verdict({"num_workers": 4}, None, workers=4, worker_start=None, expected=(),
+                                   recorded_any=False) == []
+    [found] = loader.settings_verdict({"num_workers": 4}, None, workers=4, worker_start=None, expected=(),
                                       against="REF x", recorded_any=True)
-    assert "REF x" in note
+    assert found.outcome == NOT_COMPARED and "REF x" in found.text
 
 
 # --- the cost per sample -------------------------------------------------------------------------
@@ -431,27 +431,28 @@ UNIT = loader.UnitCost(100, 1000.0, 900.0, 100.0, 1.0, 5, 0.0, 1200.0)
 
 def test_the_unit_verdict_judges_waiting_only_where_timed():
     slower = {"loader_unit": unit(wait_us=40.0)}  # 60 µs more waiting now: 6% of a sample
-    failure, note = loader.unit_verdict(UNIT, slower, 5.0, why_not_timed="recorded on host-2", against="the baseline")
-    assert failure is None and note == "loader waiting per sample: recorded on host-2"
+    assert loader.unit_verdict(UNIT, slower, 5.0, why_not_timed="recorded on host-2", against="the baseline") == [
+        Finding(REPORTED, "loader waiting per sample: recorded on host-2")]
     failure, note = loader.unit_verdict(UNIT, slower, 5.0, why_not_timed="", against="REF w")
-    assert "waiting 100.0 µs" in failure and "40.0 at REF w" in failure and "(allowed 5%)" in failure
-    assert note.startswith("loader CPU time a sample alone 900 µs, 900 at REF w")
+    assert (failure.outcome, note.outcome) == (FAILED, REPORTED)
+    assert "waiting 100.0 µs" in failure.text and "40.0 at REF w" in failure.text and "(allowed 5%)" in failure.text
+    assert note.text.startswith("loader CPU time a sample alone 900 µs, 900 at REF w")
 
 
 def test_the_unit_verdict_passes_its_tolerance_on():
     slower = {"loader_unit": unit(wait_us=40.0)}  # 6% of a sample
-    assert loader.unit_verdict(UNIT, slower, 6.0, why_not_timed="", against="REF")[0] is None
+    assert failures(loader.unit_verdict(UNIT, slower, 6.0, why_not_timed="", against="REF")) is None
     blocking = loader.UnitCost(100, 1000.0, 900.0, 100.0, 1.0, 5, 1.0, 1200.0)
-    failure, _ = loader.unit_verdict(blocking, {"loader_unit": unit()}, 5.0, why_not_timed="another host", against="B")
+    failure = failures(loader.unit_verdict(blocking, {"loader_unit": unit()}, 5.0, why_not_timed="another host", against="B"))
     assert "blocks 1.00 times" in failure and "0.00 at B" in failure  # a count: judged on any host
 
 
 def test_no_baseline_entry_is_none_recorded_and_none_measured_is_said():
-    assert loader.unit_verdict(UNIT, None, 5.0, why_not_timed="", against="REF v") == (
-        None, "loader cost per sample not compared: REF v recorded none")
-    assert loader.unit_verdict(None, {"loader_unit": unit()}, 5.0, why_not_timed="", against="REF v") == (
-        None, "loader cost per sample not compared: none measured here")
-    assert loader.unit_verdict(None, None, 5.0, why_not_timed="", against="REF v") == (None, None)
+    assert loader.unit_verdict(UNIT, None, 5.0, why_not_timed="", against="REF v") == [
+        Finding(NOT_COMPARED, "loader cost per sample not compared: REF v recorded none")]
+    assert loader.unit_verdict(None, {"loader_unit": unit()}, 5.0, why_not_timed="", against="REF v") == [
+        Finding(NOT_COMPARED, "loader cost per sample not compared: none measured here")]
+    assert loader.unit_verdict(None, None, 5.0, why_not_timed="", against="REF v") == []
 
 
 # --- in the workers -------------------------------------------------------------------------------

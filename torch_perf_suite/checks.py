@@ -10,6 +10,7 @@ checked only against a baseline recorded on this host (`host_scope`).
 from __future__ import annotations
 
 from . import host_side
+from .findings import FAILED, PASSED, REPORTED, Finding
 from .parts import Parts
 
 TOP_CHANGES = 5  # kernel families named in a failure, most changed first
@@ -190,16 +191,16 @@ def instructions(per_sample: float, recorded: float, margin_pct: float) -> str |
 # --- timed readings that are claims -------------------------------------------------------------------
 
 
-def utilization(util, at_least: float, part: str) -> tuple[str | None, str | None]:
-    """(failure, note): nvidia-smi's GPU-Util over `part`'s rounds is at least `at_least` percent. Where NVML cannot
-    say, the note says why and nothing fails (a GPU without NVML access measures everything else)."""
+def utilization(util, at_least: float, part: str) -> Finding:
+    """nvidia-smi's GPU-Util over `part`'s rounds is at least `at_least` percent. Where NVML cannot say, reported with
+    why, and nothing fails (a GPU without NVML access measures everything else)."""
     if util is None or util.unavailable or util.gpu_util_pct is None:
         why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
-        return None, f"utilization not checked: {why}"
+        return Finding(REPORTED, f"utilization not checked: {why}")
     if util.gpu_util_pct < at_least:
-        return (f"GPU-Util {util.gpu_util_pct:.0f}% over the {part} rounds (NVML, {util.samples} samples), expected at "
-                f"least {at_least:g}%: the GPU waits for the host. {util.describe()}"), None
-    return None, None
+        return Finding(FAILED, f"GPU-Util {util.gpu_util_pct:.0f}% over the {part} rounds (NVML, {util.samples} samples), "
+                               f"expected at least {at_least:g}%: the GPU waits for the host. {util.describe()}")
+    return Finding(PASSED)
 
 
 def efficiency(p: Parts, at_least: float, in_turns: bool = False) -> str | None:

@@ -22,6 +22,7 @@ import pytest
 from . import checks, host, ranks, settings
 from .charts import Chart
 from .checks import parts_line as _parts_line
+from .findings import FAILED, REPORTED
 from .judging import Judge, PerfWarning, gain
 from .measuring import Measuring
 from .parts import Windows
@@ -186,10 +187,10 @@ class Perf:
         if self.smoke:
             return
         t = result.parts.get(part)
-        failure, note = checks.utilization(None if t is None else t.util, at_least, part)
-        if note:
-            result.notes.append(note)
-        self._fail(failure and f"{failure}; {_parts_line(result.parts)}")
+        found = checks.utilization(None if t is None else t.util, at_least, part)
+        if found.outcome == REPORTED:
+            result.notes.append(found.text)
+        self._fail(found.outcome == FAILED and f"{found.text}; {_parts_line(result.parts)}")
 
     # --- gains within one run -------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import store
+from .findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
 
 SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
 STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
@@ -343,22 +344,24 @@ class InstructionsFile:
 
 
 def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, margin_pct: float,
-            rerecord: str) -> tuple[str | None, str | None, str | None]:
-    """(failure, note, not checked) of a loader's count against the one recorded for `test_id` under `key`: a failure
-    beyond the margin (checks.instructions); a note where the record is another environment's or another loader's;
-    why not, where nothing was recorded (`rerecord` says how to record it)."""
+            rerecord: str) -> Finding:
+    """A loader's count against the one recorded for `test_id` under `key`: failed beyond the margin
+    (checks.instructions), else passed; not compared where the record is another environment's or another loader's;
+    not checked where nothing was recorded (`rerecord` says how to record it)."""
     from .checks import instructions as check
 
     recorded = file.get(key, test_id)
     if recorded is None:
         others = file.keys_for(test_id)
         if others:  # another environment's count says nothing of this one's
-            return None, f"loader instructions not comparable: recorded with {', '.join(others)}; this is {key}", None
-        return None, None, f"no loader instruction count for {key} in {file.path}; {rerecord}"
+            return Finding(NOT_COMPARED, f"loader instructions not comparable: recorded with {', '.join(others)}; "
+                                         f"this is {key}")
+        return Finding(NOT_CHECKED, f"no loader instruction count for {key} in {file.path}; {rerecord}")
     if recorded["source"] != counted.source:
-        return None, (f"loader instructions not comparable: recorded for {recorded['source']}, this test counts "
-                      f"{counted.source}; {rerecord}"), None
-    return check(counted.per_sample, recorded["per_sample"], margin_pct), None, None
+        return Finding(NOT_COMPARED, f"loader instructions not comparable: recorded for {recorded['source']}, this test "
+                                     f"counts {counted.source}; {rerecord}")
+    failure = check(counted.per_sample, recorded["per_sample"], margin_pct)
+    return Finding(FAILED, failure) if failure else Finding(PASSED)
 
 
 def entry(counted: Counted) -> dict:

@@ -15,6 +15,7 @@ import pytest
 
 from . import checks, compiled, gates, host, instructions, loader, ranks, turns
 from .checks import parts_line
+from .findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, REPORTED, Finding, failures
 from .result import Result
 from .settings import Measure
 from .stats import compare
@@ -78,15 +79,11 @@ class Judge:
             result.notes.append("loader instructions recorded")
             return None
         records = session.records
-        failure, note, missing = instructions.verdict(counted, records.instructions_file, records.instructions_key,
-                                                      self.test_id, self.settings.count_margin, self.rerecord())
-        if note:
-            self.left(result, note)
-        elif missing:
-            self.not_checked(result, missing)
-        else:
+        found = instructions.verdict(counted, records.instructions_file, records.instructions_key, self.test_id,
+                                     self.settings.count_margin, self.rerecord())
+        if found.outcome in (FAILED, PASSED):
             result.judged.add("loader")
-        return failure
+        return self.take(result, [found])
 
     def _loader_settings(self, result: Result, expected: tuple[str, ...]) -> str | None:
         session = self.session
@@ -94,14 +91,9 @@ class Judge:
             return None
         loaders, recorded = session.records.loaders_file, session.records.loader_record(self.test_id)
         recorded_any = bool(session.ref or loaders and loaders.tests)
-        failure, note = loader.settings_verdict(
+        return self.take(result, loader.settings_verdict(
             result.loader_settings, recorded, workers=session.settings.workers, worker_start=session.settings.worker_start,
-            expected=expected, against=session.against_label, recorded_any=recorded_any)
-        if note and recorded is None:
-            self.left(result, note)
-        elif note:
-            result.notes.append(note)
-        return failure
+            expected=expected, against=session.against_label, recorded_any=recorded_any))
 
     def _entry(self, result: Result) -> dict | None:
         """This test's baseline entry (REF's under --perf-against), where its timed numbers are to be compared."""
@@ -159,17 +151,12 @@ class Judge:
             return None
         same_host = why_not_timed if why_not_timed is not None else "" if session.ref else host.why_not_comparable(
             entry["env"].get("host"), session.device.env.get("host"))
-        failure, note = loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
-                                            against=session.against_label)
-        if result.unit is not None and entry.get("loader_unit") is not None:  # its waits judged; its CPU work is not
-            result.notes.extend(filter(None, [note]))
-        elif note:
-            self.left(result, note)
-        failures = [failure]
+        found = loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
+                                    against=session.against_label)
         if result.turns is not None:
             result.judged.add("loader")
-            failures.append(noted(turns.verdict(result.turns, self.settings.unit_tolerance, session.against_label), result))
-        return "\n".join(filter(None, failures)) or None
+            found.append(turns.verdict(result.turns, self.settings.unit_tolerance, session.against_label))
+        return self.take(result, found)
 
     def _timed(self, result: Result, entry: dict) -> str | None:
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu, a reading: the instruction count judges that work
@@ -212,6 +199,20 @@ class Judge:
             pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(holes), pytrace=False)
         for text, parts, moved in found:
             self.left(result, text, covered_by=result.cover_of(parts[0]) if moved else "")
+
+    # --- what the verdicts found -----------------------------------------------------------------
+
+    def take(self, result: Result, found: list[Finding]) -> str | None:
+        """The findings kept on the result: a passed or reported one's text as a note, a not compared one `left`, a not
+        checked one as `not_checked` says; the failed ones' texts returned, a line each (None where none failed)."""
+        for f in found:
+            if f.outcome == NOT_COMPARED:
+                self.left(result, f.text)
+            elif f.outcome == NOT_CHECKED:
+                self.not_checked(result, f.text)
+            elif f.outcome in (PASSED, REPORTED) and f.text:
+                result.notes.append(f.text)
+        return failures(found)
 
     # --- what could not be checked ----------------------------------------------------------------
 
@@ -283,14 +284,6 @@ def _not_compared(judge: Judge, result: Result, over: str, name: str, label: str
         pytest.fail(msg, pytrace=False)
     judge.left(result, f"not compared with {name}" + (" (deselected)" if left_out else ""), covered_by=part)
     warn(msg)
-
-
-def noted(verdict: tuple[str | None, str | None], result: Result) -> str | None:
-    """A (failure, note) verdict: the note kept on the result where one is given, the failure returned."""
-    failure, note = verdict
-    if note:
-        result.notes.append(note)
-    return failure
 
 
 def _shortfall(v: gates.Verdict, result: Result, entry: dict) -> str:

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .findings import FAILED, PASSED, Finding
 from .instructions import STRIDE
 from .stats import median_ci
 
@@ -88,13 +89,13 @@ def failure(turns: ByTurns, tolerance_pct: float, against: str) -> str | None:
             "transforms or the collate")
 
 
-def verdict(turns: ByTurns, tolerance_pct: float, against: str) -> tuple[str | None, str | None]:
-    """(failure, note): the failure where `failure` says so, else the report's line."""
+def verdict(turns: ByTurns, tolerance_pct: float, against: str) -> Finding:
+    """Failed where `failure` says so, else passed with the report's line."""
     found = failure(turns, tolerance_pct, against)
     if found:
-        return found, None
+        return Finding(FAILED, found)
     again = f"; measured again: {turns.again.rise_pct:+.1f}%" if turns.again is not None else ""
-    return None, f"{turns.line(against)}{again}; allowed +{tolerance_pct:g}%"
+    return Finding(PASSED, f"{turns.line(against)}{again}; allowed +{tolerance_pct:g}%")
 
 
 class Turns:

@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..findings import NOT_COMPARED, REPORTED, Finding, failed
 from ..instructions import STRIDE  # the same spread of indices as the instructions are counted over
 from .described import BLOCKS_MARGIN, LOST_PARALLELISM, Undescribable, _name, describe
 
@@ -278,16 +279,18 @@ def cpu_line(now: dict, recorded: dict, against: str) -> str:
 
 
 def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float, *, why_not_timed: str,
-                 against: str) -> tuple[str | None, str | None]:
-    """(failure, note) of the loader's cost per sample against a baseline `entry`'s: blocks on any host, CPU and waiting
-    time only where `why_not_timed` is empty (REF, or a baseline recorded on this host)."""
+                 against: str) -> list[Finding]:
+    """The loader's cost per sample against a baseline `entry`'s: its blocks judged on any host, its waiting only where
+    `why_not_timed` is empty (REF, or a baseline recorded on this host); its CPU time reported (the instruction count
+    and the turns judge that work). Not compared where one side has none."""
     recorded = (entry or {}).get("loader_unit")
     if unit is None or recorded is None:
         why = "none measured here" if unit is None else f"{against} recorded none"
-        return None, (f"loader cost per sample not compared: {why}" if unit is not None or recorded is not None else None)
+        return [Finding(NOT_COMPARED, f"loader cost per sample not compared: {why}")] \
+            if unit is not None or recorded is not None else []
     failure = unit_failure(unit.entry(), recorded, tolerance_pct, timed=not why_not_timed, against=against)
-    return failure, (f"loader waiting per sample: {why_not_timed}" if why_not_timed
-                     else cpu_line(unit.entry(), recorded, against))
+    return failed(failure) + [Finding(REPORTED, f"loader waiting per sample: {why_not_timed}" if why_not_timed
+                                      else cpu_line(unit.entry(), recorded, against))]
 
 
 def parallelism(unit: dict, workers: int, delivered: float) -> str:

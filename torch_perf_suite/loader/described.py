@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..findings import NOT_COMPARED, PASSED, Finding, failed
+
 SCALARS = (bool, int, float, str, type(None))
 BLOCKS_MARGIN = 0.05  # blocks per sample that may appear before it counts as a new wait (a count, not a timing)
 LOST_PARALLELISM = 0.8  # below this share of what its workers could make, the loader says what holds it back
@@ -123,18 +125,19 @@ def settings_failure(found: list[tuple[str, object, object]], expected: tuple[st
 
 
 def settings_verdict(now: dict | None, recorded: dict | None, *, workers: int, worker_start: str | None,
-                     expected: tuple[str, ...], against: str, recorded_any: bool = True) -> tuple[str | None, str | None]:
-    """(failure, note) of the loader's settings against the `recorded` entry (SettingsFile's): a failure naming each
-    undeclared change; a note for the declared ones, or where nothing was recorded for this test though settings are
+                     expected: tuple[str, ...], against: str, recorded_any: bool = True) -> list[Finding]:
+    """The loader's settings against the `recorded` entry (SettingsFile's): failed, naming each undeclared change;
+    passed, saying the declared ones; not compared where nothing was recorded for this test though settings are
     recorded (`recorded_any`: for other tests, or REF's run)."""
     if now is None:
-        return None, None
+        return []
     if recorded is None:  # said where loader settings are recorded, for other tests or at REF
-        return None, f"loader settings not compared: {against} recorded none for this test" if recorded_any else None
+        return [Finding(NOT_COMPARED, f"loader settings not compared: {against} recorded none for this test")] \
+            if recorded_any else []
     found = changes(now, recorded["settings"], (recorded.get("workers"), workers), worker_start)
     declared = [f"{name} {_short(old)} -> {_short(new)}" for name, old, new in found if name in expected]
-    return settings_failure(found, expected, against), ("loader changed as declared: " + "; ".join(declared)
-                                                        if declared else None)
+    return failed(settings_failure(found, expected, against)) + (
+        [Finding(PASSED, "loader changed as declared: " + "; ".join(declared))] if declared else [])
 
 
 def _short(value, limit: int = 200) -> str:
