@@ -43,7 +43,7 @@ LONGEST = {"module": 400, "class": 200, "function": 50}  # lines
 # longer still, each held to its length today: the fixture's public API (Perf), the timed rounds' loop, the trace's
 # sync counter, and the recipes with their build; the last are the measured step's code, to be split with a GPU run
 # that shows its counts (host side, syncs, kernels) unchanged
-LONGER = {"torch_perf_suite/fixture.py:Perf": 252, "torch_perf_suite/timing.py:measure_throughput": 72,
+LONGER = {"torch_perf_suite/fixture.py:Perf": 246, "torch_perf_suite/timing.py:measure_throughput": 72,
           "torch_perf_suite/syncs/trace.py:count_syncs": 51, "fixtures/recipes.py": 508, "fixtures/recipes.py:build": 138}
 
 
@@ -63,3 +63,22 @@ def test_no_module_class_or_function_is_longer_than_its_limit():
     too_long = {name: n for kind, name, n in found if n > LONGER.get(name, LONGEST[kind])}
     assert not too_long, f"longer than {LONGEST} (or their LONGER length): {too_long}"
     assert {name for kind, name, n in found if n > LONGEST[kind]} == set(LONGER)  # one made shorter leaves the list
+
+
+# where a finding becomes a test's failure or a usage error: the hooks, the session and its REF and bisect steps, the
+# sharding, pytest-benchmark's side, the fixture and its Judge, the options, and the runs of another commit (against,
+# bisecting, ref_select: REF's pytest and its bad input). Measuring, the verdicts and the stores import no pytest.
+PYTEST_LAYER = {"plugin", "session", "session_ref", "sharding", "benchmark", "fixture", "judging", "settings", "against",
+                "bisecting", "ref_select"}
+
+
+def test_only_the_pytest_layer_imports_pytest():
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):  # imports inside functions too
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n.split(".")[0] in ("pytest", "_pytest") for n in names):
+                found.add(path.relative_to(PACKAGE).with_suffix("").as_posix())
+    assert found == PYTEST_LAYER, f"import pytest outside the pytest layer: {sorted(found - PYTEST_LAYER)}; " \
+                                  f"no longer: {sorted(PYTEST_LAYER - found)}"

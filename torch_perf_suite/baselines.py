@@ -47,7 +47,7 @@ MAX_SCALING = 2  # samples/s per GPU over one GPU's: more than twice is no measu
 FAR = 1.5  # a part's samples/s is the median of its rounds: beyond this factor of their range it is not theirs
 
 
-class BaselineError(Exception):
+class BaselineError(store.Unusable):
     """A baseline file that cannot be used; the message names the file and what to do."""
 
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import pytest
 
-from . import checks, host, ranks, settings
+from . import checks, host, loader, ranks, settings
 from .charts import Chart
 from .checks import parts_line as _parts_line
 from .findings import FAILED, REPORTED
 from .judging import Judge, PerfWarning, gain
-from .measuring import Measuring
+from .measuring import Measuring, measured_again
 from .parts import Windows
 from .result import Result
 from .timing import Throughput, plain_rounds
@@ -99,7 +99,12 @@ class Perf:
         """Time the workload's parts (all it has, or `parts`), then count its syncs in a profiled window."""
         measuring = Measuring(self._session, self.test_id, self.measure_settings, self.smoke, self._pedantic,
                               lambda: self._request.getfixturevalue("tmp_path"), self._benchmark.extra_info)
-        result, self._windows = measuring.run(workload, parts)
+        try:
+            result, self._windows = measuring.run(workload, parts)
+            problem = ""
+        except loader.Undescribable as e:  # a loader the suite cannot read
+            problem = str(e)
+        self._fail(problem)  # outside the handler: the message once, without the error it came from
         self._session.results[self.test_id] = result
         return result
 
@@ -108,26 +113,15 @@ class Perf:
         kept for the report and the baseline: compare it with perf.assert_baseline. `again()` times it once more
         (a failing throughput check's confirmation)."""
         self._again = again
-        result = self._session.results[self.test_id] = ranks.result(self.test_id, timed=timed, on_gpu=self.device == "cuda",
-                                                                     **spread)
+        result = ranks.result(self.test_id, timed=timed, on_gpu=self.device == "cuda", **spread)
+        self._session.results[self.test_id] = result
         return result
 
     def _confirm(self, result: Result, part: str) -> Throughput:
         """Measure `part` of this test's workload once more (a failing check's confirmation)."""
         if (self._windows is None and self._again is None) or self._request.node.nodeid != result.test_id:
             raise RuntimeError(f"{self.test_id}: can only confirm a result measured by this test")
-        if self._windows is None:  # a test over several GPUs: all of it again
-            again = self._again()
-        else:
-            available = self._windows.available()
-            # a resident batch: its step is the GPU-side one
-            window = "pipeline" if part == "gpu" and "gpu" not in available else part
-            if window not in available:
-                raise RuntimeError(f"{self.test_id}: cannot measure {part!r} again; this workload measures "
-                                   f"{', '.join(available)}")
-            again = self._windows.time(window)
-        result.notes.append(f"{part} measured again to confirm: {again.median:,.0f} samples/s")
-        return again
+        return measured_again(result, part, self._windows, self._again)
 
     # --- failing ---------------------------------------------------------------------------------
 

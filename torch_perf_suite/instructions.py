@@ -306,7 +306,7 @@ def load_factory(factory: str):
 SCHEMA = 1
 
 
-class InstructionsError(Exception):
+class InstructionsError(store.Unusable):
     """An instructions file that cannot be used; the message names the file and what to do."""
 
 

@@ -22,8 +22,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-import pytest
-
 from . import compiled, flops, gates, host_reads, host_side, instructions, loader, turns
 from .parts import PARTS, Parts, Windows
 from .result import Result, part_entry, power_note
@@ -106,12 +104,7 @@ class Measuring:
         # loader's one timed judgement (CI's job against the base)
         untimed = self.smoke and not (self.session.ref or self.session.as_ref)
         folder = None if untimed or shared else self.session.loader_folder(self.test_id)
-        try:
-            described, windows.timer, unit_note = loader.observe(windows.members, folder, "the workload")
-        except loader.Undescribable as e:
-            described, unit_note = None, str(e)
-        if described is None and unit_note:  # failed outside the handler: the message once
-            pytest.fail(f"{self.test_id}: {unit_note}", pytrace=False)
+        described, windows.timer, unit_note = loader.observe(windows.members, folder, "the workload")  # or Undescribable
         return described, unit_note
 
     def _by_turns(self, windows: Windows, keys: dict) -> tuple[turns.ByTurns | None, str | None]:
@@ -215,6 +208,22 @@ class Measuring:
                                 for n in PARTS if (t := result.parts.get(n)) is not None},
                          bottleneck=result.parts.bottleneck, syncs_per_step=result.syncs.per_step if result.syncs else None,
                          peak_mem_gb=result.peak_mem_gb, gpu=env["gpu"])
+
+
+def measured_again(result: Result, part: str, windows: Windows | None, again: Callable[[], object] | None):
+    """`part` of a test's workload timed once more (a failing check's confirmation), noted on its result: its window
+    (a resident batch's GPU-side number is its pipeline's), or, for a test over several GPUs, all of it (`again`)."""
+    if windows is None:
+        timed = again()
+    else:
+        available = windows.available()
+        window = "pipeline" if part == "gpu" and "gpu" not in available else part
+        if window not in available:
+            raise RuntimeError(f"{result.test_id}: cannot measure {part!r} again; this workload measures "
+                               f"{', '.join(available)}")
+        timed = windows.time(window)
+    result.notes.append(f"{part} measured again to confirm: {timed.median:,.0f} samples/s")
+    return timed
 
 
 def count_reads(result: Result, workload, members, steps: int) -> None:

@@ -8,8 +8,6 @@ import contextlib
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
 from . import baselines, instructions, loader
 
 
@@ -31,21 +29,15 @@ class Records:
 
     def load(self, folder: Path) -> None:
         """This GPU model's baseline file, the loader instruction counts and the loaders' settings in `folder`; a file
-        that cannot be used is a usage error naming it."""
-        try:
-            self.loaders_file = loader.SettingsFile.load(folder / "loaders.json")
-        except loader.SettingsError as e:
-            raise pytest.UsageError(str(e)) from None
+        that cannot be used raises its store's error (store.Unusable), naming it."""
+        self.loaders_file = loader.SettingsFile.load(folder / "loaders.json")
         if self.settings.instructions and (self.device.is_gpu or self.settings.smoke):
             self._load_instructions(folder)
         if self.device.is_gpu and not self.settings.smoke:
             self._load_baseline_file(folder / f"{baselines.gpu_slug(self.device.env['gpu'])}.json")
 
     def _load_instructions(self, folder: Path) -> None:
-        try:
-            self.instructions_file = instructions.InstructionsFile.load(folder / "instructions.json")
-        except instructions.InstructionsError as e:
-            raise pytest.UsageError(str(e)) from None
+        self.instructions_file = instructions.InstructionsFile.load(folder / "instructions.json")
         self.instructions_key = instructions.key()
         committed = Path(self.rootdir) / "baselines" / "instructions.json"
         if committed != folder / "instructions.json" and committed.is_file():  # REF's folder: the committed counts too
@@ -59,8 +51,8 @@ class Records:
                 self.baseline_file, self.baseline_note = baselines.BaselineFile.load_for_update(path, gpu)
             else:
                 self.baseline_file = baselines.BaselineFile.load(path, gpu)
-        except (baselines.BaselineError, OSError) as e:
-            raise pytest.UsageError(str(e)) from None
+        except OSError as e:
+            raise baselines.BaselineError(str(e)) from None
         if self.baseline_file.old_schema and not self.settings.update_baselines:
             self.baseline_note = (
                 f"{path} is an old baseline file (schema 1): it holds one pipeline number per test and no host, so "

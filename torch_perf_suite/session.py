@@ -81,7 +81,7 @@ class PerfSession:
         if self.settings.against:
             session_ref.check_against(self.settings.update_baselines)
             return  # the baselines are REF's, loaded once it was measured (compare_against)
-        self.records.load(self.settings.baseline_dir)
+        session_ref.load_records(self.records, self.settings.baseline_dir)
 
     def split(self, config, items) -> None:
         """--perf-split I/N: keep this runner's part of the selected tests (runners.split); the rest deselected."""

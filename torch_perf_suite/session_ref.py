@@ -15,6 +15,15 @@ import pytest
 from . import against, bisecting, durations, store, turns
 
 
+def load_records(records, folder: Path) -> None:
+    """The recorded files in `folder` loaded (records.Records.load); one that cannot be used is a usage error naming
+    it."""
+    try:
+        records.load(folder)
+    except store.Unusable as e:
+        raise pytest.UsageError(str(e)) from None
+
+
 def check_against(update_baselines: bool) -> None:
     if update_baselines:
         raise pytest.UsageError("--perf-against compares with REF and records nothing: drop --perf-update-baselines, "
@@ -89,7 +98,7 @@ def compare_against(perf, config, items) -> None:
             perf.turns.start()
         against.run(perf.ref)
     perf.ref_s = time.perf_counter() - started
-    perf.records.load(perf.ref.folder)
+    load_records(perf.records, perf.ref.folder)
     if not (perf.worker or perf.settings.smoke) and loader_at_ref(perf, test_ids):
         perf.turns.start()  # REF cached: beside the first test's build; no window is timed before (Measuring.run)
     reporter = None if perf.worker else config.pluginmanager.get_plugin("terminalreporter")  # its controller's says it
@@ -116,7 +125,7 @@ def ref_before(perf, item) -> None:
         perf.device.free_cached_memory()  # what this worker's earlier tests keep cached, REF's run may need
         try:
             against.run(perf.ref, files={file})
-            perf.records.load(perf.ref.folder)
+            load_records(perf.records, perf.ref.folder)
         except pytest.UsageError as e:
             perf.ref_failed[file] = str(e)
         elapsed = time.perf_counter() - started

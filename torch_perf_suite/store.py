@@ -18,6 +18,11 @@ from typing import IO, Iterator
 LOCK_TIMEOUT_S = 60  # a write takes milliseconds; a lock held this long is a process stuck, said rather than waited on
 
 
+class Unusable(Exception):
+    """A recorded file that cannot be used (a baseline file, the instruction counts, the loaders' settings); the message
+    names the file and what to do. The pytest layer says it as a usage error."""
+
+
 @contextlib.contextmanager
 def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
     """A file written beside `path`, renamed over it when the block ends, removed if the block raises: a reader (the

@@ -14,7 +14,7 @@ from .described import SCALARS, _short
 SCHEMA = 1
 
 
-class SettingsError(Exception):
+class SettingsError(store.Unusable):
     """A loaders file that cannot be used; the message names the file and what to do."""
 
 
