@@ -76,3 +76,27 @@ def test_a_loaders_cost_is_judged_only_by_the_test_that_timed_its_window():
     shared = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit),
                    measured_in={"loader": "t0"})
     assert judge._unit(Result("t", shared, None, None, None), entry) is None  # t0 judged it
+
+
+def test_a_loader_the_suite_cannot_describe_fails_the_test_saying_so_once(monkeypatch):
+    import pytest
+
+    from torch_perf_suite import fixture
+    from torch_perf_suite.settings import Measure
+
+    class Unreadable:
+        def __init__(self, *args):
+            pass
+
+        def run(self, workload, parts):
+            raise loader.Undescribable("the workload is list, not a torch.utils.data.DataLoader: its settings cannot be read")
+
+    monkeypatch.setattr(fixture, "Measuring", Unreadable)
+    node = SimpleNamespace(nodeid="t.py::test_x", iter_markers=lambda name: iter(()))
+    session = SimpleNamespace(settings=SimpleNamespace(measure=Measure(), smoke=False), results={})
+    perf = fixture.Perf(session, SimpleNamespace(node=node), SimpleNamespace(extra_info={}))
+    with pytest.raises(pytest.fail.Exception) as failed:
+        perf.measure(object())
+    assert str(failed.value) == ("t.py::test_x: the workload is list, not a torch.utils.data.DataLoader: its settings "
+                                 "cannot be read")
+    assert failed.value.__context__ is None and session.results == {}  # failed outside the handler, nothing kept

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from torch_perf_suite import report, runners, timing
+from torch_perf_suite import report, rows, runners, timing
 
 ENV = {"gpu": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0+cu130", "torchvision": "0.26.0",
        "torchmetrics": "1.9.0", "host": {"cpu": "Intel(R) Xeon(R) Processor (family 6 model 207 stepping 2)", "cores": 16},
@@ -123,13 +123,13 @@ def test_the_table_fits_a_terminal_of_120_columns(drawn):
     ({"outcome": "passed", "notes": []}, "passed", []),
 ])
 def test_the_outcome_is_the_rows_own_field_and_no_note_is_read_for_it(row, shown, own):
-    assert report.outcome(row) == shown and report.own_notes(row) == own
+    assert rows.outcome(row) == shown and rows.own_notes(row) == own
 
 
 @pytest.mark.parametrize("notes, shown", [(["passed", "x"], "passed"), (["FAILED"], "FAILED"), ([], "-"),
                                           (["loader measured in test_x", "passed"], "-")])
 def test_a_report_written_before_rows_had_an_outcome_kept_it_as_the_first_note(notes, shown):
-    assert report.outcome({"notes": notes}) == shown
+    assert rows.outcome({"notes": notes}) == shown
 
 
 def test_a_repeated_note_is_said_once_above_the_table_and_not_in_the_rows_details(drawn):

@@ -102,8 +102,8 @@ class Perf:
         try:
             result, self._windows = measuring.run(workload, parts)
             problem = ""
-        except loader.Undescribable as e:  # a loader the suite cannot read
-            problem = str(e)
+        except loader.Undescribable as e:  # a loader the suite cannot read: never an empty message, so never passes
+            problem = str(e) or "its loader cannot be described"
         self._fail(problem)  # outside the handler: the message once, without the error it came from
         self._session.results[self.test_id] = result
         return result

@@ -130,7 +130,7 @@ class Measuring:
             return first, f"loader CPU time not measured again by turns: {e}"
 
     def _turns_settled(self) -> None:
-        """The turns' processes, started with the session (PerfSession.compare_against), done importing before a window
+        """The turns' processes, started with the session (session_ref.compare_against), done importing before a window
         is timed; where they failed, the loader's note says why (`_by_turns`)."""
         if self.session.turns is not None:
             with contextlib.suppress(turns.Unavailable):

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .charts import Chart, mermaid
-from .report import outcome, own_notes
+from .rows import outcome, own_notes
 from .store import quoted, write_atomic
 
 LABEL = "perf-regression"

@@ -11,6 +11,7 @@ from pathlib import Path
 from .charts import Chart, png, section
 from .nvml import shown
 from .parts import PARTS
+from .rows import outcome, own_notes
 from .store import write_atomic
 from .syncs import UNKNOWN_FIX
 from .timing import seconds_line, session_line
@@ -114,20 +115,6 @@ def short_id(test_id: str) -> str:
     """perf_tests/test_ladder.py::test_ladder[pin_memory] -> ladder[pin_memory]: no path, no leading "test_"."""
     name = test_id.rsplit("::", 1)[-1]
     return name[5:] if name.startswith("test_") and len(name) > 5 else name
-
-
-def outcome(row: dict) -> str:
-    """"passed" or "FAILED" where the session knew the outcome, else "-". A report written before rows had an
-    "outcome" (the nightly's history) kept it as the first note."""
-    notes = row.get("notes") or []
-    legacy = notes[0] if notes and notes[0] in ("passed", "FAILED") else "-"
-    return (row["outcome"] or "-") if "outcome" in row else legacy
-
-
-def own_notes(row: dict) -> list[str]:
-    """The row's notes, without an older report's outcome among them."""
-    notes = row.get("notes") or []
-    return notes[1:] if "outcome" not in row and outcome(row) != "-" else notes
 
 
 def shared_notes(table_rows: list[dict]) -> dict[str, list[str]]:

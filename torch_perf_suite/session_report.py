@@ -37,7 +37,7 @@ def write_report(perf, final: bool = False) -> list:
 
 
 def merge_reports(perf) -> list[Path]:
-    """The controller of a sharded run, at the end: the workers' reports as one (report.merge), kept for the
+    """The controller of a sharded run, at the end: the workers' reports as one (runners.merge), kept for the
     terminal and, under --perf-report, written to PATH.md and PATH.json with the charts. A worker's report comes
     with its end (workeroutput), or, from a worker that crashed, from its partial file. The partial files
     (PATH.<worker id>.md and .json) are removed once merged; kept, and said so, where one cannot be read (the
