@@ -100,3 +100,35 @@ def test_a_loader_the_suite_cannot_describe_fails_the_test_saying_so_once(monkey
     assert str(failed.value) == ("t.py::test_x: the workload is list, not a torch.utils.data.DataLoader: its settings "
                                  "cannot be read")
     assert failed.value.__context__ is None and session.results == {}  # failed outside the handler, nothing kept
+
+
+def test_a_gpu_util_shortfall_fails_only_where_measured_again_it_falls_short_too(monkeypatch):
+    import pytest
+
+    from torch_perf_suite import fixture
+    from torch_perf_suite.nvml import Utilization
+    from torch_perf_suite.settings import Measure
+
+    node = SimpleNamespace(nodeid="t.py::test_x", iter_markers=lambda name: iter(()))
+    session = SimpleNamespace(settings=SimpleNamespace(measure=Measure(), smoke=False), results={})
+    perf = fixture.Perf(session, SimpleNamespace(node=node), SimpleNamespace(extra_info={}))
+
+    def result(pct):
+        gpu = Throughput(100, (0.1,) * 3, util=Utilization(samples=50, gpu_util_pct=pct))
+        return Result("t.py::test_x", Parts(batch_size=100, pipeline=gpu, gpu=gpu), None, None, None)
+
+    again = []  # what the confirmation measures, in order
+    monkeypatch.setattr(perf, "_confirm", lambda r, part: Throughput(100, (0.1,) * 3, util=again.pop(0)))
+    burst = result(84.0)
+    again.append(Utilization(samples=50, gpu_util_pct=97.0))  # a neighbour's burst: gone when measured again
+    perf.assert_utilization(burst, at_least=90)
+    assert burst.notes == ["GPU-Util 84% over the gpu rounds (NVML, 50 samples), expected at least 90%: the GPU waits "
+                           "for the host; measured again: GPU-Util 97%: not confirmed"]
+
+    again.append(Utilization(samples=50, gpu_util_pct=85.0))  # a step that waits on the host: it waits again
+    with pytest.raises(pytest.fail.Exception) as failed:
+        perf.assert_utilization(result(84.0), at_least=90)
+    assert "GPU-Util 84% over the gpu rounds" in str(failed.value)
+    assert "; measured again: GPU-Util 85%" in str(failed.value)
+    perf.assert_utilization(result(95.0), at_least=90)  # above the floor: nothing measured again
+    assert again == []

@@ -175,13 +175,13 @@ class Perf:
         self._fail(checks.tensor_cores(k, at_least=at_least, at_most=at_most), result)
 
     def assert_utilization(self, result: Result, at_least: float, part: str = "gpu") -> None:
-        """nvidia-smi's GPU-Util (NVML), median over `part`'s timed rounds, is at least `at_least` percent.
-        Where NVML cannot say, the check is not made and the report says why; nothing fails for that, not
-        even under --perf-strict (a GPU without NVML access measures everything else)."""
+        """nvidia-smi's GPU-Util (NVML) over `part`'s timed rounds is at least `at_least` percent, a shortfall measured
+        once more (checks.utilization_confirmed); where NVML cannot say, reported, never failed (not even strict)."""
         if self.smoke:
             return
         t = result.parts.get(part)
-        found = checks.utilization(None if t is None else t.util, at_least, part)
+        found = checks.utilization_confirmed(None if t is None else t.util, lambda: self._confirm(result, part).util,
+                                             at_least, part)
         if found.outcome == REPORTED:
             result.notes.append(found.text)
         self._fail(found.outcome == FAILED and f"{found.text}; {_parts_line(result.parts)}")
