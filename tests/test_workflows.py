@@ -190,3 +190,17 @@ def test_the_evaluator_reads_what_the_workflows_use():
     assert evaluate("x == 'b' || (x == 'a' && github.event_name == 'push')", context) is False
     with pytest.raises(AssertionError, match="unread tokens"):
         evaluate("x == 'a' 'b'", context)
+
+
+def test_a_file_that_pytest_opens_as_it_reads_its_options_has_its_folder_made_first():
+    # pytest-benchmark opens --benchmark-json's file while parsing the command line: a missing folder stops the run
+    # before a test, "can't open 'reports/benchmark.json'" (seen on a fresh runner)
+    opened_early = re.compile(r"--benchmark-json[ =](\S+)")
+    for path in WORKFLOWS:
+        for name, job in load(path)["jobs"].items():
+            for step in job.get("steps", []):
+                script = step.get("run", "")
+                for file in opened_early.findall(script):
+                    folder = os.path.dirname(file)
+                    made = re.search(rf"mkdir -p [^\n]*\b{re.escape(folder)}\b", script.split(file, 1)[0])
+                    assert not folder or made, f"{path.name} job {name}: --benchmark-json {file} before `mkdir -p {folder}`"
