@@ -113,3 +113,16 @@ def judge_without_entry() -> Judge:
     j.session.records.baseline_file = SimpleNamespace(path="baselines/nvidia-h200.json")
     j.session.sharded = False
     return j
+
+
+def test_the_reports_main_row_of_a_spread_test_shows_the_most_syncs_of_any_rank():
+    from collections import Counter
+
+    from torch_perf_suite import report
+
+    one_rank_waits = counted()
+    one_rank_waits.sources = Counter({"planted .item()": 8})  # rank 1 only: 1.00 a step
+    assert [row["syncs_per_step"] for row in report.rows([spread(), spread(rank1=one_rank_waits)])] == [0.0, 1.0]
+    unprofiled = ranks.result(TEST, timed=Throughput(512, (0.1,)), batch_size=512, ranks={0: None, 1: None},
+                              peak_gb={}, gpus=2, resident=True, scaling=None, on_gpu=False)
+    assert report.rows([unprofiled])[0]["syncs_per_step"] is None  # a smoke run profiles nothing

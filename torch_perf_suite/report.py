@@ -47,6 +47,12 @@ def _verdict(v) -> dict:
             "why_not": v.why_not or None}
 
 
+def _syncs_per_step(r) -> float | None:
+    """The host's waits a step; over several GPUs, the most of any rank (each rank's are in the details)."""
+    counted = [r.syncs] if r.syncs is not None else [s for s in (getattr(r, "ranks", None) or {}).values() if s is not None]
+    return round(max(s.per_step for s in counted), 3) if counted else None
+
+
 def rows(results) -> list[dict]:
     out = []
     for r in results:
@@ -61,7 +67,7 @@ def rows(results) -> list[dict]:
             "efficiency": None if p.efficiency is None else round(p.efficiency, 3),
             "gpu_busy_pct": None if p.gpu_busy_pct is None else round(p.gpu_busy_pct, 1),
             "baseline": {part: _verdict(v) for part, v in r.verdicts.items()},
-            "syncs_per_step": None if r.syncs is None else round(r.syncs.per_step, 3),
+            "syncs_per_step": _syncs_per_step(r),
             "sync_sources": [] if r.syncs is None else [
                 {"per_step": n / r.syncs.steps, **_source(s)} for s, n in r.syncs.sources.most_common()
             ],
@@ -206,9 +212,8 @@ def _details(table_rows: list[dict], shared: dict, items, workers: dict | None) 
 PART_HEADS = {"pipeline": "pipeline", "gpu": "GPU-side", "loader": "loader"}  # the parts in the table, their headers
 LEGEND = ("pipeline, GPU-side, loader: samples/s of each part (as trained; the batch already on the GPU; the loader alone, "
           "to the GPU), then its change against the baseline (REF's, under --perf-against) where compared, FAILED where "
-          "that failed the test; "
-          "syncs/step: the host's waits on the GPU per step. Each test's details (bottleneck, efficiency, spread, GPU-Util, "
-          "MFU, its notes) are at the end\n\n")
+          "that failed the test; syncs/step: the host's waits on the GPU per step (over several GPUs, the most of any "
+          "rank). Each test's details (bottleneck, efficiency, spread, GPU-Util, MFU, its notes) are at the end\n\n")
 DETAILS = ("### Details\n\nloader/CPU s = the loader's samples per CPU second of its workers; efficiency = pipeline / "
            "slowest part; spread = between rounds, per part in this order; GPU-Util = nvidia-smi's GPU-Util over the "
            "pipeline / GPU-side rounds (NVML), with the memory used, power and SM clock of the last\n\n")
