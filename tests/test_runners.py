@@ -72,6 +72,7 @@ def test_merge_joins_the_parts_reports_and_writes_each_tests_seconds(tmp_path, c
     assert {r["worker"] for r in merged["tests"] if "ladder" in r["test"]} == {"part1"}
     assert json.loads(seconds.read_text()) == {t: 10.0 for t in sorted(TESTS)}
     assert "merged 15 tests of 2 parts" in capsys.readouterr().out
+    assert "In parts (--perf-split runners): part1 on " in (tmp_path / "merged" / "perf.md").read_text()
 
 
 def test_a_sharded_runners_rows_keep_their_worker_under_the_runners_name():

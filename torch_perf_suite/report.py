@@ -294,7 +294,8 @@ def _mfu(m: dict | None) -> str:
 def _sharded(workers: dict | None) -> str:
     if not workers:
         return ""
-    return "Sharded (pytest-xdist): " + "; ".join(f"{wid} on {_worker_device(w)}, {w['tests']} test(s)"
+    how = "Sharded (pytest-xdist)" if all(wid.startswith("gw") for wid in workers) else "In parts (--perf-split runners)"
+    return f"{how}: " + "; ".join(f"{wid} on {_worker_device(w)}, {w['tests']} test(s)"
                                                   for wid, w in workers.items()) + "\n\n"
 
 
