@@ -114,6 +114,28 @@ def measure_throughput(
     """
     clock = clock or time.perf_counter
     start = time.perf_counter()  # the window's own cost, always on the wall clock
+    steps = _warm_and_size(step, sync, clock, warmup=warmup, steps=steps, cycle=cycle, round_s=round_s,
+                           least_step_s=least_step_s)
+    warmup_s = time.perf_counter() - start
+    timed = _Rounds(step, sync, clock, steps, energy, cpu)
+    with monitor() if monitor else contextlib.nullcontext() as watching:
+        runner(timed.one, sync, rounds)
+        if not timed.durations:
+            raise RuntimeError("no round was timed: is pytest-benchmark disabled (--benchmark-disable)?")
+        first = len(timed.durations)
+        cap = max(max_rounds or first, first)
+        while len(timed.durations) < cap and ci_halfwidth_pct([steps * batch_size / d for d in timed.durations]) > ci_pct:
+            plain_rounds(timed.one, sync, 1)
+    energy_j = None if None in timed.joules else sum(timed.joules)
+    return Throughput(steps * batch_size, tuple(timed.durations), extended=len(timed.durations) - first,
+                      window_s=time.perf_counter() - start, warmup_s=warmup_s, energy_j=energy_j,
+                      cpu_s=None if None in timed.cpu_s else tuple(timed.cpu_s),
+                      util=watching.summary() if monitor else None)
+
+
+def _warm_and_size(step, sync, clock, *, warmup: int, steps: int, cycle: int, round_s: float,
+                   least_step_s: float) -> int:
+    """Warm up, then the steps a round takes: whole cycles, sized by a probe of one cycle where `round_s` is set."""
     for _ in range(warmup):
         step()
     sync()
@@ -124,36 +146,31 @@ def measure_throughput(
             step()
         sync()
         steps = steps_per_round(clock() - t0, cycle, steps=steps, cycle=cycle, round_s=round_s, least_step_s=least_step_s)
-    warmup_s = time.perf_counter() - start
-    durations: list[float] = []
-    joules: list[float | None] = []
-    cpu_s: list[float | None] = []
+    return steps
 
-    def one_round() -> None:
-        e0 = energy() if energy else None
-        c0 = cpu() if cpu else None
-        t0 = clock()
-        for _ in range(steps):
-            step()
-        sync()
-        durations.append(clock() - t0)
-        c1 = cpu() if cpu else None
-        e1 = energy() if energy else None
-        joules.append(None if e0 is None or e1 is None else e1 - e0)
-        cpu_s.append(None if c0 is None or c1 is None else c1 - c0)
 
-    with monitor() if monitor else contextlib.nullcontext() as watching:
-        runner(one_round, sync, rounds)
-        if not durations:
-            raise RuntimeError("no round was timed: is pytest-benchmark disabled (--benchmark-disable)?")
-        first = len(durations)
-        cap = max(max_rounds or first, first)
-        while len(durations) < cap and ci_halfwidth_pct([steps * batch_size / d for d in durations]) > ci_pct:
-            plain_rounds(one_round, sync, 1)
-    energy_j = None if None in joules else sum(joules)
-    return Throughput(steps * batch_size, tuple(durations), extended=len(durations) - first,
-                      window_s=time.perf_counter() - start, warmup_s=warmup_s, energy_j=energy_j,
-                      cpu_s=None if None in cpu_s else tuple(cpu_s), util=watching.summary() if monitor else None)
+class _Rounds:
+    """Timed rounds of `steps` steps, each ended by a sync inside it; the energy and the loader's CPU seconds are read
+    around each round, outside its timed region."""
+
+    def __init__(self, step, sync, clock, steps: int, energy, cpu):
+        self.step, self.sync, self.clock, self.steps, self.energy, self.cpu = step, sync, clock, steps, energy, cpu
+        self.durations: list[float] = []
+        self.joules: list[float | None] = []
+        self.cpu_s: list[float | None] = []
+
+    def one(self) -> None:
+        e0 = self.energy() if self.energy else None
+        c0 = self.cpu() if self.cpu else None
+        t0 = self.clock()
+        for _ in range(self.steps):
+            self.step()
+        self.sync()
+        self.durations.append(self.clock() - t0)
+        c1 = self.cpu() if self.cpu else None
+        e1 = self.energy() if self.energy else None
+        self.joules.append(None if e0 is None or e1 is None else e1 - e0)
+        self.cpu_s.append(None if c0 is None or c1 is None else c1 - c0)
 
 
 class Laps:

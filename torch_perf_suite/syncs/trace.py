@@ -135,18 +135,7 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
         i = bisect.bisect_right(steps, (ts, float("inf"))) - 1
         return i >= 0 and steps[i][0] <= ts <= steps[i][1]
 
-    launches = {
-        e["args"]["correlation"]: e
-        for e in events
-        if e.get("cat") in HOST_CATEGORIES and "correlation" in e.get("args", {})
-    }
-    syncs = [e for e in events if e.get("cat") in HOST_CATEGORIES and _base(e["name"]) in BLOCKING_CALLS]
-    for copy in (e for e in events if e["name"] in PAGEABLE_COPIES):
-        launch = launches.get(copy.get("args", {}).get("correlation"))
-        if launch is None or _blocks_in_same_op(launch, by_thread):
-            continue
-        syncs.append(by_thread.alias({**launch, "name": copy["name"]}, launch))
-
+    syncs = _blocking(events, by_thread)
     counted = SyncCount(steps=len(steps), gpu_busy_s=_kernel_time_s(events) / len(steps), kernels=kernel_stats(events, steps))
     sites = _sites_by_sync(syncs, by_thread)
     forward_of = _forward_links(trace["traceEvents"], by_thread)
@@ -163,6 +152,19 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
         else:
             counted.sources[source] += 1
     return counted
+
+
+def _blocking(events: list[dict], by_thread: "_Threads") -> list[dict]:
+    """The host's blocking calls, and each pageable copy whose launch did not block in its own op (the copy waits)."""
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") in HOST_CATEGORIES and "correlation" in e.get("args", {})}
+    syncs = [e for e in events if e.get("cat") in HOST_CATEGORIES and _base(e["name"]) in BLOCKING_CALLS]
+    for copy in (e for e in events if e["name"] in PAGEABLE_COPIES):
+        launch = launches.get(copy.get("args", {}).get("correlation"))
+        if launch is None or _blocks_in_same_op(launch, by_thread):
+            continue
+        syncs.append(by_thread.alias({**launch, "name": copy["name"]}, launch))
+    return syncs
 
 
 def _usable(e) -> dict | None:
