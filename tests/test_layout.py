@@ -1,6 +1,7 @@
 """The package's shape: its modules import one another without a cycle, and plugin.py holds hooks only."""
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).parent.parent / "torch_perf_suite"
@@ -80,3 +81,18 @@ def test_only_the_pytest_layer_imports_pytest():
                 found.add(path.relative_to(PACKAGE).with_suffix("").as_posix())
     assert found == PYTEST_LAYER, f"import pytest outside the pytest layer: {sorted(found - PYTEST_LAYER)}; " \
                                   f"no longer: {sorted(PYTEST_LAYER - found)}"
+
+
+def test_measuring_and_judging_read_only_what_the_session_view_names_and_the_session_has_it():
+    import inspect
+
+    from torch_perf_suite.session import PerfSession
+    from torch_perf_suite.session_view import SessionView
+
+    named = {n for n in vars(SessionView) if not n.startswith("_")} | set(SessionView.__annotations__)
+    for module in ("judging", "measuring"):
+        read = set(re.findall(r"self\.session\.(\w+)", (PACKAGE / f"{module}.py").read_text()))
+        assert read <= named, f"{module}.py reads {read - named} of the session, which SessionView does not name"
+    source = inspect.getsource(PerfSession)
+    missing = {n for n in named if not hasattr(PerfSession, n) and not re.search(rf"self\.{n}(: [^=]+)? = ", source)}
+    assert not missing, f"PerfSession has no {missing}"

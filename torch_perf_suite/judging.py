@@ -17,6 +17,7 @@ from . import checks, compiled, gates, host, instructions, loader, ranks, turns
 from .checks import parts_line
 from .findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, REPORTED, Finding, failures
 from .result import Result
+from .session_view import SessionView
 from .settings import Measure
 from .stats import compare
 from .timing import Throughput
@@ -43,7 +44,7 @@ def warn(message: str) -> None:
 
 @dataclass
 class Judge:
-    session: object  # the PerfSession
+    session: SessionView
     test_id: str
     settings: Measure
     confirm: Callable[[Result, str], Throughput]  # measure a part of this test's workload once more

@@ -25,6 +25,7 @@ from typing import Callable
 from . import compiled, flops, gates, host_reads, host_side, instructions, loader, turns
 from .parts import PARTS, Parts, Windows
 from .result import Result, part_entry, power_note
+from .session_view import SessionView
 from .settings import Measure
 
 READS_NOT_COUNTED = "host reads not counted (the smoke run's sync check)"
@@ -32,7 +33,7 @@ READS_NOT_COUNTED = "host reads not counted (the smoke run's sync check)"
 
 @dataclass
 class Measuring:
-    session: object  # the PerfSession
+    session: SessionView
     test_id: str
     settings: Measure
     smoke: bool
