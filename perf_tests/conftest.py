@@ -37,9 +37,7 @@ def measure(perf):
 
     The workload stays open until the test ends, so that a failing check can measure it again.
     In smoke mode (no measurement), it checks what a CPU can: the recipe trained for the steps the
-    smoke window runs, and its first loss was finite. (Only the first: on a CPU, torch 2.14.1, the
-    fused_optimizer recipe, fused SGD with momentum under an fp16 GradScaler, reaches NaN on its
-    seventh step where foreach SGD does not; not seen on a GPU, where the loss is not checked.)"""
+    smoke window runs, and its first loss was finite (only the first: docs/limits.md says why)."""
     opened = []
 
     def run(recipe: recipes.Recipe, parts: tuple[str, ...] | None = None):

@@ -30,13 +30,12 @@ class Expect:
 
 # Efficiency floors below 0.8: with no workers, loading and training take turns, so the baseline is held to half
 # the rate of the two in series (test_h2d_copy); at batch 32 the GPU-side step is bound by kernel launches, and
-# the same main thread also unpacks the batches of 16 workers (two H200 machines measured 0.50 and 0.63 for
-# workers, 0.86 and 0.76 for pin_memory).
+# the same main thread also unpacks the batches of 16 workers (the figures: docs/seed-000-ladder.md).
 EXPECT = {
     "baseline": Expect(2, efficiency=0.5, in_turns=True, article="400"),  # two pageable blocking copies: images, labels
     "workers": Expect(2, "pipeline", 1.5, efficiency=0.3, article="865"),
-    # the copies' syncs are gone: the claim that holds. Its pipeline gain over 16 workers' is the host's: 1.39x and
-    # 1.22x on two H200s; 1.11x, 1.39x, 1.096x, and 0.985x (1.039x measured again) on H100s; so no loss past 10%
+    # the copies' syncs are gone: the claim that holds. Its pipeline gain over 16 workers' is the host's, near 1x on
+    # some machines (docs/seed-000-ladder.md); so no loss past 10%
     "pin_memory": Expect(0, "pipeline", 0.9, efficiency=0.4, article="~1200"),
     "batch_512": Expect(0, "pipeline", 1.2, efficiency=0.7, article="1584"),
     "uint8_h2d": Expect(0, "loader", 1.2, article="1670"),  # no ToTensor/Normalize per image, 4x fewer bytes
@@ -44,11 +43,9 @@ EXPECT = {
     "amp_fp16": Expect(1, "gpu", 1.2, article="2477 (batch 1024)"),  # GradScaler's inf check reads the GPU
     "compile": Expect(1, "gpu", 2.0, article="3268"),
     "fused_optimizer": Expect(0, "gpu", 0.99),  # the fused step keeps found_inf on the GPU: no sync
-    # bf16 needs no loss scaler, and costs GPU time here: 0.878x (0.882x again) the fp16 step's GPU-side number on an
-    # H200, each compiled afresh. The 1.03x and 1.04x recorded before came from Inductor's cache answering this step
-    # with the fp16 step's compiled graph (recipes.compile_cache).
+    # bf16 needs no loss scaler, and costs GPU time here, each step compiled afresh (recipes.compile_cache)
     "bf16": Expect(0, "gpu", 0.8),
-    "gpu_resize": Expect(0, "loader", 5.0),  # 32x32 uint8 over the bus, resized on the GPU (two H200s: 25x, 31x)
+    "gpu_resize": Expect(0, "loader", 5.0),  # 32x32 uint8 over the bus, resized on the GPU
 }
 assert list(EXPECT) == LADDER_STEPS, "every ladder step states its expectation"
 CEILING_SHARE = 0.95  # the last step's pipeline reaches this share of its predecessor's GPU-side number

@@ -30,27 +30,23 @@ class Expect:
     article: str = ""  # seed 001's A100 forward time at batch 256
 
 
-# Margins below what H200s measured (docs/seed-001-resnet50.md), GPU-side samples/s: 909 (fp32), 2,199 (tf32, 2.42x),
-# 2,969 (amp_fp16, 1.35x), 5,816 (channels_last, 1.96x; 1.76x on another H200), 6,123 (fused_optimizer, 1.05x),
-# 7,130 (compile, 1.16x), 7,235 (bf16, 1.01x; 0.98x on a third H200). Tensor Core share 0% under strict FP32,
-# 97-99% from TF32 on.
+# Each floor sits below the gains measured (the figures: docs/seed-001-resnet50.md, "The floors and their figures").
 EXPECT = {
     "fp32": Expect(0, None, (None, 0.05), False, article="188 ms"),  # TF32 off: no Tensor Cores
     "tf32": Expect(0, 1.8, (0.9, None), False, article="110 ms"),
     "amp_fp16": Expect(1, 1.2, (0.9, None), False, article="73 ms"),  # GradScaler's inf check reads the GPU
-    # the scaler's sync leaves the GPU idle while the host waits and refills the queue: 87% busy on an H200
+    # the scaler's sync leaves the GPU idle while the host waits and refills the queue
     "channels_last": Expect(1, 1.4, (0.9, None), True, utilization=80, article="45.6 ms"),
-    # fused SGD reads found_inf on the GPU: no sync; 1.05-1.07x measured, so the floor sits below the noise
+    # fused SGD reads found_inf on the GPU: no sync; a small gain, so the floor sits below the noise
     "fused_optimizer": Expect(0, 1.02, (0.9, None), True),
-    # 1.10-1.18x on four H200s; its rounds are the noisiest (0.1-10%, docs/seed-001-resnet50.md), so the floor is low
+    # its rounds are the noisiest, so the floor is low
     "compile": Expect(0, 1.05, (0.9, None), True),
-    # no loss scaler at all; 0.935x (0.936x again) the compiled fp16 step on an H200, each compiled afresh (the
-    # 0.98-1.02x of three earlier H200s came from Inductor's cache answering bf16 with the fp16 graph: recipes.compile_cache)
+    # no loss scaler at all, and slower than the compiled fp16 step, each compiled afresh (recipes.compile_cache)
     "bf16": Expect(0, 0.85, (0.9, None), True),
 }
 STEPS = list(resnet50_ladder())
 assert list(EXPECT) == STEPS, "every step states its expectation"
-UTILIZATION = 90  # % GPU-Util of a GPU-bound step without syncs (H200: 100% at batch 256, 95% at 128)
+UTILIZATION = 90  # % GPU-Util of a GPU-bound step without syncs
 CHART = Chart(x="step", bars=("gpu_side",), note="tensor_cores")
 pytestmark = pytest.mark.perf(round_s=1.5)  # compiled steps run near the power limit: longer rounds average its clock steps
 
@@ -86,8 +82,8 @@ def test_resnet50_ladder(perf, measure, step):
 
 @pytest.mark.parametrize("layout", ["amp_fp16", "fused_optimizer"], ids=["nchw", "channels_last"])
 def test_bf16_in_eager_mode(perf, measure, layout):
-    """Why bf16 comes last: in eager mode, bf16 autocast is slower than fp16 in either layout (an H200: 0.82x in
-    NCHW, 0.77x in channels_last); compiled, it is still slower (0.935x, each step compiled afresh). Should a torch
+    """Why bf16 comes last: in eager mode, bf16 autocast is slower than fp16 in either layout; compiled, it is
+    still slower (each step compiled afresh; the figures: docs/seed-001-resnet50.md). Should a torch
     or cuDNN upgrade close the gap, this test says so, and bf16 can move up the ladder."""
     recipe = replace(resnet50_ladder()[layout], amp="bf16", grad_scaler=False)
     supported(perf, recipe)
@@ -106,7 +102,7 @@ SWEEP_GAIN = {128: 1.5, 256: 0.98}  # over the batch before: launch-bound below 
 def test_batch_size_sweep(perf, measure, batch):
     """Seed 001's first advice: raise the batch until nvidia-smi shows the GPU busy. The fused_optimizer step
     (fp16, channels_last, eager, no sync) at three batch sizes: samples/s and GPU-Util rise with the batch
-    until they saturate (GPU-Util on an H200: 18-30%, 57-95%, 100%; below 256 the host's launches bound it)."""
+    until they saturate (below 256 the host's launches bound it; the figures: docs/seed-001-resnet50.md)."""
     recipe = replace(resnet50_ladder()["fused_optimizer"], batch_size=batch)
     supported(perf, recipe)
     result = measure(recipe)
