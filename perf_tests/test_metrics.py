@@ -24,12 +24,12 @@ EXPECT = {
 # The article: naive metrics cost almost 10% of throughput, the fixed ones cost nothing. The loader
 # bounds this pipeline (seed 004's images are drawn on the CPU), so both claims are made on the
 # GPU-side number, the same step with its batch on the GPU, where each sync stalls the GPU.
-NAIVE_AT_MOST = 0.97  # naive / none, GPU-side (an H200 measured 0.87)
-FIXED_WITHIN_PCT = 4  # fixed / none, GPU-side (an H200 measured 0.98: the metrics' own kernels)
+NAIVE_AT_MOST = 0.97  # naive / none, GPU-side (the figures: docs/seed-000-ladder.md, "The floors and their figures")
+FIXED_WITHIN_PCT = 4  # fixed / none, GPU-side: the metrics' own kernels cost a little
 EFFICIENCY = 0.7
 # A pitfall's syncs stall the main thread every step, so loading and training overlap less where the
-# loader and the GPU-side step are about as fast: naive measured 0.89, 0.76 and 0.65 on three H200
-# machines (host_value_gpu_metric 1.13, 0.84). That loss is the pitfall's cost, not a broken harness.
+# loader and the GPU-side step are about as fast (the figures: docs/seed-000-ladder.md). That loss is the pitfall's
+# cost, not a broken harness.
 PITFALL_EFFICIENCY = 0.5
 
 
@@ -85,9 +85,9 @@ DDP_PLACEMENT = {
 }
 
 
-# In the merge gate's timed subset, not its sync pass: in smoke recipes DDP's _pre_forward waits on an event 5 times a
-# step (cudaEventSynchronize, an H200 on 2026-11-27) where the full recipe waits on none, so only the full recipe
-# checks this claim
+# In the merge gate's timed subset, not its sync pass: in smoke recipes DDP's _pre_forward waits on an event every
+# step (cudaEventSynchronize; docs/limits.md) where the full recipe waits on none, so only the full recipe checks
+# this claim
 @pytest.mark.gate
 @pytest.mark.perf(profile_steps=8)
 @pytest.mark.parametrize("placement", list(DDP_PLACEMENT))

@@ -34,7 +34,7 @@ pytestmark = [
 ]
 
 GPUS = 2
-STEP = recipes.resnet50_ladder()["fused_optimizer"]  # 0 syncs a step; 6,117-6,141 samples/s measured on one H200
+STEP = recipes.resnet50_ladder()["fused_optimizer"]  # 0 syncs a step
 FROM_DISK = dict(dataset="images", storage="preprocessed", resident=False, pin_memory=True, non_blocking=True,
                  cast_on="gpu")
 SECTION = "Several GPUs (seed 003)"
@@ -53,10 +53,10 @@ class Expect:
 
 SCENARIOS = {
     "one_gpu": Expect("one_gpu"),
-    # gradients all-reduced over NVLink during backward: 95.7-96.2% on four two-H200 machines, so held to 94%, not
-    # to the 95% that its form below clears by 2 points (a floor within a point of the figure would cry wolf)
+    # gradients all-reduced over NVLink during backward: held to 94%, not to the 95% that its form below clears by 2
+    # points (a floor within a point of the figures, docs/multi-gpu.md, would cry wolf)
     "ddp": Expect("ddp", over="one_gpu", efficiency=0.94),
-    # the gradients kept in the all-reduce buckets, no copy into them: 97.3-97.4% in a probe, 97.5% in this file
+    # the gradients kept in the all-reduce buckets, no copy into them
     "ddp_gradient_as_bucket_view": Expect("ddp", bucket_view=True, over="one_gpu", efficiency=0.95),
     "data_parallel": Expect("data_parallel", over="one_gpu"),
     "data_parallel_loss_in_forward": Expect("data_parallel", loss_in_forward=True, over="one_gpu"),
@@ -116,10 +116,10 @@ def test_spread(perf, gpus, scenario, tmp_path, request):
     assert_no_syncs(perf, spread)
     over = MEASURED.get(e.over)
     efficiency = spread.per_gpu / over.per_gpu if over else None
-    # DataParallel's one process scatters, replicates and gathers for every GPU: its rate is the host's (-7.7% between
-    # two runs on one two-H200 machine), a pipeline number judged on its host, and by its counts. So is a loader's:
-    # DDP from disk kept 95.7-96.4% of one GPU on three machines and 87.3% on a fourth. DDP on resident batches
-    # scales with the GPUs and the all-reduce: its scaling efficiency is a ratio that holds on any host
+    # DataParallel's one process scatters, replicates and gathers for every GPU: its rate is the host's, a pipeline
+    # number judged on its host, and by its counts. So is a loader's (docs/multi-gpu.md, "Baselines of their own").
+    # DDP on resident batches scales with the GPUs and the all-reduce: its scaling efficiency is a ratio that holds
+    # on any host
     gpu_bound = not e.from_disk and e.how != "data_parallel"
     result = judged(perf, spread, recipe, tmp_path, resident=gpu_bound,
                     scaling=efficiency if gpu_bound and e.how == "ddp" else None)

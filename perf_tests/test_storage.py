@@ -32,9 +32,7 @@ class Expect:
     syncs: int = 0  # per step; for a pitfall, at least this many
 
 
-# Measured on an H200 (16 cores, 16 workers; docs/seed-003-data.md), loader samples/s: JPEG files 7,637
-# (the same cold: 7,663), PNG files 4,066, JPEG bytes in RAM 8,434, pixels in RAM 14,918, preprocessed 17,443
-# (15,613 measured again), float32 preprocessed 3,895, GPU decode 3,458 (244 syncs a step); GPU-side 12,773-13,044.
+# What each storage gives the loader on an H200 with 16 workers: docs/seed-003-data.md.
 SCENARIOS = {
     "jpeg_files": Expect("jpeg_files", bottleneck="loader"),  # decoding, not reading, is the cost
     "jpeg_files_cold": Expect("jpeg_files", bottleneck="loader", cold=True),

@@ -14,8 +14,7 @@ from torch_perf_suite.settings import cpu_count, default_workers
 
 
 def sweep_points(workers: int, cores: int) -> list[int]:
-    """A quarter of the cores, all of them, and the default (half the cores was a point too until the suite
-    outgrew 15 minutes: on four H200 machines it was never the best)."""
+    """A quarter of the cores, all of them, and the default (docs/loader.md says why no more)."""
     return sorted({max(cores // 4, 1), cores, workers})
 
 
@@ -25,11 +24,9 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("sweep_workers", sweep_points(workers, cpu_count()), ids=lambda n: f"workers_{n}")
 
 
-# Rounds of 3 s, not 0.5: a round of a few bursts of batches is timed from one burst to another, and
-# the bursts' jitter made 0.5 s rounds of 4 workers vary by 15-22% on an H200 machine. With 3 s
-# rounds three runs on one machine measured within 3.5% of each other, and a loader made 15% slower
-# measured -17.6%: the sweep is the suite's loader-bound gate on the machine that recorded it. Seven
-# rounds from the start: host-bound windows are not extended.
+# Rounds of 3 s, not 0.5: a round of a few bursts of batches is timed from one burst to another, and short
+# rounds vary with the bursts' jitter (docs/loader.md): the sweep is the suite's loader-bound gate on the machine
+# that recorded it. Seven rounds from the start: host-bound windows are not extended.
 @pytest.mark.perf(round_s=3, rounds=7)
 def test_worker_sweep(perf, measure, sweep_workers):
     """Seed 003, advice 4: tune the DataLoader's workers. The loader alone of the compile step's recipe
