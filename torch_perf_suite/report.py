@@ -296,7 +296,7 @@ def _sharded(workers: dict | None) -> str:
         return ""
     how = "Sharded (pytest-xdist)" if all(wid.startswith("gw") for wid in workers) else "In parts (--perf-split runners)"
     return f"{how}: " + "; ".join(f"{wid} on {_worker_device(w)}, {w['tests']} test(s)"
-                                                  for wid, w in workers.items()) + "\n\n"
+                                  for wid, w in workers.items()) + "\n\n"
 
 
 def _counted(row: dict) -> str:
