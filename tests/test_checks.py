@@ -4,10 +4,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import checks
+from torch_perf_suite import checks, gpu_util
 from torch_perf_suite.compiled import CompileCount, Event
 from torch_perf_suite.findings import FAILED, PASSED, REPORTED, Finding
 from torch_perf_suite.kernels import Kernel, KernelStats
+from torch_perf_suite.nvml import Utilization
 from torch_perf_suite.parts import Parts
 from torch_perf_suite.syncs import SyncCount, SyncSource
 from torch_perf_suite.timing import Throughput
@@ -139,12 +140,24 @@ def test_syncs_exact_at_least_and_from_a_library():
 
 def test_utilization_fails_below_its_floor_and_notes_what_nvml_cannot_say():
     util = SimpleNamespace(unavailable="", gpu_util_pct=80.0, samples=9, describe=lambda: "80% GPU-Util")
-    found = checks.utilization(util, 90, "gpu")
+    found = gpu_util.verdict(util, 90, "gpu")
     assert found.outcome == FAILED
     assert found.text.startswith("GPU-Util 80% over the gpu rounds (NVML, 9 samples), expected at least 90%")
-    assert checks.utilization(util, 80, "gpu") == Finding(PASSED)
-    assert checks.utilization(None, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in the "
+    assert gpu_util.verdict(util, 80, "gpu") == Finding(PASSED)
+    assert gpu_util.verdict(None, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in the "
                                                                     "gpu window")
+
+
+def test_a_utilization_shortfall_fails_only_where_its_second_measurement_falls_short_too():
+    first = gpu_util.verdict(Utilization(samples=50, gpu_util_pct=84.0), 90, "gpu")
+    assert first.outcome == FAILED
+    assert gpu_util.confirmed(first, Utilization(samples=50, gpu_util_pct=97.0), 90, "gpu") == Finding(
+        REPORTED, "GPU-Util 84% over the gpu rounds (NVML, 50 samples), expected at least 90%: the GPU waits for the host; "
+                  "measured again: GPU-Util 97%: not confirmed")
+    again = gpu_util.confirmed(first, Utilization(samples=50, gpu_util_pct=85.0), 90, "gpu")
+    assert again.outcome == FAILED and again.text == f"{first.text}; measured again: GPU-Util 85%"
+    unread = gpu_util.confirmed(first, Utilization(unavailable="NVML: lost"), 90, "gpu")  # nothing read: not confirmed
+    assert unread.outcome == REPORTED and unread.text.endswith("; measured again: not confirmed")
 
 
 def test_syncs_as_many_as_documented_pass_and_a_wrong_call_names_both_options():
@@ -287,10 +300,10 @@ def test_the_parts_line_gives_the_loaders_samples_per_cpu_second_where_measured(
 
 def test_utilization_not_sampled_or_not_readable_is_noted():
     unread = SimpleNamespace(unavailable="NVML: Insufficient Permissions", gpu_util_pct=None)
-    assert checks.utilization(unread, 80, "gpu") == Finding(REPORTED, "utilization not checked: NVML: Insufficient "
+    assert gpu_util.verdict(unread, 80, "gpu") == Finding(REPORTED, "utilization not checked: NVML: Insufficient "
                                                                       "Permissions")
     empty = SimpleNamespace(unavailable="", gpu_util_pct=None)
-    assert checks.utilization(empty, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in "
+    assert gpu_util.verdict(empty, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in "
                                                                      "the gpu window")
 
 

@@ -9,10 +9,7 @@ checked only against a baseline recorded on this host (`host_scope`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from . import host_side
-from .findings import FAILED, PASSED, REPORTED, Finding
 from .parts import Parts
 
 TOP_CHANGES = 5  # kernel families named in a failure, most changed first
@@ -191,33 +188,6 @@ def instructions(per_sample: float, recorded: float, margin_pct: float) -> str |
 
 
 # --- timed readings that are claims -------------------------------------------------------------------
-
-
-def utilization(util, at_least: float, part: str) -> Finding:
-    """nvidia-smi's GPU-Util over `part`'s rounds is at least `at_least` percent. Where NVML cannot say, reported with
-    why, and nothing fails (a GPU without NVML access measures everything else)."""
-    if util is None or util.unavailable or util.gpu_util_pct is None:
-        why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
-        return Finding(REPORTED, f"utilization not checked: {why}")
-    if util.gpu_util_pct < at_least:
-        return Finding(FAILED, f"GPU-Util {util.gpu_util_pct:.0f}% over the {part} rounds (NVML, {util.samples} samples), "
-                               f"expected at least {at_least:g}%: the GPU waits for the host. {util.describe()}")
-    return Finding(PASSED)
-
-
-def utilization_confirmed(util, again: Callable[[], object], at_least: float, part: str) -> Finding:
-    """`utilization`, a shortfall measured once more (`again()`: a second window's utilization). It fails only where
-    that falls short too: a burst of a neighbour's host work (another runner or xdist worker on the node) idles the
-    GPU for a window, while a step that waits on the host does so in both. Not confirmed, it is reported."""
-    found = utilization(util, at_least, part)
-    if found.outcome != FAILED:
-        return found
-    second = again()
-    said = ("measured again" if second is None or getattr(second, "gpu_util_pct", None) is None
-            else f"measured again: GPU-Util {second.gpu_util_pct:.0f}%")
-    if utilization(second, at_least, part).outcome != FAILED:
-        return Finding(REPORTED, f"{found.text.split('. ', 1)[0]}; {said}: not confirmed")
-    return Finding(FAILED, f"{found.text}; {said}")
 
 
 def efficiency(p: Parts, at_least: float, in_turns: bool = False) -> str | None:

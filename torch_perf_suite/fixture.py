@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import checks, host, loader, ranks, settings
+from . import checks, gpu_util, host, loader, ranks, settings
 from .charts import Chart
 from .checks import parts_line as _parts_line
 from .findings import FAILED, REPORTED
@@ -175,13 +175,13 @@ class Perf:
         self._fail(checks.tensor_cores(k, at_least=at_least, at_most=at_most), result)
 
     def assert_utilization(self, result: Result, at_least: float, part: str = "gpu") -> None:
-        """nvidia-smi's GPU-Util (NVML) over `part`'s timed rounds is at least `at_least` percent, a shortfall measured
-        once more (checks.utilization_confirmed); where NVML cannot say, reported, never failed (not even strict)."""
+        """GPU-Util (NVML) over `part`'s rounds is at least `at_least`%, a shortfall measured again (gpu_util.py)."""
         if self.smoke:
             return
         t = result.parts.get(part)
-        found = checks.utilization_confirmed(None if t is None else t.util, lambda: self._confirm(result, part).util,
-                                             at_least, part)
+        found = gpu_util.verdict(None if t is None else t.util, at_least, part)
+        if found.outcome == FAILED:
+            found = gpu_util.confirmed(found, self._confirm(result, part).util, at_least, part)
         if found.outcome == REPORTED:
             result.notes.append(found.text)
         self._fail(found.outcome == FAILED and f"{found.text}; {_parts_line(result.parts)}")
