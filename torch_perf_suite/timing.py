@@ -160,13 +160,14 @@ class _Rounds:
         self.cpu_s: list[float | None] = []
 
     def one(self) -> None:
+        step, sync, clock, steps = self.step, self.sync, self.clock, self.steps  # nothing looked up inside the timing
         e0 = self.energy() if self.energy else None
         c0 = self.cpu() if self.cpu else None
-        t0 = self.clock()
-        for _ in range(self.steps):
-            self.step()
-        self.sync()
-        self.durations.append(self.clock() - t0)
+        t0 = clock()
+        for _ in range(steps):
+            step()
+        sync()
+        self.durations.append(clock() - t0)
         c1 = self.cpu() if self.cpu else None
         e1 = self.energy() if self.energy else None
         self.joules.append(None if e0 is None or e1 is None else e1 - e0)
