@@ -49,7 +49,7 @@ def _verdict(v) -> dict:
 
 def _syncs_per_step(r) -> float | None:
     """The host's waits a step; over several GPUs, the most of any rank (each rank's are in the details)."""
-    counted = [r.syncs] if r.syncs is not None else [s for s in (getattr(r, "ranks", None) or {}).values() if s is not None]
+    counted = [r.syncs] if r.syncs is not None else [s for s in (r.ranks or {}).values() if s is not None]
     return round(max(s.per_step for s in counted), 3) if counted else None
 
 
