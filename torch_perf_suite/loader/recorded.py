@@ -78,8 +78,8 @@ def validate_unit(unit) -> str | None:
         return None
     if not isinstance(unit, dict):
         return f"'loader_unit' is {_short(unit, 60)}, expected an object"
-    for name in ("wall_us", "cpu_us", "blocks", "crowd_us", "cpu_ratio"):
-        value = unit.get(name, 0.0)  # cpu_ratio: absent from a record made before it was measured
+    for name in ("wall_us", "cpu_us", "blocks", "crowd_us", "cpu_ratio", "shared", "alone_blocks"):
+        value = unit.get(name, 0.0)  # the last three: absent from a record made before they were measured
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e12:
             return f"'loader_unit' {name!r} is {_short(value, 60)}, expected a non-negative number"
     if unit["wall_us"] <= 0 or not isinstance(unit.get("wait_us"), (int, float)) or isinstance(unit.get("wait_us"), bool):
