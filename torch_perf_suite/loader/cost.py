@@ -84,8 +84,8 @@ def _tensors(batch) -> int:
     if isinstance(batch, torch.Tensor):
         return 1
     if isinstance(batch, dict):
-        batch = batch.values()
-    return sum(_tensors(b) for b in batch) if isinstance(batch, (list, tuple, type({}.values()))) else 0
+        return sum(_tensors(b) for b in batch.values())
+    return sum(_tensors(b) for b in batch) if isinstance(batch, (list, tuple)) else 0
 
 
 @dataclass(frozen=True)
