@@ -43,11 +43,12 @@ def test_a_pipeline_refs_run_only_warmed_up_is_left_out_of_its_entry_and_its_eff
 
 
 def test_the_loaders_cost_per_sample_comes_from_the_loader_window_else_the_pipelines():
-    unit = loader.UnitCost(100, 1000.0, 666.6666, 333.3333, 0.66666, 1, 1 / 3, 1200.0)
+    unit = loader.UnitCost(100, 1000.0, 666.6666, 333.3333, 0.66666, 1, 1 / 3, 1200.0, 2 / 3, 0.05)
     parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit))
     entry = Result("t", parts, None, None, None).baseline_entry({"gpu": "cpu"})
     assert entry["loader_unit"] == {"samples": 100, "wall_us": 1000.0, "cpu_us": 666.6666, "wait_us": 333.3333,
-                                    "cpu_ratio": 0.6667, "batches": 1, "blocks": 0.3333, "crowd_us": 1200.0}
+                                    "cpu_ratio": 0.6667, "batches": 1, "blocks": 0.3333, "crowd_us": 1200.0,
+                                    "shared": 0.6667, "alone_blocks": 0.05}
     alone = Parts(batch_size=100, pipeline=Throughput(100, (0.3,), unit=unit))
     assert Result("t", alone, None, None, None).unit is unit
 

@@ -459,18 +459,19 @@ def test_no_baseline_entry_is_none_recorded_and_none_measured_is_said():
 
 
 def batch(n, items_wall_us, collate_wall_us, switches=0):
-    # (end, samples, items wall ns, items CPU ns, collate wall ns, collate CPU ns, switches): CPU times a tenth of wall
-    return (5, n, items_wall_us * 1000, items_wall_us * 100, collate_wall_us * 1000, collate_wall_us * 100, switches)
+    # (end, samples, items wall ns, items CPU ns, collate wall ns, collate CPU ns, switches, tensors): CPU times a tenth
+    # of wall; a batch of two tensors
+    return (5, n, items_wall_us * 1000, items_wall_us * 100, collate_wall_us * 1000, collate_wall_us * 100, switches, 2)
 
 
 def test_blocks_are_counted_over_all_samples_not_averaged_over_batches():
-    batches, blocks, _ = loader.in_workers([batch(10, 1000, 0, switches=10), batch(30, 3000, 0)])
+    batches, blocks, _, _ = loader.in_workers([batch(10, 1000, 0, switches=10), batch(30, 3000, 0)])
     assert batches == 2 and blocks == pytest.approx(10 / 40)
 
 
 def test_a_sample_in_the_workers_is_its_batchs_items_and_collate_wall_time():
     # per sample: (8,000 + 2,000) / 10 = 1,000 µs; (2,000 + 400) / 4 = 600 µs; (3,000 + 600) / 2 = 1,800 µs
-    _, _, crowd = loader.in_workers([batch(10, 8000, 2000), batch(4, 2000, 400), batch(2, 3000, 600)])
+    _, _, crowd, _ = loader.in_workers([batch(10, 8000, 2000), batch(4, 2000, 400), batch(2, 3000, 600)])
     assert crowd == pytest.approx(1000.0)
 
 
@@ -560,9 +561,9 @@ def test_a_unit_too_long_to_show_is_shortened():
 
 
 def test_a_unit_entry_keeps_counts_whole_and_figures_to_four_places():
-    e = loader.UnitCost(100, 1000.123456, 900.5, 99.62346, 1.0000049, 5, 0.0123456, 1200.0).entry()
+    e = loader.UnitCost(100, 1000.123456, 900.5, 99.62346, 1.0000049, 5, 0.0123456, 1200.0, 0.0078125, 0.0).entry()
     assert e == {"samples": 100, "wall_us": 1000.1235, "cpu_us": 900.5, "wait_us": 99.6235, "cpu_ratio": 1.0,
-                 "batches": 5, "blocks": 0.0123, "crowd_us": 1200.0}
+                 "batches": 5, "blocks": 0.0123, "crowd_us": 1200.0, "shared": 0.0078, "alone_blocks": 0.0}
     assert isinstance(e["samples"], int) and isinstance(e["batches"], int)
 
 
@@ -644,8 +645,8 @@ def test_a_batch_is_recorded_with_its_items_and_collate_timed_apart(tmp_path, cl
     timer = loader.Timer(tmp_path / "a" / "b")  # its folder made, parents too
     assert timer.attach(dl)
     assert [b.tolist() for b in dl] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
-    # (end, samples, items wall, items CPU, collate wall, collate CPU, switches during items and collate)
-    assert timer.records(0, 10**9) == [(5000, 4, 1000, 600, 1000, 600, 2)] * 4
+    # (end, samples, items wall, items CPU, collate wall, collate CPU, switches during items and collate, tensors)
+    assert timer.records(0, 10**9) == [(5000, 4, 1000, 600, 1000, 600, 2, 1)] * 4
     dl.collate_fn([1, 2])  # a collate with no items made before it: no batch to record
     assert len(timer.records(0, 10**9)) == 4
 

@@ -27,12 +27,98 @@ from .judging import Judge, PerfWarning, gain
 from .measuring import Measuring, measured_again
 from .parts import Windows
 from .result import Result
+from .session_view import SessionView
 from .timing import Throughput, plain_rounds
 
 __all__ = ["Perf", "PerfWarning", "Result"]
 
 
-class Perf:
+class _Claims:
+    """What a test states of its result beside another test's result measured in this run (`assert_gain`,
+    `assert_cost`, `assert_not_slower`) and of its host (`assert_efficiency`, `assert_bottleneck`: held where this
+    test's baseline was recorded on this host). `Perf` gives the session, the judge and the failing."""
+
+    _session: SessionView
+    test_id: str
+    smoke: bool
+    _judge: Judge
+
+    def _fail(self, message: str | None, result: Result | None = None) -> None:
+        """Fail the test with a check's message (checks.py), naming the test and the kept trace; None passes."""
+        if message:
+            trace = f"\ntrace: {result.trace}" if result is not None and result.trace else ""
+            pytest.fail(f"{self.test_id}: {message}{trace}", pytrace=False)
+
+    # --- gains within one run -------------------------------------------------------------------
+
+    def result_of(self, test: str) -> Result | None:
+        """The result of another test measured in this run: a full test id, or a parameter id of
+        this test function ("baseline" for test_ladder[baseline])."""
+        full = test if "::" in test else f"{self.test_id.split('[', 1)[0]}[{test}]"
+        return self._session.results.get(full)
+
+    @staticmethod
+    def ratio(result: Result, other: Result | None, part: str = "pipeline") -> float | None:
+        if other is None or result.parts.get(part) is None or other.parts.get(part) is None:
+            return None
+        return result.parts.get(part).median / other.parts.get(part).median
+
+    def assert_gain(self, result: Result, over: str, at_least: float, part: str = "pipeline",
+                    over_part: str | None = None) -> None:
+        """`part` of this result is at least `at_least` times `over_part` (default: the same part) of test
+        `over`, measured in this run (Mann-Whitney U on the rounds; a failure is measured once more before
+        it fails)."""
+        self._ratio_check(result, over, part, over_part or part, at_least=at_least)
+
+    def assert_cost(self, result: Result, over: str, at_most: float, part: str = "gpu") -> None:
+        """`part` of this result is at most `at_most` times the same part of test `over`: a pitfall that
+        must still cost what the article says it costs."""
+        self._ratio_check(result, over, part, part, at_most=at_most)
+
+    def assert_not_slower(self, result: Result, than: str, noise_pct: float, part: str = "pipeline") -> None:
+        """No slower than test `than` beyond `noise_pct` percent (a step the article says does not help)."""
+        self.assert_gain(result, over=than, at_least=1 - noise_pct / 100, part=part)
+
+    def _ratio_check(self, result: Result, over: str, part: str, over_part: str, *, at_least=None, at_most=None) -> None:
+        other = self.result_of(over)
+        brief = any(t is not None and t.brief for t in (result.parts.get(part), other and other.parts.get(over_part)))
+        if not (self.smoke or brief):  # a part REF's run only warmed up has no number to hold a claim to
+            gain(self._judge, result, other, over, part, over_part, at_least=at_least, at_most=at_most)
+
+    def assert_efficiency(self, result: Result, at_least: float, in_turns: bool = False) -> None:
+        """The pipeline delivers at least `at_least` of its bottleneck part's samples/s. `in_turns`: the parts run one
+        after the other (no DataLoader workers: one thread loads a batch, then trains on it), so what the pipeline is
+        held to is the two in series, 1 / (1/loader + 1/GPU-side), whatever their ratio; below it, time is lost
+        beyond the turns. A host-bound claim: checked where this test's baseline was recorded on this host."""
+        if self.smoke:
+            return
+        p = result.parts
+        if p.efficiency is None:
+            raise RuntimeError(f"{self.test_id}: no GPU-side or loader number was measured, so there is no efficiency")
+        if in_turns and (p.loader is None or p.gpu is None):
+            raise RuntimeError(f"{self.test_id}: in_turns needs both the loader and the GPU-side number measured")
+        self._host_claim(result, f"efficiency floor {at_least:g}", checks.efficiency(p, at_least, in_turns))
+
+    def assert_bottleneck(self, result: Result, expected: str) -> None:
+        """Which part limits the pipeline ("loader", "GPU"): a host-bound claim, checked where this test's baseline
+        was recorded on this host (a host that decodes faster moves a loader-bound scenario to the GPU)."""
+        if self.smoke:
+            return
+        self._host_claim(result, f"bottleneck {expected}", checks.bottleneck(result.parts, expected))
+
+    def _host_claim(self, result: Result, claim: str, failure: str | None) -> None:
+        session = self._session
+        entry = session.records.baseline(self.test_id)
+        same_host = host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host")) if entry else ""
+        scope = checks.host_scope(entry, same_host, session.settings.update_baselines, against=session.ref is not None)
+        if scope:  # against REF a reading, covered as the pipeline's number is
+            self._judge.left(result, f"{claim}: {scope}" + ("; it does not hold here" if failure else ""),
+                             covered_by=result.cover_of("pipeline"))
+            return
+        self._fail(failure, result)
+
+
+class Perf(_Claims):
     """The `perf` fixture: `measure` a workload, then state what it must show (syncs, gains, baseline).
 
     `device` is the device to build on ("cuda" on a GPU, "cpu" in a smoke run without one); `smoke` is
@@ -123,14 +209,6 @@ class Perf:
             raise RuntimeError(f"{self.test_id}: can only confirm a result measured by this test")
         return measured_again(result, part, self._windows, self._again)
 
-    # --- failing ---------------------------------------------------------------------------------
-
-    def _fail(self, message: str | None, result: Result | None = None) -> None:
-        """Fail the test with a check's message (checks.py), naming the test and the kept trace; None passes."""
-        if message:
-            trace = f"\ntrace: {result.trace}" if result is not None and result.trace else ""
-            pytest.fail(f"{self.test_id}: {message}{trace}", pytrace=False)
-
     # --- syncs ----------------------------------------------------------------------------------
 
     def assert_syncs(self, result: Result, per_step: float | None = None, *, at_least: float | None = None,
@@ -185,74 +263,6 @@ class Perf:
         if found.outcome == REPORTED:
             result.notes.append(found.text)
         self._fail(found.outcome == FAILED and f"{found.text}; {_parts_line(result.parts)}")
-
-    # --- gains within one run -------------------------------------------------------------------
-
-    def result_of(self, test: str) -> Result | None:
-        """The result of another test measured in this run: a full test id, or a parameter id of
-        this test function ("baseline" for test_ladder[baseline])."""
-        full = test if "::" in test else f"{self.test_id.split('[', 1)[0]}[{test}]"
-        return self._session.results.get(full)
-
-    @staticmethod
-    def ratio(result: Result, other: Result | None, part: str = "pipeline") -> float | None:
-        if other is None or result.parts.get(part) is None or other.parts.get(part) is None:
-            return None
-        return result.parts.get(part).median / other.parts.get(part).median
-
-    def assert_gain(self, result: Result, over: str, at_least: float, part: str = "pipeline",
-                    over_part: str | None = None) -> None:
-        """`part` of this result is at least `at_least` times `over_part` (default: the same part) of test
-        `over`, measured in this run (Mann-Whitney U on the rounds; a failure is measured once more before
-        it fails)."""
-        self._ratio_check(result, over, part, over_part or part, at_least=at_least)
-
-    def assert_cost(self, result: Result, over: str, at_most: float, part: str = "gpu") -> None:
-        """`part` of this result is at most `at_most` times the same part of test `over`: a pitfall that
-        must still cost what the article says it costs."""
-        self._ratio_check(result, over, part, part, at_most=at_most)
-
-    def assert_not_slower(self, result: Result, than: str, noise_pct: float, part: str = "pipeline") -> None:
-        """No slower than test `than` beyond `noise_pct` percent (a step the article says does not help)."""
-        self.assert_gain(result, over=than, at_least=1 - noise_pct / 100, part=part)
-
-    def _ratio_check(self, result: Result, over: str, part: str, over_part: str, *, at_least=None, at_most=None) -> None:
-        other = self.result_of(over)
-        brief = any(t is not None and t.brief for t in (result.parts.get(part), other and other.parts.get(over_part)))
-        if not (self.smoke or brief):  # a part REF's run only warmed up has no number to hold a claim to
-            gain(self._judge, result, other, over, part, over_part, at_least=at_least, at_most=at_most)
-
-    def assert_efficiency(self, result: Result, at_least: float, in_turns: bool = False) -> None:
-        """The pipeline delivers at least `at_least` of its bottleneck part's samples/s. `in_turns`: the parts run one
-        after the other (no DataLoader workers: one thread loads a batch, then trains on it), so what the pipeline is
-        held to is the two in series, 1 / (1/loader + 1/GPU-side), whatever their ratio; below it, time is lost
-        beyond the turns. A host-bound claim: checked where this test's baseline was recorded on this host."""
-        if self.smoke:
-            return
-        p = result.parts
-        if p.efficiency is None:
-            raise RuntimeError(f"{self.test_id}: no GPU-side or loader number was measured, so there is no efficiency")
-        if in_turns and (p.loader is None or p.gpu is None):
-            raise RuntimeError(f"{self.test_id}: in_turns needs both the loader and the GPU-side number measured")
-        self._host_claim(result, f"efficiency floor {at_least:g}", checks.efficiency(p, at_least, in_turns))
-
-    def assert_bottleneck(self, result: Result, expected: str) -> None:
-        """Which part limits the pipeline ("loader", "GPU"): a host-bound claim, checked where this test's baseline
-        was recorded on this host (a host that decodes faster moves a loader-bound scenario to the GPU)."""
-        if self.smoke:
-            return
-        self._host_claim(result, f"bottleneck {expected}", checks.bottleneck(result.parts, expected))
-
-    def _host_claim(self, result: Result, claim: str, failure: str | None) -> None:
-        session = self._session
-        entry = session.records.baseline(self.test_id)
-        same_host = host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host")) if entry else ""
-        scope = checks.host_scope(entry, same_host, session.settings.update_baselines, against=session.ref is not None)
-        if scope:  # against REF a reading, covered as the pipeline's number is
-            self._judge.left(result, f"{claim}: {scope}" + ("; it does not hold here" if failure else ""),
-                             covered_by=result.cover_of("pipeline"))
-            return
-        self._fail(failure, result)
 
     def add_row(self, section: str, chart: Chart | None = None, **columns) -> None:
         """Add a row to a table of its own in the session report (the ladder's, say), drawn as `chart` if given."""

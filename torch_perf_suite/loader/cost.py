@@ -272,7 +272,7 @@ def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool
     lines, workers = [], now.get("batches", 1)  # 0: a smoke run's, against a smoke run's: its blocks are made alone
     queue = max(now.get("shared", 0.0), recorded.get("shared", 0.0)) if workers else 0.0
     if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN + queue:
-        allowed = f" (allowed +{BLOCKS_MARGIN + queue:.2f}: {queue:.2f} for the tensors the queue shares)" if queue >= 0.01 else ""
+        allowed = "" if queue < 0.01 else f" (allowed +{BLOCKS_MARGIN + queue:.2f}: {queue:.2f} for the tensors the queue shares)"
         lines.append(f"blocks {now['blocks']:.2f} times a sample {'in the workers' if workers else 'made alone'} "
                      f"(sleep, I/O, a lock: voluntary context switches), {recorded['blocks']:.2f} at {against}{allowed}")
     alone = recorded.get("alone_blocks", recorded["blocks"])  # a record made before they were kept: its workers'
