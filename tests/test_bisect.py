@@ -135,6 +135,16 @@ def test_a_commits_figures_come_from_its_report(tmp_path):
     assert bisecting._figure_text(outcome) == "gpu 900/s, 0 syncs/step"
 
 
+def test_a_failures_every_line_comes_from_its_report_where_the_summary_line_has_the_first(tmp_path):
+    whole = "t.py::a: the loader's settings changed against REF abc (abc):\n  num_workers 16 -> 4\n"
+    (tmp_path / "r.json").write_text(json.dumps({"tests": [{"test": "t.py::a", "failure": whole}]}))
+    said = "FAILED t.py::a - t.py::a: the loader's settings changed against REF abc (abc):"
+    outcome = bisecting.judged(proc(1, said), ["t.py::a"], tmp_path / "r.json")
+    assert outcome.why == ["t.py::a: the loader's settings changed against REF abc (abc): num_workers 16 -> 4"]
+    older = bisecting.judged(proc(1, said), ["t.py::a"], tmp_path / "none.json")  # a commit whose report lacks it
+    assert older.why == ["t.py::a: t.py::a: the loader's settings changed against REF abc (abc):"]
+
+
 # --- end to end: a repository of seven commits, one of which adds a `.item()` to the step -----------------------
 
 STEP = """
@@ -190,7 +200,8 @@ def test_the_commit_that_added_a_sync_is_found_and_a_second_bisection_judges_onl
     result = bisect(history, "--perf-bisect", f"{good}..HEAD")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([f"*first bad commit: {planted[:12]} 'change 5'*",
-                                 "*test_step.py::test_step: *measured 1.00 host reads per step*"])
+                                 # the failure whole, down to the line that reads the loss (its second line)
+                                 "*test_step.py::test_step: *host reads per step*user code: test_step.py:10 in step*"])
     found = json.loads((history.path / "out" / "perf.bisect.json").read_text())
     assert found["first_bad"]["sha"] == planted
     assert len(found["tested"]) <= bisecting.most_measured(6)

@@ -345,6 +345,8 @@ def test_other_loader(perf, perf_session):
     assert dev.steps["gpu"] == 2 * (3 + 3 * 5) + 1 + 2 * (1 + 2 * 3)
     copy, other = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert copy["baseline"]["gpu"]["failed"] and "gpu" not in other["baseline"]
+    # the failed test's whole message, for a run that reads the report (--perf-bisect); none for the one that passed
+    assert copy["failure"].startswith("test_copy.py::test_copy: ") and "gpu" in copy["failure"] and "failure" not in other
     assert other["gpu_measured_in"] == "test_copy.py::test_copy" and other["loader_measured_in"] is None
     assert "gpu measured in test_copy" in other["notes"] and other["parts"]["gpu"] == copy["parts"]["gpu"]
 

@@ -233,14 +233,21 @@ class Runner:
 
 def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: Path) -> Outcome:
     """A commit's outcome from its pytest run: exit 0 good; a selected test FAILED bad; else (not collected, an error
-    in a test or in pytest's start) skipped, saying why."""
+    in a test or in pytest's start) skipped, saying why. A failure's text is its whole message where the commit's
+    report keeps it (pytest's summary line holds only its first line: "the loader's settings changed against REF:",
+    without "num_workers 16 -> 4")."""
+    rows = _rows(report_json)
     failed, errors = [], []
     for line in proc.stdout.splitlines():
         head, _, why = line.partition(" - ")
         kind, _, test = head.partition(" ")
-        if kind in ("FAILED", "ERROR") and test in test_ids:
-            (failed if kind == "FAILED" else errors).append(f"{test}: {why}" if why else test)
-    figures = _figures(report_json)
+        if kind == "FAILED" and test in test_ids:
+            whole = rows.get(test, {}).get("failure")
+            failed.append(f"{test}: {_one_line(whole, test) if isinstance(whole, str) else why}")
+        elif kind == "ERROR" and test in test_ids:
+            errors.append(f"{test}: {why}" if why else test)
+    figures = {t: {**{p: r["parts"][p]["samples_per_s"] for p in PARTS if (r.get("parts") or {}).get(p)},
+                   "syncs_per_step": r.get("syncs_per_step")} for t, r in rows.items()}
     if proc.returncode == 0:
         return Outcome("good", figures=figures)
     if failed:
@@ -255,13 +262,18 @@ def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: 
     return Outcome("skip", [f"pytest exit {proc.returncode}: " + (tail[0] if tail else "no output")])
 
 
-def _figures(report_json: Path) -> dict[str, dict]:
+def _one_line(failure: str, test: str) -> str:
+    """A failure's lines joined, without the test's id that starts it."""
+    return " ".join(line.strip() for line in failure.removeprefix(f"{test}: ").splitlines() if line.strip())
+
+
+def _rows(report_json: Path) -> dict[str, dict]:
+    """The commit's report rows by test; none where its run wrote no report (an error, an older commit's format)."""
     try:
         rows = json.loads(report_json.read_text())["tests"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
-    return {r["test"]: {**{p: r["parts"][p]["samples_per_s"] for p in PARTS if (r.get("parts") or {}).get(p)},
-                        "syncs_per_step": r.get("syncs_per_step")} for r in rows if isinstance(r, dict) and "test" in r}
+    return {r["test"]: r for r in rows if isinstance(r, dict) and "test" in r}
 
 
 def most_measured(n: int) -> int:

@@ -141,7 +141,8 @@ def pytest_runtest_call(item):
 def pytest_runtest_makereport(item, call):
     rep = (yield).get_result()
     if rep.when == "call" and SESSION in item.config.stash:
-        item.config.stash[SESSION].test_done(item.nodeid, passed=rep.passed, failed=rep.failed)
+        item.config.stash[SESSION].test_done(item.nodeid, passed=rep.passed, failed=rep.failed,
+                                               failure=rep.longreprtext if rep.failed else None)
 
 
 def pytest_unconfigure(config):

@@ -81,6 +81,7 @@ def rows(results) -> list[dict]:
             "host": None if r.host is None else {k: v for k, v in r.host.entry().items() if k.endswith("_per_step")},
             "extra": {k: round(v, 3) if isinstance(v, float) else v for k, v in r.extra.items()},
             "outcome": r.outcome,
+            **({"failure": r.failure} if r.failure else {}),
             "notes": r.notes,
             "seconds": None if getattr(r, "seconds", None) is None else {k: round(s, 2) for k, s in r.seconds.items()},
         })

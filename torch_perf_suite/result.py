@@ -38,6 +38,7 @@ class Result:
     trace: Path | None
     notes: list[str] = field(default_factory=list)
     outcome: str | None = None  # "passed" or "FAILED" once the test's call ended (PerfSession.test_done)
+    failure: str | None = None  # a failed test's whole message, every line (the summary line keeps the first only)
     verdicts: dict[str, gates.Verdict] = field(default_factory=dict)  # part -> comparison with the baseline
     extra: dict = field(default_factory=dict)  # columns a test adds to its report row
     compile: compiled.CompileCount | None = None  # what torch.compile did while the windows ran

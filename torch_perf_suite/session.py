@@ -181,7 +181,7 @@ class PerfSession:
             warnings.warn(PerfWarning(f"{test_id} left torch settings changed: {changed}; restored them. "
                                       "Set them around the step (torch_perf_suite.torch_state.applied) instead"), stacklevel=1)
 
-    def test_done(self, test_id: str, passed: bool, failed: bool) -> None:
+    def test_done(self, test_id: str, passed: bool, failed: bool, failure: str | None = None) -> None:
         """A measured test's call ended: a passed one is recorded under --perf-update-baselines, a failed one's trace
         kept under --perf-trace-dir (a passed one's removed: traces run to tens of MB), and the report rewritten (an
         interrupted run keeps what it measured)."""
@@ -194,7 +194,7 @@ class PerfSession:
             result.notes.append(session_report.keep_trace(self.settings.trace_dir, result.trace))
         if passed and result.trace and result.trace.exists():
             result.trace.unlink()  # a failed test's stays in its tmp_path
-        result.outcome = "FAILED" if failed else "passed"
+        result.outcome, result.failure = ("FAILED", failure) if failed else ("passed", None)
         session_report.write_report(self)
 
     def finish(self, config) -> bool:
