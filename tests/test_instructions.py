@@ -2,6 +2,7 @@
 (CI installs it; PERF_REQUIRE_VALGRIND=1 makes its absence a failure), and the recorded counts' file."""
 
 import datetime
+import hashlib
 import io
 import json
 import os
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import count_worker, instructions, store
+from torch_perf_suite import count_worker, instructions, loader_code, store
 from torch_perf_suite.findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
 from torch_perf_suite.instructions import Counter, InstructionsError, InstructionsFile, Unavailable
 
@@ -461,6 +462,8 @@ def test_a_write_that_fails_leaves_the_file_and_no_temporary_one(tmp_path):
     ('{"per_sample": 0, "source": "s"}', "'per_sample' is 0"),
     ('{"per_sample": 1e15, "source": "s"}', "'per_sample' is 1000000000000000.0"),
     ('{"per_sample": 5, "source": 7}', "k / 't': 'source' is 7, expected the loader counted"),
+    ('{"per_sample": 5, "source": "s", "files": ["a.py"]}', "'files' is ['a.py'], expected paths and their hashes"),
+    ('{"per_sample": 5, "source": "s", "files": {"a.py": ""}}', "'files' is {'a.py': ''}"),
 ])
 def test_a_bad_entry_is_named_and_the_counts_are_to_be_re_recorded(tmp_path, entry, problem):
     path = tmp_path / "instructions.json"
@@ -507,7 +510,7 @@ def test_a_one_line_change_in_getitem_changes_the_digest_and_an_unrelated_file_d
         _write_loader(tmp_path, body, other, times)
         for name in ("mydata", "myother", "mytimes"):
             sys.modules.pop(name, None)
-        digests.append(instructions.content(("mydata:parts", {}), tmp_path))
+        digests.append(loader_code.content(("mydata:parts", {}), tmp_path))
     assert digests[0] == digests[1]  # myother.py is imported, never read: not the loader's code
     assert digests[1] != digests[2]  # one line of __getitem__: counted again
     assert digests[2] == digests[3]  # mytimes.N, imported and not read
@@ -522,7 +525,7 @@ def test_a_constant_read_through_its_module_is_the_loaders_code(tmp_path, monkey
         _write_loader(tmp_path, "return torch.tensor(float(i * myother.X))", other)
         for name in ("mydata", "myother", "mytimes"):
             sys.modules.pop(name, None)
-        digests.append(instructions.content(("mydata:parts", {}), tmp_path))
+        digests.append(loader_code.content(("mydata:parts", {}), tmp_path))
     assert digests[0] != digests[1]
 
 
@@ -537,8 +540,37 @@ def test_the_digest_names_files_by_the_rootdir_not_by_the_folder_pytest_ran_from
     for cwd in (project, tmp_path):
         monkeypatch.chdir(cwd)
         sys.modules.pop("mydata", None)
-        digests.append(instructions.content(("mydata:parts", {}), project))
-    assert digests[0] == digests[1] != instructions.content(("mydata:parts", {}), tmp_path)
+        digests.append(loader_code.content(("mydata:parts", {}), project))
+    assert digests[0] == digests[1] != loader_code.content(("mydata:parts", {}), tmp_path)
+
+
+def test_an_entry_names_its_files_and_a_changed_one_is_found_at_a_sessions_start(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _write_loader(tmp_path, "return torch.tensor(float(i * myother.X))", "X = 1\n")
+    for name in ("mydata", "myother", "mytimes"):
+        sys.modules.pop(name, None)
+    files = loader_code.content_files(("mydata:parts", {}), tmp_path)
+    assert sorted(files) == ["mydata.py", "myother.py"]  # mytimes.py is imported, never read
+    assert loader_code.digest_of(files) == loader_code.content(("mydata:parts", {}), tmp_path)
+    counted = instructions.Counted(5.0, 16, "s", loader_code.digest_of(files), files=tuple(sorted(files.items())))
+    f = instructions.InstructionsFile(tmp_path / "i.json", {})
+    f.save("k", {"t": instructions.entry(counted)})
+    f = instructions.InstructionsFile.load(tmp_path / "i.json")  # the entry as written is one the suite reads
+    assert loader_code.changed_files(f, "k", tmp_path) == []
+    assert loader_code.changed_files(f, "another key", tmp_path) == []
+    (tmp_path / "myother.py").write_text("X = 5\n")  # a constant the loader reads: its count will follow
+    assert loader_code.changed_files(f, "k", tmp_path) == ["myother.py"]
+    (tmp_path / "mydata.py").unlink()
+    assert loader_code.changed_files(f, "k", tmp_path) == ["mydata.py", "myother.py"]
+
+
+def test_the_digest_is_the_one_recorded_before_files_were_kept():
+    # the order and bytes of the digest are those of the counts committed before (GPU image: f31983fa320b34f1), so
+    # that no recorded count turned stale: paths in the order of their parts ("a/x" before "a-b/x")
+    files = {"a-b/x.py": "00" * 32, "a/x.py": "11" * 32}
+    expected = hashlib.sha256(b"a/x.py\0" + bytes(32 * [0x11]) + b"a-b/x.py\0" + bytes(32)).hexdigest()[:16]
+    assert loader_code.digest_of(files) == expected
 
 
 def test_a_recorded_count_is_reused_only_for_the_same_source_and_content(tmp_path):
@@ -572,7 +604,7 @@ def test_the_harness_is_not_the_loaders_code(tmp_path, monkeypatch):
     sys.modules.pop("mydata", None)
     seen = []
     monkeypatch.setattr(instructions.Path, "read_bytes", lambda self: seen.append(self.name) or b"")
-    instructions.content(("mydata:parts", {}))
+    loader_code.content(("mydata:parts", {}))
     assert seen == []  # mydata.py lies outside this root; instructions.py, inside it, is the harness's
 
 
@@ -609,3 +641,30 @@ def test_the_count_starts_after_the_timed_windows_where_the_gpu_side_step_is_lau
     with pytest.raises(_Stop):
         m.run(NS(), parts=("gpu",))
     assert events == order
+
+
+def test_a_session_whose_recorded_loader_code_changed_starts_its_counting_process_at_once(tmp_path, monkeypatch):
+    from torch_perf_suite import records
+
+    monkeypatch.setattr(instructions, "key", lambda: "k")
+    started = []
+    monkeypatch.setattr(Counter, "prestart", lambda self: started.append(self))
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "mydata.py").write_text("X = 1\n")
+    entry = {"per_sample": 5.0, "samples": 16, "source": "s", "content": "c",
+             "files": {"mydata.py": hashlib.sha256(b"X = 1\n").hexdigest()[:instructions.FILE_HASH]}}
+    (tmp_path / "baselines" / "instructions.json").write_text(json.dumps({"schema": 1, "environments": {"k": {"t": entry}}}))
+    settings = SimpleNamespace(instructions=True, smoke=True, update_baselines=False)
+    device = SimpleNamespace(is_gpu=False)
+
+    def session() -> records.Records:
+        r = records.Records(settings, device, tmp_path)
+        r.prestart_counter(tmp_path / "baselines")
+        return r
+
+    assert session().changed == [] and started == []  # the code counted is the code here: nothing to count
+    (tmp_path / "mydata.py").write_text("X = 5\n")
+    r = session()
+    assert r.changed == ["mydata.py"] and started == [r.counter]
+    settings.instructions = False  # --perf-instructions off: nothing is counted, nothing started
+    assert session().changed == [] and started == [r.counter]

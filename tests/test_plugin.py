@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from test_kernels import share_by_hand  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
-from torch_perf_suite import against, baselines, device, instructions, kernels, nvml
+from torch_perf_suite import against, baselines, device, instructions, kernels, loader_code, nvml
 from torch_perf_suite.syncs import count_syncs, load_trace
 
 pytest_plugins = ["pytester"]
@@ -1571,7 +1571,8 @@ def counted_loader(suite, pytester, monkeypatch):
     monkeypatch.setattr(instructions.Counter, "count",
                         lambda self, source: instructions.Counted(per_sample["now"], 16, instructions.describe_source(source)))
     # the code the loader runs, its files named from the rootdir (not from the folder pytest ran in)
-    monkeypatch.setattr(instructions, "content", lambda source, root: per_sample.update(root=root) or per_sample["content"])
+    monkeypatch.setattr(loader_code, "content_files", lambda source, root: per_sample.update(root=root) or {"toy.py": "ab"})
+    monkeypatch.setattr(loader_code, "digest_of", lambda files: per_sample["content"])
     per_sample["content"] = "c0"
     return per_sample
 

@@ -1,12 +1,13 @@
 """Recording the loader instruction counts again where the loader's code changed (recount.py); the counter is a stand-in
 here (tests/test_instructions.py runs the real one under callgrind)."""
 
+import hashlib
 import json
 import sys
 
 import pytest
 
-from torch_perf_suite import instructions, recount
+from torch_perf_suite import instructions, loader_code, recount
 
 LOADER = "def parts(n, data_dir=None):\n    return list(range(n)), list\n"
 
@@ -40,7 +41,7 @@ def write(path, environments):
 def an_entry(project, n=40, content=None, per_sample=900.0):
     source = ("toy_parts:parts", {"n": n})
     return {"per_sample": per_sample, "samples": 16, "source": instructions.describe_source(source),
-            "content": content or instructions.content(source, project), "date": "2026-11-01"}
+            "content": content or loader_code.content(source, project), "date": "2026-11-01"}
 
 
 def test_a_source_line_is_read_back_as_the_factory_and_its_arguments():
@@ -55,12 +56,18 @@ def test_only_the_loader_whose_code_changed_is_counted_again_and_recorded(projec
         "t::same": an_entry(project), "t::stale": an_entry(project, n=50, content="0" * 16)}})
     counter, said = FakeCounter(990.0), []
     updates, failed = recount.recount(path, project, counter, said.append)
-    assert counter.counted == [("toy_parts:parts", {"n": 50})] and list(updates) == ["t::stale"] and failed == 0
+    assert counter.counted == [("toy_parts:parts", {"n": 50})] and sorted(updates) == ["t::same", "t::stale"]
+    assert failed == 0
     saved = json.loads(path.read_text())["environments"]["this-env"]
-    assert saved["t::same"] == an_entry(project)
+    files = {"toy_parts.py": hashlib.sha256(LOADER.encode()).hexdigest()[:instructions.FILE_HASH]}
+    assert saved["t::same"] == {**an_entry(project), "files": files}  # unchanged: its count kept, its files named
     assert saved["t::stale"]["per_sample"] == 990.0 and saved["t::stale"]["content"] == an_entry(project, 50)["content"]
+    assert saved["t::stale"]["files"] == files
     assert "t::stale: 990 instructions per sample (900 recorded, +10.00%)" in said[0]
-    assert said[-1].endswith("1 entries recorded again, 1 unchanged, 0 not counted")
+    assert said[-1].endswith("1 entries recorded again, 1 unchanged (1 given their files), 0 not counted")
+    said.clear()
+    assert recount.recount(path, project, counter, said.append) == ({}, 0)  # nothing left to count or to name
+    assert said[-1].endswith("0 entries recorded again, 2 unchanged, 0 not counted")
 
 
 def test_an_environment_with_no_entries_is_left_to_a_recording_run(project):

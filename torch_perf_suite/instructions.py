@@ -44,6 +44,7 @@ from .findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
 
 SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
 STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
+FILE_HASH = 16  # hex digits of a file's SHA-256 kept in an entry's `files`
 CONTROL_TIMEOUT_S = 120  # callgrind_control reaches the process through vgdb; a stuck one is said, not waited on
 INSTALL = "install valgrind (Debian, Ubuntu: apt-get install valgrind)"
 
@@ -57,76 +58,9 @@ class Counted:
     per_sample: float
     samples: int
     source: str  # what was counted, as `describe_source` writes it
-    content: str = ""  # the digest of the project's code the loader runs (`content`)
+    content: str = ""  # the digest of the project's code the loader runs (`loader_code.content`)
+    files: tuple[tuple[str, str], ...] = ()  # that code's files and their hashes (`loader_code.content_files`), recorded with it
     reused: bool = False  # taken from a count recorded for the same content, key and source: valgrind not started
-
-
-def content(source: tuple[str, dict], root: Path | None = None) -> str:
-    """A digest of the project's own code that the loader runs: the files (under `root`, the current folder, and
-    outside the interpreter's and its packages' folders) of every Python function called while the factory builds the
-    loader and its samples are made and collated, and of every project module whose names those functions read (a
-    constant imported from a module whose functions never run), each file whole. Packages are named by their versions
-    in `key()`; this names the rest. Equal digests, keys and sources: the same instructions, so a recorded count is the
-    answer."""
-    import hashlib
-
-    root = (root or Path.cwd()).resolve()
-    called: set[str] = set()
-    read: dict[str, set[str]] = {}  # file -> the global and attribute names its called functions read
-
-    def profile(frame, event, arg):  # a function's call; a module's body, run by an import, is not the loader's code
-        if event == "call" and frame.f_code.co_name != "<module>":
-            called.add(frame.f_code.co_filename)
-            read.setdefault(frame.f_code.co_filename, set()).update(frame.f_code.co_names)
-
-    factory, kwargs = source
-    build = load_factory(factory)  # before the profile: the harness's own code is not the loader's
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        dataset, collate = build(**kwargs)
-        collate([dataset[i * STRIDE % len(dataset)] for i in range(SAMPLES)])
-    finally:
-        sys.setprofile(previous)
-    called.add(sys.modules[factory.partition(":")[0]].__file__)
-    # the interpreter's folders, and the harness's own: on Python 3.11 the comprehension above is a call into this file
-    outside = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(__file__)}}
-
-    def projects(path: Path) -> bool:
-        return path.is_file() and root in path.parents and "site-packages" not in path.parts \
-            and not any(o == path or o in path.parents for o in outside)
-
-    files = {p for p in (Path(name).resolve() for name in called) if projects(p)}
-    files |= {p for f in sorted(files) for p in _modules_read(f, read.get(str(f), set())) if projects(p)}
-    digest = hashlib.sha256()
-    for path in sorted(files):
-        digest.update(f"{path.relative_to(root).as_posix()}\0".encode() + hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()[:16]
-
-
-def _modules_read(path: Path, names: set[str]) -> set[Path]:
-    """The files of the modules that `path` imports and whose name, or a name taken from them, is in `names` (what its
-    called functions read): `import m` then `m.X`, or `from m import X` then `X`."""
-    import ast
-
-    module = next((n for n, m in list(sys.modules.items()) if getattr(m, "__file__", None) and
-                   Path(m.__file__).resolve() == path), "")
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (SyntaxError, ValueError):
-        return set()
-    used: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            used |= {a.name for a in node.names if (a.asname or a.name.partition(".")[0]) in names}
-        elif isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
-                else node.module or ""
-            taken = [a.name for a in node.names if (a.asname or a.name) in names]
-            used |= {f"{base}.{n}" if f"{base}.{n}" in sys.modules else base for n in taken}  # a module, or a name
-    found = (getattr(sys.modules.get(name), "__file__", None) for name in used)
-    return {Path(f).resolve() for f in found if f}
 
 
 def describe_source(source: tuple[str, dict]) -> str:
@@ -169,6 +103,12 @@ class Counter:
         self._dir: str | None = None
         self._cache: dict[str, Counted] = {}
         self._broken: str | None = None
+
+    def prestart(self) -> None:
+        """Start the process now, before any loader is known (it imports Python and torch under valgrind, the slow
+        part): where a recorded count's code changed, a count will follow. Where it cannot start, `count` says why."""
+        with contextlib.suppress(Unavailable):
+            self._start()
 
     def begin(self, source: tuple[str, dict]) -> None:
         described = describe_source(source)
@@ -365,8 +305,14 @@ def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, 
 
 
 def entry(counted: Counted) -> dict:
+    files = files_entry(counted.files)
     return {"per_sample": round(counted.per_sample, 1), "samples": counted.samples, "source": counted.source,
-            "content": counted.content, "date": datetime.date.today().isoformat()}
+            "content": counted.content, **({"files": files} if files else {}), "date": datetime.date.today().isoformat()}
+
+
+def files_entry(files: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """An entry's `files`, what `loader_code.changed_files` reads at a session's start: each path and its hash's first digits."""
+    return {path: sha[:FILE_HASH] for path, sha in files}
 
 
 def _one_line(key: str) -> str:
@@ -386,4 +332,7 @@ def _validate(data) -> str | None:
                 return f"{_one_line(env_key)} / {test_id!r}: 'per_sample' is {value!r}, expected a positive number"
             if not isinstance(e.get("source"), str):
                 return f"{_one_line(env_key)} / {test_id!r}: 'source' is {e.get('source')!r}, expected the loader counted"
+            files = e.get("files", {})
+            if not isinstance(files, dict) or not all(isinstance(h, str) and h for h in files.values()):
+                return f"{_one_line(env_key)} / {test_id!r}: 'files' is {files!r}, expected paths and their hashes"
     return None

@@ -8,7 +8,7 @@ import contextlib
 from dataclasses import replace
 from pathlib import Path
 
-from . import baselines, instructions, loader
+from . import baselines, instructions, loader, loader_code
 
 
 class Records:
@@ -26,6 +26,8 @@ class Records:
         self.instructions_recorded = 0
         self.counter = instructions.Counter()  # the loader's instructions, counted in a callgrind process started on first use
         self.digests: dict[str, str] = {}  # a loader's source -> the digest of the code it runs (read once a session)
+        self.files: dict[str, tuple] = {}  # a loader's source -> that code's files and their hashes
+        self.changed: list[str] = []  # files a recorded count ran that changed since: its process started with the session
 
     def load(self, folder: Path) -> None:
         """This GPU model's baseline file, the loader instruction counts and the loaders' settings in `folder`; a file
@@ -43,6 +45,21 @@ class Records:
         if committed != folder / "instructions.json" and committed.is_file():  # REF's folder: the committed counts too
             with contextlib.suppress(instructions.InstructionsError):  # a broken one is said where it is the run's own
                 self.committed_instructions = instructions.InstructionsFile.load(committed)
+
+    def prestart_counter(self, folder: Path) -> None:
+        """At the session's start, before the tests are collected or REF is measured: where a count recorded in
+        `folder` ran code that changed since (`loader_code.changed_files`), a loader will be counted, and the counting
+        process's slow start (valgrind starting Python and torch) begins now rather than at that test's build. A file
+        that cannot be used is said where the session loads it."""
+        if not (self.settings.instructions and (self.device.is_gpu or self.settings.smoke)):
+            return
+        try:
+            file = instructions.InstructionsFile.load(folder / "instructions.json")
+        except instructions.InstructionsError:
+            return
+        self.changed = loader_code.changed_files(file, instructions.key(), Path(self.rootdir))
+        if self.changed:
+            self.counter.prestart()
 
     def _load_baseline_file(self, path: Path) -> None:
         gpu = self.device.env["gpu"]
@@ -74,7 +91,7 @@ class Records:
         described, digest, found = self._recorded(source)
         if found is not None:
             return instructions.Counted(found["per_sample"], found["samples"], described, digest, reused=True)
-        return replace(self.counter.count(source), content=digest)
+        return replace(self.counter.count(source), content=digest, files=self.files[described])
 
     def begin_count(self, source: tuple[str, dict]) -> None:
         """Where `count_instructions` will count `source` under callgrind, start it now (Counter.begin): the count
@@ -85,7 +102,10 @@ class Records:
     def _recorded(self, source: tuple[str, dict]) -> tuple[str, str, dict | None]:
         """(the source described, the digest of the code it runs, a count recorded for both in this environment)."""
         described = instructions.describe_source(source)
-        digest = self.digests[described] = self.digests.get(described) or instructions.content(source, Path(self.rootdir))
+        if described not in self.digests:
+            files = loader_code.content_files(source, Path(self.rootdir))
+            self.digests[described], self.files[described] = loader_code.digest_of(files), tuple(sorted(files.items()))
+        digest = self.digests[described]
         files = [self.committed_instructions] if self.settings.update_baselines else [self.instructions_file,
                                                                                         self.committed_instructions]
         found = next((e for f in files if f is not None and (e := f.reusable(self.instructions_key, described, digest))), None)

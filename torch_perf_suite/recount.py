@@ -3,7 +3,7 @@
     python -m torch_perf_suite.recount [PATH] [--data-root DIR]   (PATH: baselines/instructions.json; from the rootdir)
 
 Each recorded entry of this environment names its loader (`source`, instructions.describe_source). Where the digest
-of the code that loader runs (instructions.content, its files named from the rootdir: by default the folder that
+of the code that loader runs (loader_code.content, its files named from the rootdir: by default the folder that
 holds PATH's folder) is not the one recorded, the loader is counted again under callgrind, one process for all, and the
 entry replaced; each change is printed against the count it replaces, each loader that cannot be built in one line,
 and what was counted is written at the end, atomically (exit 1 where a loader failed). An entry whose loader reads a
@@ -25,7 +25,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from . import instructions
+from . import instructions, loader_code
 
 
 def parse_source(described: str) -> tuple[str, dict]:
@@ -46,9 +46,8 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
         say(f"{path}: no entries for {env_key}; record them with a run: pytest --perf-update-baselines (on a GPU), "
             "or pytest --perf-smoke --perf-update-baselines")
         return {}, 1
-    updates: dict[str, dict] = {}
-    digests: dict[str, str] = {}
-    unchanged = failed = 0
+    updates, digests, files = {}, {}, {}  # test id -> its new entry; a source -> its code's digest, and its files
+    unchanged = failed = noted = 0
     for test, old in sorted(recorded.items()):
         described = old["source"]
         factory, kwargs = parse_source(described)
@@ -61,11 +60,15 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
             kwargs["data_dir"] = str(found)
         try:
             if described not in digests:
-                digests[described] = instructions.content((factory, kwargs), root)
+                files[described] = tuple(sorted(loader_code.content_files((factory, kwargs), root).items()))
+                digests[described] = loader_code.digest_of(dict(files[described]))
             if old.get("content") == digests[described]:
                 unchanged += 1
+                if "files" not in old:  # an entry from before files were kept: its files, for a session's start
+                    updates[test] = {**old, "files": instructions.files_entry(files[described])}
+                    noted += 1
                 continue
-            counted = replace(counter.count((factory, kwargs)), content=digests[described])
+            counted = replace(counter.count((factory, kwargs)), content=digests[described], files=files[described])
         except instructions.Unavailable as e:
             say(f"{test}: not counted: {e}")
             failed += 1
@@ -79,7 +82,8 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
             f"{100 * (counted.per_sample / old['per_sample'] - 1):+.2f}%); code {digests[described]}")
     if updates:
         file.save(env_key, updates)
-    say(f"{path} ({env_key}): {len(updates)} entries recorded again, {unchanged} unchanged, {failed} not counted")
+    say(f"{path} ({env_key}): {len(updates) - noted} entries recorded again, {unchanged} unchanged"
+        f"{f' ({noted} given their files)' if noted else ''}, {failed} not counted")
     return updates, failed
 
 

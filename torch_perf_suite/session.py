@@ -78,6 +78,8 @@ class PerfSession:
         self.ref_failed: dict[str, str] = {}  # a sharded worker's: test file -> why REF's tests of it could not run
         self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
         self.bisecting: tuple | None = session_ref.check_bisect(self, config) if self.settings.bisect else None
+        if not (shards or self.bisecting or self.as_ref):  # a process that runs tests here, its loaders counted here
+            self.records.prestart_counter(self.settings.baseline_dir)
         if self.settings.against:
             session_ref.check_against(self.settings.update_baselines)
             return  # the baselines are REF's, loaded once it was measured (compare_against)
