@@ -29,6 +29,7 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "toy_parts.py").write_text(LOADER)
     monkeypatch.setattr(sys, "path", sys.path[:])  # main() puts the rootdir first
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "toy_parts", raising=False)  # another test's project's, imported from its folder
     monkeypatch.setattr(instructions, "key", lambda: "this-env")
     return tmp_path
 
@@ -130,3 +131,14 @@ def test_without_valgrind_it_says_how_to_install_it(project, capsys, monkeypatch
     monkeypatch.setattr(recount.shutil, "which", lambda tool: None)
     assert recount.main([str(project / "instructions.json")]) == 2
     assert capsys.readouterr().err == f"recount: valgrind not found; {recount.instructions.INSTALL}\n"
+
+
+def test_another_environments_entry_whose_digest_is_this_trees_is_given_its_files(project):
+    this, stale = an_entry(project), an_entry(project, n=50, content="0" * 16)
+    path = write(project / "instructions.json", {"this-env": {"t::a": this}, "gpu-env": {"t::a": this, "t::b": stale}})
+    said = []
+    recount.recount(path, project, FakeCounter(), said.append)
+    saved = json.loads(path.read_text())["environments"]["gpu-env"]
+    files = {"toy_parts.py": hashlib.sha256(LOADER.encode()).hexdigest()[:instructions.FILE_HASH]}
+    assert saved == {"t::a": {**this, "files": files}, "t::b": stale}  # nothing counted there; the stale one as it was
+    assert said[-1].endswith("(gpu-env): 1 entries given their files (their digest is this tree's)")

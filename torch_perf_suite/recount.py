@@ -84,7 +84,33 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
         file.save(env_key, updates)
     say(f"{path} ({env_key}): {len(updates) - noted} entries recorded again, {unchanged} unchanged"
         f"{f' ({noted} given their files)' if noted else ''}, {failed} not counted")
+    name_files_elsewhere(file, env_key, root, say)
     return updates, failed
+
+
+def name_files_elsewhere(file: instructions.InstructionsFile, env_key: str, root: Path, say=print) -> None:
+    """Each entry of another environment recorded without its files, whose digest is the one this tree's code gives
+    for its loader, given those files: the digest names the same files and contents on any machine, so a session
+    there can tell at its start that a loader's code changed (Records.prestart_counter). Nothing is counted."""
+    files: dict[str, dict | None] = {}
+    for key, tests in sorted(file.environments.items()):
+        updates = {}
+        for test, old in sorted(tests.items()):
+            factory, kwargs = parse_source(old["source"])
+            if key == env_key or "files" in old or kwargs.get("data_dir") or "content" not in old:
+                continue
+            if old["source"] not in files:
+                try:
+                    files[old["source"]] = loader_code.content_files((factory, kwargs), root)
+                except Exception as e:  # the project's factory: said once, the entry left as it was
+                    say(f"{key} / {test}: its files not named: {factory}(**{kwargs}) raised {type(e).__name__}: {e}")
+                    files[old["source"]] = None
+            found = files[old["source"]]
+            if found is not None and loader_code.digest_of(found) == old["content"]:
+                updates[test] = {**old, "files": instructions.files_entry(tuple(sorted(found.items())))}
+        if updates:
+            file.save(key, updates)
+            say(f"{file.path} ({key}): {len(updates)} entries given their files (their digest is this tree's)")
 
 
 def main(argv: list[str] | None = None) -> int:
