@@ -605,7 +605,7 @@ def test_the_harness_is_not_the_loaders_code(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(instructions.Path, "read_bytes", lambda self: seen.append(self.name) or b"")
     loader_code.content(("mydata:parts", {}))
-    assert seen == []  # mydata.py lies outside this root; instructions.py, inside it, is the harness's
+    assert seen == []  # mydata.py lies outside this root; loader_code.py, inside it, is the harness's
 
 
 class _Stop(Exception):

@@ -103,8 +103,8 @@ class Records:
         """(the source described, the digest of the code it runs, a count recorded for both in this environment)."""
         described = instructions.describe_source(source)
         if described not in self.digests:
-            files = loader_code.content_files(source, Path(self.rootdir))
-            self.digests[described], self.files[described] = loader_code.digest_of(files), tuple(sorted(files.items()))
+            code = loader_code.content_files(source, Path(self.rootdir))
+            self.digests[described], self.files[described] = loader_code.digest_of(code), tuple(sorted(code.items()))
         digest = self.digests[described]
         files = [self.committed_instructions] if self.settings.update_baselines else [self.instructions_file,
                                                                                         self.committed_instructions]

@@ -9,7 +9,9 @@ entry replaced; each change is printed against the count it replaces, each loade
 and what was counted is written at the end, atomically (exit 1 where a loader failed). An entry whose loader reads a
 data directory names it only (the path is the machine's): it is counted where DIR holds a directory of that name,
 and else left to a recording run. An environment with no entries yet is recorded by a run (--perf-update-baselines):
-its test ids are the machine's (a worker sweep's counts follow its cores).
+its test ids are the machine's (a worker sweep's counts follow its cores). Each entry also names its code's files and
+their hashes (`files`), which a session compares with the tree at its start (Records.prestart_counter); an unchanged
+entry recorded without them, of this environment or of another whose recorded digest is this tree's, is given them.
 
 An edit of `fixtures/data.py` or `fixtures/recipes.py` changes the digest of every suite loader, and a GPU run then
 counts each loader afresh (about 90 s on an H100 host) until the counts are recorded again; this records them on
