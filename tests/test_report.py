@@ -48,14 +48,14 @@ def full():
                       periodic_runs=Counter({"perf_periodic:metrics": 1}))
     return SimpleNamespace(test_id="test_a", parts=parts, samples_per_s=parts.pipeline.median, verdicts=verdicts,
                            syncs=syncs, peak_mem_gb=1.23456, mfu=None, extra={"gain": 1.5, "workers": 8, "ratio": 0.12345},
-                           notes=["loader measured in test_x"], outcome="passed", host=None, ranks=None)
+                           notes=["loader measured in test_x"], outcome="passed", failure=None, host=None, ranks=None)
 
 
 def bare():
     """One round of 10 samples in 0.01 s, nothing else measured, compared or profiled."""
     parts = Parts(batch_size=10, pipeline=Throughput(10, (0.01,)))
     return SimpleNamespace(test_id="test_b", parts=parts, samples_per_s=parts.pipeline.median, verdicts={}, syncs=None,
-                           peak_mem_gb=None, mfu=None, extra={}, notes=[], outcome=None, host=None, ranks=None)
+                           peak_mem_gb=None, mfu=None, extra={}, notes=[], outcome=None, failure=None, host=None, ranks=None)
 
 
 FULL_ROW = {
@@ -248,7 +248,7 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
                   loader=Throughput(600, (2.0, 3.0, 2.0), cpu_s=(6.0, 5.0, 6.0)), gpu_busy_s=0.04166)
     result = SimpleNamespace(test_id="test_c", parts=parts, samples_per_s=parts.pipeline.median, verdicts={},
                              syncs=SyncCount(steps=3, sources=Counter({ITEM: 1})), peak_mem_gb=None,
-                             mfu=None, extra={"workers": "8 of 16"}, notes=[], outcome=None, host=None, ranks=None)
+                             mfu=None, extra={"workers": "8 of 16"}, notes=[], outcome=None, failure=None, host=None, ranks=None)
     [row] = report.rows([result])
     assert (row["gpu_busy_pct"], row["syncs_per_step"], row["extra"]) == (83.3, 0.333, {"workers": "8 of 16"})
     assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300

@@ -253,7 +253,8 @@ class InstructionsError(store.Unusable):
 @dataclass
 class InstructionsFile:
     """baselines/instructions.json: {"schema": 1, "environments": {key: {test id: {"per_sample", "samples",
-    "source", "date"}}}}. Written atomically, read-merge-write, so entries of other keys and tests are kept."""
+    "source", "content", "files", "date"}}}} ("content": the digest of the loader's code; "files": its files' hashes).
+    Written atomically, read-merge-write, so entries of other keys and tests are kept."""
 
     path: Path
     environments: dict
