@@ -27,7 +27,6 @@ class Records:
         self.counter = instructions.Counter()  # the loader's instructions, counted in a callgrind process started on first use
         self.digests: dict[str, str] = {}  # a loader's source -> the digest of the code it runs (read once a session)
         self.files: dict[str, tuple] = {}  # a loader's source -> that code's files and their hashes
-        self.changed: list[str] = []  # files a recorded count ran that changed since: its process started with the session
 
     def load(self, folder: Path) -> None:
         """This GPU model's baseline file, the loader instruction counts and the loaders' settings in `folder`; a file
@@ -46,20 +45,21 @@ class Records:
             with contextlib.suppress(instructions.InstructionsError):  # a broken one is said where it is the run's own
                 self.committed_instructions = instructions.InstructionsFile.load(committed)
 
-    def prestart_counter(self, folder: Path) -> None:
+    def prestart_counter(self, folder: Path) -> list[str]:
         """At the session's start, before the tests are collected or REF is measured: where a count recorded in
         `folder` ran code that changed since (`loader_code.changed_files`), a loader will be counted, and the counting
         process's slow start (valgrind starting Python and torch) begins now rather than at that test's build. A file
-        that cannot be used is said where the session loads it."""
+        that cannot be used is said where the session loads it. Returns the changed files."""
         if not (self.settings.instructions and (self.device.is_gpu or self.settings.smoke)):
-            return
+            return []
         try:
             file = instructions.InstructionsFile.load(folder / "instructions.json")
         except instructions.InstructionsError:
-            return
-        self.changed = loader_code.changed_files(file, instructions.key(), Path(self.rootdir))
-        if self.changed:
+            return []
+        changed = loader_code.changed_files(file, instructions.key(), Path(self.rootdir))
+        if changed:
             self.counter.prestart()
+        return changed
 
     def _load_baseline_file(self, path: Path) -> None:
         gpu = self.device.env["gpu"]

@@ -48,7 +48,7 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
         say(f"{path}: no entries for {env_key}; record them with a run: pytest --perf-update-baselines (on a GPU), "
             "or pytest --perf-smoke --perf-update-baselines")
         return {}, 1
-    updates, digests, files = {}, {}, {}  # test id -> its new entry; a source -> its code's digest, and its files
+    updates, code = {}, {}  # test id -> its new entry; a loader's source -> its code's files and their hashes
     unchanged = failed = noted = 0
     for test, old in sorted(recorded.items()):
         described = old["source"]
@@ -61,16 +61,16 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
                 continue
             kwargs["data_dir"] = str(found)
         try:
-            if described not in digests:
-                files[described] = tuple(sorted(loader_code.content_files((factory, kwargs), root).items()))
-                digests[described] = loader_code.digest_of(dict(files[described]))
-            if old.get("content") == digests[described]:
+            if described not in code:
+                code[described] = loader_code.content_files((factory, kwargs), root)
+            files, digest = tuple(sorted(code[described].items())), loader_code.digest_of(code[described])
+            if old.get("content") == digest:
                 unchanged += 1
                 if "files" not in old:  # an entry from before files were kept: its files, for a session's start
-                    updates[test] = {**old, "files": instructions.files_entry(files[described])}
+                    updates[test] = {**old, "files": instructions.files_entry(files)}
                     noted += 1
                 continue
-            counted = replace(counter.count((factory, kwargs)), content=digests[described], files=files[described])
+            counted = replace(counter.count((factory, kwargs)), content=digest, files=files)
         except instructions.Unavailable as e:
             say(f"{test}: not counted: {e}")
             failed += 1
@@ -81,33 +81,33 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
             continue
         updates[test] = instructions.entry(counted)
         say(f"{test}: {counted.per_sample:,.0f} instructions per sample ({old['per_sample']:,.0f} recorded, "
-            f"{100 * (counted.per_sample / old['per_sample'] - 1):+.2f}%); code {digests[described]}")
+            f"{100 * (counted.per_sample / old['per_sample'] - 1):+.2f}%); code {counted.content}")
     if updates:
         file.save(env_key, updates)
     say(f"{path} ({env_key}): {len(updates) - noted} entries recorded again, {unchanged} unchanged"
         f"{f' ({noted} given their files)' if noted else ''}, {failed} not counted")
-    name_files_elsewhere(file, env_key, root, say)
+    name_files_elsewhere(file, env_key, root, code, say)
     return updates, failed
 
 
-def name_files_elsewhere(file: instructions.InstructionsFile, env_key: str, root: Path, say=print) -> None:
+def name_files_elsewhere(file: instructions.InstructionsFile, env_key: str, root: Path, code: dict, say=print) -> None:
     """Each entry of another environment recorded without its files, whose digest is the one this tree's code gives
     for its loader, given those files: the digest names the same files and contents on any machine, so a session
-    there can tell at its start that a loader's code changed (Records.prestart_counter). Nothing is counted."""
-    files: dict[str, dict | None] = {}
+    there can tell at its start that a loader's code changed (Records.prestart_counter). Nothing is counted; `code`
+    holds the files already read (source -> files, None where the factory failed) and gains those read here."""
     for key, tests in sorted(file.environments.items()):
         updates = {}
         for test, old in sorted(tests.items()):
             factory, kwargs = parse_source(old["source"])
             if key == env_key or "files" in old or kwargs.get("data_dir") or "content" not in old:
                 continue
-            if old["source"] not in files:
+            if old["source"] not in code:
                 try:
-                    files[old["source"]] = loader_code.content_files((factory, kwargs), root)
+                    code[old["source"]] = loader_code.content_files((factory, kwargs), root)
                 except Exception as e:  # the project's factory: said once, the entry left as it was
                     say(f"{key} / {test}: its files not named: {factory}(**{kwargs}) raised {type(e).__name__}: {e}")
-                    files[old["source"]] = None
-            found = files[old["source"]]
+                    code[old["source"]] = None
+            found = code[old["source"]]
             if found is not None and loader_code.digest_of(found) == old["content"]:
                 updates[test] = {**old, "files": instructions.files_entry(tuple(sorted(found.items())))}
         if updates:
