@@ -232,8 +232,9 @@ def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once
 def test_with_refs_results_cached_the_turns_processes_start_with_the_session(monkeypatch, tmp_path, smoke, loader,
                                                                               started):
     """Where REF recorded a loader for a selected test, the turns' processes import torch while the first test builds
-    its workload; the windows wait for them (Measuring). Not in a smoke run, which times nothing by turns, nor where
-    no selected test has a loader."""
+    its workload (started with the session, PerfSession, or else now), aimed at REF's tree and the working tree; the
+    windows wait for them (Measuring). Not in a smoke run, which times nothing by turns, nor where no selected test
+    has a loader: there they are ended, their cores given back."""
     from types import SimpleNamespace as NS
 
     from torch_perf_suite import session_ref
@@ -242,13 +243,30 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
     monkeypatch.setattr(against, "prepare", lambda *args: ref)
     monkeypatch.setattr(against, "run", lambda ref: None)
     begun = []
-    monkeypatch.setattr(session_ref.turns, "Turns", lambda *args: NS(start=lambda: begun.append(args)))
+    monkeypatch.setattr(session_ref.turns, "Turns", lambda: NS(aim=lambda *roots: begun.append(roots),
+                                                                start=lambda: begun.append("start"),
+                                                                close=lambda: begun.append("close")))
     loaders = NS(get=lambda test: {"settings": {}} if loader and test == "a.py::t" else None)
     me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
             records=NS(load=lambda folder: None, loaders_file=loaders), ref=None, turns=None, ref_s=0.0, deselected=set())
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
     session_ref.compare_against(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
-    assert begun == ([(tmp_path / "tree", tmp_path)] if started else [])
+    assert begun == [(tmp_path / "tree", tmp_path), "start" if started else "close"]
+
+
+@pytest.mark.parametrize("role, ahead", [({}, True), ({"smoke": True}, False), ({"worker": "gw0"}, False),
+                                         ({"shards": 2}, False), ({"as_ref": True}, False), ({"bisecting": ("a", "b")}, False)])
+def test_the_turns_processes_start_with_a_session_that_times_loaders_itself(monkeypatch, role, ahead):
+    from types import SimpleNamespace as NS
+
+    from torch_perf_suite import session_ref
+
+    started = []
+    monkeypatch.setattr(session_ref.turns, "Turns", lambda: NS(start=lambda: started.append(True)))
+    me = NS(shards=role.get("shards", 0), bisecting=role.get("bisecting"), as_ref=role.get("as_ref", False),
+            worker=role.get("worker"), settings=NS(smoke=role.get("smoke", False)), turns=None)
+    session_ref.turns_ahead(me)
+    assert started == ([True] if ahead else []) and (me.turns is not None) is ahead
 
 
 def test_a_renamed_parameter_fails_the_strict_gate_naming_both_ids(repo):

@@ -160,6 +160,17 @@ def test_refs_run_only_warms_a_pipeline_whose_gpu_side_and_loader_are_timed_apar
     assert (w.calls["step"], len(got.rounds)) == ((2 + 5, 1) if brief else (7 + 3 * 8, 3))
 
 
+@pytest.mark.parametrize("loader, brief", [(800.0, True), (1000.0 * LOADER_HEADROOM, False)])
+def test_the_heads_run_against_ref_only_warms_a_loader_bound_pipeline(loader, brief):
+    """Against REF a loader-fed pipeline is a reading: the head's is timed whole only where the loader is ahead (the
+    pipeline is then the GPU's, which the ladder's ceiling holds to); against baselines always whole."""
+    for against in (True, False):
+        w = Workload()
+        win = Windows(w, Measure(warmup=2, rounds=3, steps=5, round_s=0.0), Device(w), smoke=False, against=against)
+        win.gpu, win.loader = t(1000.0), t(loader)
+        assert win.time("pipeline").brief is (brief and against)
+
+
 class Metered(Device):
     """A GPU drawing 300 W of the workload's clock, with a utilization monitor."""
 

@@ -116,6 +116,21 @@ def test_started_ahead_the_processes_import_torch_while_the_caller_goes_on(tmp_p
         assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
 
 
+def test_started_before_the_trees_exist_the_processes_time_the_trees_named_later(tmp_path):
+    """The session starts them before REF's tree is written out; `aim` names the trees, each side builds from its own
+    (the head's loader does twice the work), and a process never builds from the other tree."""
+    with turns.Turns(seconds=0.1) as timed:
+        timed.start()
+        ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", work=40_000)
+        with pytest.raises(RuntimeError, match="before Turns.aim"):
+            timed.time(("toyloader:parts", {}))
+        timed.aim(ref, head)
+        assert timed.time(("toyloader:parts", {})).ratio > 1.5
+        timed.aim(head, ref)
+        with pytest.raises(turns.Unavailable, match="this process builds .*ref's loaders"):
+            timed.time(("toyloader:parts", {}))
+
+
 def test_the_worker_script_lying_in_the_working_tree_is_not_taken_for_its_module(tmp_path, monkeypatch):
     head = tree(tmp_path / "head")
     (head / "torch_perf_suite").mkdir()  # as in the suite's own repository, where the harness is the project's

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import compiled, flops, gates, host_reads, host_side, instructions, loader, turns
-from .parts import PARTS, Parts, Windows
+from .parts import PARTS, PIPELINE_BRIEF, Parts, Windows
 from .result import Result, part_entry, power_note
 from .session_view import SessionView
 from .settings import Measure
@@ -44,7 +44,8 @@ class Measuring:
     def run(self, workload, parts: tuple[str, ...] | None) -> tuple[Result, Windows]:
         laps = self.session.laps_of(self.test_id)
         laps.lap("build")
-        windows = Windows(workload, self.settings, self.session.device, self.smoke, self.session.as_ref)
+        dev = self.session.device
+        windows = Windows(workload, self.settings, dev, self.smoke, self.session.as_ref, self.session.ref is not None)
         # a count beside a launch-bound GPU-side window takes the host's time from its launches (ladder[workers]'s GPU-side
         # number read -15% and -28% with it, docs/counted-gates.md): there, it starts after the timed windows
         count_after = gates.launch_bound(self.session.records.baseline(self.test_id))
@@ -67,12 +68,11 @@ class Measuring:
         parts = self._parts(workload, windows, wanted, measured, measured_in)
         # a smoke run on a GPU profiles its steps too: its syncs are checked as a measured run's (the merge gate's sync
         # pass); without a GPU, the dispatcher counts the steps' host reads instead
-        on_gpu = self.session.device.is_gpu
+        on_gpu = dev.is_gpu
         result = self._profile(workload, windows, parts, profiled="pipeline" in wanted and (on_gpu or not self.smoke))
         if self.smoke and not on_gpu:
             count_reads(result, workload, windows.members, self.settings.profile_steps)
         laps.lap("profiled")
-        dev = self.session.device
         if "gpu" in wanted or windows.available() == ("pipeline",):  # a GPU-side step, or a pipeline that is one
             # in every test that has it: cheap, and REF's has it too
             count_host(result, workload, windows.members, self.settings.profile_steps, self.smoke, dev.synchronize)
@@ -202,6 +202,8 @@ class Measuring:
         env = self.session.device.env
         result.notes.extend(f"{part} measured in {test.rsplit('::', 1)[-1]}" for part, test in measured_in.items())
         result.notes.extend(filter(None, [power_note(result.parts.gpu, env.get("power_limit_w"))]))
+        if result.parts.pipeline.brief:
+            result.notes.append(PIPELINE_BRIEF)
         if any(t.extended for t in measured.values()):
             result.notes.append("rounds added: " + ", ".join(f"{n} +{t.extended}" for n, t in measured.items() if t.extended))
         self.info.update(samples_per_s=round(result.samples_per_s, 1),

@@ -36,6 +36,8 @@ LAUNCH_BOUND = 0.8
 # pipeline's rounds need not hold whole bursts nor its warm-up drain the queue. (H200 ladder: the
 # uint8 steps' loaders ran 1.9-3.0x their GPU-side steps; rounds of 16 batches of 1024 took 3 s.)
 LOADER_HEADROOM = 1.25
+PIPELINE_BRIEF = ("pipeline timed briefly (its warm-up and one round): against REF a loader-fed pipeline is a reading; "
+                  "its GPU-side step and its loader are judged")
 GPU_WARMUP = 3  # the GPU-side step reuses the compiled model: a few steps settle clocks and caches
 
 
@@ -82,8 +84,9 @@ class Parts:
 
     @property
     def efficiency(self) -> float | None:
+        """None where the pipeline was only warmed up (Windows.pipeline_brief) or nothing else was timed."""
         limits = [t.median for t in (self.loader, self.gpu) if t is not None]
-        return self.pipeline.median / min(limits) if limits else None
+        return self.pipeline.median / min(limits) if limits and not self.pipeline.brief else None
 
 
 def loader_ahead(gpu: Throughput | None, loader: Throughput | None) -> bool:
@@ -99,10 +102,11 @@ def for_smoke(measure: Measure) -> Measure:
 class Windows:
     """The timed windows of one workload, with the settings of one test."""
 
-    def __init__(self, workload, measure: Measure, device, smoke: bool, as_ref: bool = False):
+    def __init__(self, workload, measure: Measure, device, smoke: bool, as_ref: bool = False, against: bool = False):
         """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it. `as_ref`: REF's run
-        under --perf-against, which times what the head gates against it (against.AS_REF)."""
-        self.workload, self.device, self.smoke, self.as_ref = workload, device, smoke, as_ref
+        under --perf-against, which times what the head gates against it (against.AS_REF); `against`: the head's
+        run under --perf-against."""
+        self.workload, self.device, self.smoke, self.as_ref, self.against = workload, device, smoke, as_ref, against
         self.members = members(workload)  # its optional members, read once
         self.measure = for_smoke(measure) if smoke else measure
         # the GPU-side and loader numbers, where measured: set by the caller before the pipeline's window
@@ -113,6 +117,17 @@ class Windows:
     @property
     def loader_ahead(self) -> bool:
         return loader_ahead(self.gpu, self.loader)
+
+    @property
+    def pipeline_brief(self) -> bool:
+        """Against REF a loader-fed pipeline is a host-bound reading, never gated (gates.decide): where its GPU-side
+        number and its loader's window are timed apart (and judged), its steps only warm the profiled ones. So in
+        REF's run, and in the head's unless the loader outruns the GPU-side step: that pipeline is the GPU's, which a
+        claim in the run holds to (the ladder's ceiling), and takes seconds, not the drain and the bursts of a
+        loader-bound one (13-16 s in each compiled ladder step on an H200)."""
+        if self.gpu is None or self.loader is None:
+            return False
+        return self.as_ref or (self.against and not self.loader_ahead)
 
     def _time(self, step, warmup: int, runner=None, cycle: int = 1, energy=None, extend: bool = False,
               least_step_s: float = 0.0, cpu=None, monitor=None, measure: Measure | None = None) -> Throughput:
@@ -147,9 +162,7 @@ class Windows:
         cycle = o.cycle_steps
         monitor = getattr(self.device, "monitor", None)  # what nvidia-smi shows while the GPU trains (not for the loader)
         if part == "pipeline":
-            if self.as_ref and self.gpu is not None and self.loader is not None:
-                # against REF the head gates the GPU-side number, the loader's blocks (its window) and the counts; a
-                # loader-fed pipeline is a host-bound reading there, never gated: its steps only warm the profiled ones
+            if self.pipeline_brief:
                 brief = replace(m, rounds=1, max_rounds=1, round_s=0.0)
                 return replace(self._time(w.step, m.warmup, runner, measure=brief), brief=True)
             resident = "gpu" not in self.available()  # the pipeline is the GPU-side step

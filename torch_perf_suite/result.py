@@ -109,7 +109,7 @@ class Result:
         return {
             "parts": {name: part_entry(t) for name in PARTS if (t := p.get(name)) is not None and not t.brief},
             "bottleneck": p.bottleneck,
-            "efficiency": None if p.efficiency is None or p.pipeline.brief else round(p.efficiency, 3),
+            "efficiency": None if p.efficiency is None else round(p.efficiency, 3),
             "gpu_busy_pct": None if p.gpu_busy_pct is None else round(p.gpu_busy_pct, 1),
             "syncs_per_step": round(self.syncs.per_step, 3) if self.syncs else None,
             "peak_mem_gb": None if self.peak_mem_gb is None else round(self.peak_mem_gb, 2),

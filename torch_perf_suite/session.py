@@ -82,6 +82,7 @@ class PerfSession:
             self.records.prestart_counter(self.settings.baseline_dir)
         if self.settings.against:
             session_ref.check_against(self.settings.update_baselines)
+            session_ref.turns_ahead(self)
             return  # the baselines are REF's, loaded once it was measured (compare_against)
         session_ref.load_records(self.records, self.settings.baseline_dir)
 

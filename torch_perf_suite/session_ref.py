@@ -78,19 +78,30 @@ def against_cache(perf, config) -> Path:
                                            else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
 
 
+def turns_ahead(perf) -> None:
+    """Under --perf-against, in a process that runs tests itself and times loaders (not a sharded run's controller or
+    worker, a bisection's controller, REF's own run or a smoke run): the turns' processes started with the session,
+    importing torch while it collects and reads or measures REF. `compare_against` aims them at the two trees, or ends
+    them where no selected test has a loader at REF."""
+    if not (perf.shards or perf.bisecting or perf.as_ref or perf.worker or perf.settings.smoke):
+        perf.turns = turns.Turns()
+        perf.turns.start()
+
+
 def compare_against(perf, config, items) -> None:
     """--perf-against REF, once the tests are selected: REF's results for the selected perf tests (from the cache,
     or measured now), loaded as this session's baselines. A sharded run's worker loads those cached and measures
     the rest file by file (`ref_before`); its controller runs no test."""
-    if not perf.settings.against or config.option.collectonly or perf.shards:
+    if not perf.settings.against or perf.shards:
         return
     test_ids = [item.nodeid for item in items if "perf" in getattr(item, "fixturenames", ())]
-    if not test_ids:
-        return
+    if config.option.collectonly or not test_ids:
+        return _no_turns(perf)
     perf.collected = {item.nodeid for item in items} | perf.deselected
     started = time.perf_counter()
     perf.ref = against.prepare(perf.settings.against, config, test_ids, perf.device.env, against_cache(perf, config))
-    perf.turns = turns.Turns(perf.ref.root, Path(config.rootpath))
+    perf.turns = perf.turns or turns.Turns()  # started with the session where it runs tests (PerfSession)
+    perf.turns.aim(perf.ref.root, Path(config.rootpath))
     if perf.worker:  # it measures REF file by file, and counts those cached of the tests it runs (ref_before)
         perf.ref.cached = []
     else:
@@ -100,10 +111,17 @@ def compare_against(perf, config, items) -> None:
     perf.ref_s = time.perf_counter() - started
     load_records(perf.records, perf.ref.folder)
     if not (perf.worker or perf.settings.smoke) and loader_at_ref(perf, test_ids):
-        perf.turns.start()  # REF cached: beside the first test's build; no window is timed before (Measuring.run)
+        perf.turns.start()  # started with the session, else now: beside the first test's build (Measuring.run settles)
+    elif not perf.worker:
+        _no_turns(perf)  # no loader to time: their cores back
     reporter = None if perf.worker else config.pluginmanager.get_plugin("terminalreporter")  # its controller's says it
     if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
         reporter.write_line(f"Compared {perf.ref.describe()}; the working tree's tests follow")
+
+
+def _no_turns(perf) -> None:
+    if perf.turns is not None:
+        perf.turns.close()
 
 
 def loader_at_ref(perf, test_ids: list[str]) -> bool:

@@ -1,13 +1,16 @@
-"""One side of `turns`: run as a script (`python turn_worker.py ROOT OTHER CORE STRIDE CHUNK`), never imported by the
-harness, so that nothing of the harness's own package is imported from ROOT's tree by this file.
+"""One side of `turns`: run as a script (`python turn_worker.py CORE STRIDE CHUNK`), never imported by the harness,
+so that nothing of the harness's own package is imported from ROOT's tree by this file.
 
-ROOT goes first on the path in place of this file's folder: the loader's factory is imported from that tree (REF's,
-or the working tree's), and a loader that imports any of the project's own files from OTHER (the other side's tree:
-an editable install, a `src/` folder on the path) is refused, not timed against itself. Torch runs on one thread, and
+It imports torch first, before it knows its side: the session starts it before REF's tree is written out. Its first
+request names ROOT, its side's tree, and OTHER, the other side's; ROOT then goes first on the path (this file's folder
+is never on it) and becomes the working folder: the loader's factory is imported from that tree (REF's, or the
+working tree's), and a loader that imports any of the project's own files from OTHER (the other side's tree: an
+editable install, a `src/` folder on the path) is refused, not timed against itself. Torch runs on one thread, and
 once a loader is built, the process on core CORE alone, as in a DataLoader worker. Its stdout is the parent's pipe alone:
 whatever else prints goes to stderr.
 
-Lines in: a request `{"factory": "module:function", "kwargs": {...}}`, then chunk numbers, then "end" (or EOF).
+Lines in: a request `{"root": ROOT, "other": OTHER, "factory": "module:function", "kwargs": {...}}`, then chunk
+numbers, then "end" (or EOF); every request of a process names the same ROOT.
 Lines out: "started"; "ready" or "error <json string>" for a request; "<wall ns> <CPU ns>" for a chunk, which makes
 the samples (i * CHUNK + k) * STRIDE mod len(dataset) for k < CHUNK and collates them.
 """
@@ -20,6 +23,7 @@ import sys
 import time
 
 PROTOCOL = sys.stdout  # the parent's pipe (the main block moves a loader's prints to stderr)
+AIMED = None  # the tree this process builds loaders from, named by its first request
 ME = os.path.realpath(__file__)  # this script, which lies in the working tree where the harness is the project's own
 
 
@@ -32,9 +36,24 @@ def _under(path: str, folder: str) -> bool:
     return path.startswith(os.path.realpath(folder) + os.sep)
 
 
-def build(request: dict, root: str, other: str):
+def aim(root: str) -> None:
+    """ROOT first on the path and the working folder, at the first request; a request for another tree is refused (its
+    modules would be those imported from the first)."""
+    global AIMED
+    if AIMED is None:
+        sys.path.insert(0, root)
+        importlib.invalidate_caches()  # REF's tree was written out after this process started
+        os.chdir(root)
+        AIMED = root
+    elif AIMED != root:
+        raise ValueError(f"asked for the tree {root}, but this process builds {AIMED}'s loaders")
+
+
+def build(request: dict):
     """The loader's (dataset, collate), from ROOT's tree; ValueError where the factory's module is not ROOT's, or where
     a module of the project's own comes from OTHER's tree (outside the interpreter's folders)."""
+    root, other = request["root"], request["other"]
+    aim(root)
     module, _, name = request["factory"].partition(":")
     found = importlib.import_module(module)
     where = os.path.realpath(getattr(found, "__file__", None) or "?")
@@ -52,7 +71,7 @@ def build(request: dict, root: str, other: str):
     return parts
 
 
-def serve(root: str, other: str, core: int, stride: int, chunk: int) -> None:
+def serve(core: int, stride: int, chunk: int) -> None:
     import torch
 
     if importlib.util.find_spec("torchvision"):  # most loaders' transforms: imported now, while the session starts
@@ -65,7 +84,7 @@ def serve(root: str, other: str, core: int, stride: int, chunk: int) -> None:
             # built on any core, the two processes side by side (importing a loader's modules on one core took
             # 16 s on a GPU host); then on the one core, as in a DataLoader worker, for the warm turns and the timed
             os.sched_setaffinity(0, cores)
-            dataset, collate = build(json.loads(line), root, other)
+            dataset, collate = build(json.loads(line))
             os.sched_setaffinity(0, {core})
             size = len(dataset)
             for i in range(-2, 0):  # warm: first calls, lazy imports, the allocator's first blocks
@@ -82,10 +101,10 @@ def serve(root: str, other: str, core: int, stride: int, chunk: int) -> None:
 
 
 if __name__ == "__main__":
-    tree, other_, core_, stride_, chunk_ = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+    core_, stride_, chunk_ = map(int, sys.argv[1:4])
     here = os.path.dirname(os.path.realpath(__file__))  # this file's folder, the harness's package: not on the path
-    sys.path[:] = [tree] + [p for p in sys.path if os.path.realpath(p or ".") != here]
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != here]
     PROTOCOL = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    serve(tree, other_, core_, stride_, chunk_)
+    serve(core_, stride_, chunk_)

@@ -100,9 +100,11 @@ def verdict(turns: ByTurns, tolerance_pct: float, against: str) -> Finding:
 
 class Turns:
     """The session's two processes, REF's tree and the working tree's, started by `start` or on first use, with two
-    more held in reserve for a measurement in fresh processes; `time(source)` -> ByTurns; `close()` ends them."""
+    more held in reserve for a measurement in fresh processes; `time(source)` -> ByTurns; `close()` ends them. They
+    can start before REF's tree is written out (PerfSession, at the session's start): `aim` names the trees before
+    the first `time`."""
 
-    def __init__(self, ref_root: Path, head_root: Path, seconds: float = TURNS_S):
+    def __init__(self, ref_root: Path | None = None, head_root: Path | None = None, seconds: float = TURNS_S):
         self.roots = {"REF": ref_root, "the working tree": head_root}
         self.seconds = seconds
         self._procs: dict[str, subprocess.Popen] = {}
@@ -120,8 +122,11 @@ class Turns:
             self._renew()
         self._start()
         factory, kwargs = source
-        for side in self._procs:
-            self._send(side, json.dumps({"factory": factory, "kwargs": kwargs}))
+        if None in self.roots.values():
+            raise RuntimeError("Turns.time before Turns.aim named REF's tree and the working tree")
+        for side, root in self.roots.items():
+            other = next(r for s, r in self.roots.items() if s != side)
+            self._send(side, json.dumps({"root": str(root), "other": str(other), "factory": factory, "kwargs": kwargs}))
         why_not = {side: self._ready(side) for side in self._procs}
         if any(why_not.values()):
             self._end_request([side for side, why in why_not.items() if why is None])
@@ -135,6 +140,9 @@ class Turns:
             i += 1
         self._end_request(list(self._procs))
         return from_pairs(pairs)
+
+    def aim(self, ref_root: Path, head_root: Path) -> None:
+        self.roots = {"REF": ref_root, "the working tree": head_root}
 
     def start(self) -> None:
         """The two processes started, and a reserve pair beside them, not waited for: each imports torch (about 20 s on
@@ -150,11 +158,10 @@ class Turns:
     def _spawn(self) -> tuple[dict, dict]:
         procs, errors = {}, {}
         core = max(os.sched_getaffinity(0))
-        for side, root in self.roots.items():  # both import torch at once, then take turns
-            other = next(r for s, r in self.roots.items() if s != side)
+        for side in self.roots:  # both import torch at once, then take turns
             errors[side] = tempfile.TemporaryFile("w+", errors="replace")
             procs[side] = subprocess.Popen(
-                [sys.executable, str(WORKER), str(root), str(other), str(core), str(STRIDE), str(CHUNK)], cwd=root,
+                [sys.executable, str(WORKER), str(core), str(STRIDE), str(CHUNK)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors[side], text=True,
                 env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **MALLOC})
         return procs, errors
