@@ -25,8 +25,8 @@ class Records:
         self.committed_instructions: instructions.InstructionsFile | None = None  # reusable counts, under --perf-against
         self.instructions_recorded = 0
         self.counter = instructions.Counter()  # the loader's instructions, counted in a callgrind process started on first use
-        self.digests: dict[str, str] = {}  # a loader's source -> the digest of the code it runs (read once a session)
-        self.files: dict[str, tuple] = {}  # a loader's source -> that code's files and their hashes
+        self.code: dict[str, tuple] = {}  # a loader's source -> the files of the code it runs, with their hashes (read once
+        # a session); its digest is derived from them (loader_code.digest_of)
 
     def load(self, folder: Path) -> None:
         """This GPU model's baseline file, the loader instruction counts and the loaders' settings in `folder`; a file
@@ -91,7 +91,7 @@ class Records:
         described, digest, found = self._recorded(source)
         if found is not None:
             return instructions.Counted(found["per_sample"], found["samples"], described, digest, reused=True)
-        return replace(self.counter.count(source), content=digest, files=self.files[described])
+        return replace(self.counter.count(source), content=digest, files=self.code[described])
 
     def begin_count(self, source: tuple[str, dict]) -> None:
         """Where `count_instructions` will count `source` under callgrind, start it now (Counter.begin): the count
@@ -102,10 +102,9 @@ class Records:
     def _recorded(self, source: tuple[str, dict]) -> tuple[str, str, dict | None]:
         """(the source described, the digest of the code it runs, a count recorded for both in this environment)."""
         described = instructions.describe_source(source)
-        if described not in self.digests:
-            code = loader_code.content_files(source, Path(self.rootdir))
-            self.digests[described], self.files[described] = loader_code.digest_of(code), tuple(sorted(code.items()))
-        digest = self.digests[described]
+        if described not in self.code:
+            self.code[described] = tuple(sorted(loader_code.content_files(source, Path(self.rootdir)).items()))
+        digest = loader_code.digest_of(dict(self.code[described]))
         files = [self.committed_instructions] if self.settings.update_baselines else [self.instructions_file,
                                                                                         self.committed_instructions]
         found = next((e for f in files if f is not None and (e := f.reusable(self.instructions_key, described, digest))), None)
