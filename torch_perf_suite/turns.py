@@ -116,14 +116,14 @@ class Turns:
 
     def time(self, source: tuple[str, dict], fresh: bool = False) -> ByTurns:
         """`fresh`: in two processes started anew, not in those that timed the loaders before."""
+        if None in self.roots.values():
+            raise RuntimeError("Turns.time before Turns.aim named REF's tree and the working tree")
         if self._broken:
             raise Unavailable(self._broken)
         if fresh:
             self._renew()
         self._start()
         factory, kwargs = source
-        if None in self.roots.values():
-            raise RuntimeError("Turns.time before Turns.aim named REF's tree and the working tree")
         for side, root in self.roots.items():
             other = next(r for s, r in self.roots.items() if s != side)
             self._send(side, json.dumps({"root": str(root), "other": str(other), "factory": factory, "kwargs": kwargs}))
