@@ -8,7 +8,7 @@ import pytest
 
 from torch_perf_suite import checks, gates
 from torch_perf_suite.judging import Judge, gain
-from torch_perf_suite.parts import PIPELINE_BRIEF, Parts
+from torch_perf_suite.parts import BRIEF, Parts
 from torch_perf_suite.result import Result
 from torch_perf_suite.settings import Measure
 from torch_perf_suite.timing import Throughput
@@ -68,13 +68,14 @@ def test_a_claim_on_a_part_read_not_compared_against_ref_is_covered_where_that_r
     assert r.holes() == []
 
 
-def test_a_claim_over_a_pipeline_timed_briefly_against_ref_is_a_hole_until_the_loader_is_judged():
-    """The head's loader-bound pipeline is only warmed up against REF (Windows.pipeline_brief): a claim over it is
-    not made, and the loader's verdicts cover it; against baselines (the nightly) nothing is timed briefly."""
+@pytest.mark.parametrize("part", ["pipeline", "loader"])
+def test_a_claim_over_a_part_timed_briefly_against_ref_is_a_hole_until_the_loader_is_judged(part):
+    """Against REF the head's loader-bound pipeline and its loader are timed briefly (parts.BRIEF): a claim over either
+    is not made, and the loader's verdicts cover it; against baselines (the nightly) nothing is timed briefly."""
     r, other = result(loader_fed=True), result(loader_fed=True)
-    r.parts.pipeline = Throughput(100, (0.3,), brief=True)
-    gain(judge(against=True), r, other, "over", "pipeline", "pipeline", at_least=1.5)
-    assert r.holes() == [f"pipeline vs over not checked: {PIPELINE_BRIEF}"] and "pipeline vs over" not in r.extra
+    setattr(r.parts, part, Throughput(100, (0.3,), brief=True))
+    gain(judge(against=True), r, other, "over", part, part, at_least=1.5)
+    assert r.holes() == [f"{part} vs over not checked: {BRIEF[part]}"] and f"{part} vs over" not in r.extra
     r.judged.add("loader")
     assert r.holes() == []
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from torch_perf_suite import gates
-from torch_perf_suite.parts import LOADER_HEADROOM, Parts, Windows, for_smoke, loader_ahead
+from torch_perf_suite.parts import LOADER_HEADROOM, TIMED, Parts, Windows, for_smoke, loader_ahead
 from torch_perf_suite.settings import Measure
 from torch_perf_suite.timing import Throughput
 
@@ -169,6 +169,30 @@ def test_the_heads_run_against_ref_only_warms_a_loader_bound_pipeline(loader, br
         win = Windows(w, Measure(warmup=2, rounds=3, steps=5, round_s=0.0), Device(w), smoke=False, against=against)
         win.gpu, win.loader = t(1000.0), t(loader)
         assert win.time("pipeline").brief is (brief and against)
+
+
+@pytest.mark.parametrize("as_ref, against, wanted, brief", [
+    (True, False, TIMED, True), (False, True, TIMED, True), (False, False, TIMED, False),
+    (False, True, ("loader",), False),  # the loader alone is the test's pipeline (a worker sweep): its claims hold to it
+])
+def test_against_ref_the_loader_is_timed_in_one_round_of_whole_bursts(as_ref, against, wanted, brief):
+    """Against REF the loader's samples/s are a reading: one round gives its cost per sample in the workers, which is
+    judged, without the prefetch queue's drain and rounds of bursts (18 s of `ladder[batch_512]`'s window)."""
+    w = Workload()
+    win = Windows(w, Measure(warmup=2, rounds=3, steps=5, round_s=0.0), Device(w), smoke=False, as_ref=as_ref,
+                  against=against)
+    win.wanted = wanted
+    got = win.time("loader")
+    assert got.brief is brief
+    # brief: the measure's warm-up, then one round of 5 steps in whole bursts of 4; else the drain and three rounds
+    assert (w.calls["loader_step"], len(got.rounds)) == ((2 + 8, 1) if brief else (7 + 3 * 8, 3))
+
+
+@pytest.mark.parametrize("loader, efficiency", [(500.0, None), (2000.0, 0.9)])
+def test_a_loader_timed_briefly_gives_no_efficiency_where_it_is_the_bottleneck(loader, efficiency):
+    p = Parts(batch_size=100, pipeline=t(900.0), gpu=t(1000.0), loader=Throughput(100, (100 / loader,), brief=True))
+    assert p.brief == ("loader",)
+    assert p.efficiency == (None if efficiency is None else pytest.approx(efficiency))
 
 
 class Metered(Device):

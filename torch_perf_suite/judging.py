@@ -16,7 +16,7 @@ import pytest
 from . import checks, compiled, gates, host, instructions, loader, ranks, turns
 from .checks import parts_line
 from .findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, REPORTED, Finding, failures
-from .parts import PIPELINE_BRIEF
+from .parts import BRIEF
 from .result import Result
 from .session_view import SessionView
 from .settings import Measure
@@ -256,8 +256,9 @@ def gain(judge: Judge, result: Result, other: Result | None, over: str, part: st
     if other is None or other.parts.get(over_part) is None or result.parts.get(part) is None:
         return _not_compared(judge, result, over, name, label, part, over_part)
     ref, mine = other.parts.get(over_part), result.parts.get(part)
-    if ref.brief or mine.brief:  # only warmed up against REF (Windows.pipeline_brief): no number to hold a claim to
-        return judge.left(result, f"{label} not checked: {PIPELINE_BRIEF}", covered_by=result.cover_of(part))
+    if ref.brief or mine.brief:  # timed briefly against REF (parts.BRIEF): no number to hold a claim to
+        why = BRIEF[part if mine.brief else over_part]
+        return judge.left(result, f"{label} not checked: {why}", covered_by=result.cover_of(part))
 
     def check(t: Throughput):
         return compare(t.rounds, ref.rounds, at_least) if at_least is not None else compare(ref.rounds, t.rounds, 1 / at_most)

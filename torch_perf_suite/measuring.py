@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import compiled, flops, gates, host_reads, host_side, instructions, loader, turns
-from .parts import PARTS, PIPELINE_BRIEF, Parts, Windows
+from .parts import BRIEF, PARTS, Parts, Windows
 from .result import Result, part_entry, power_note
 from .session_view import SessionView
 from .settings import Measure
@@ -142,6 +142,7 @@ class Measuring:
         workers do not exist yet to compete for the CPU; the pipeline last: how it is timed depends on the others."""
         shared, measured, measured_in = self.session.shared, {}, {}
         by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
+        windows.wanted = wanted
         self.session.device.reset_peak_memory()
         for part in wanted:
             if keys.get(part) in shared:
@@ -202,8 +203,7 @@ class Measuring:
         env = self.session.device.env
         result.notes.extend(f"{part} measured in {test.rsplit('::', 1)[-1]}" for part, test in measured_in.items())
         result.notes.extend(filter(None, [power_note(result.parts.gpu, env.get("power_limit_w"))]))
-        if result.parts.pipeline.brief:
-            result.notes.append(PIPELINE_BRIEF)
+        result.notes.extend(BRIEF[part] for part in result.parts.brief if part not in measured_in)
         if any(t.extended for t in measured.values()):
             result.notes.append("rounds added: " + ", ".join(f"{n} +{t.extended}" for n, t in measured.items() if t.extended))
         self.info.update(samples_per_s=round(result.samples_per_s, 1),

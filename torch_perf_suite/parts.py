@@ -36,8 +36,13 @@ LAUNCH_BOUND = 0.8
 # pipeline's rounds need not hold whole bursts nor its warm-up drain the queue. (H200 ladder: the
 # uint8 steps' loaders ran 1.9-3.0x their GPU-side steps; rounds of 16 batches of 1024 took 3 s.)
 LOADER_HEADROOM = 1.25
-PIPELINE_BRIEF = ("pipeline timed briefly (its warm-up and one round): against REF a loader-fed pipeline is a reading; "
-                  "its GPU-side step and its loader are judged")
+# against REF a loader-fed window is a host-bound reading (gates.decide): timed only as long as what is judged needs
+BRIEF = {
+    "pipeline": "pipeline timed briefly (its warm-up and one round): against REF a loader-fed pipeline is a reading; "
+                "its GPU-side step and its loader are judged",
+    "loader": "loader timed briefly (its warm-up and one round): against REF its number is a reading; its settings, "
+              "blocks, waiting and CPU work are judged",
+}
 GPU_WARMUP = 3  # the GPU-side step reuses the compiled model: a few steps settle clocks and caches
 
 
@@ -84,9 +89,15 @@ class Parts:
 
     @property
     def efficiency(self) -> float | None:
-        """None where the pipeline was only warmed up (Windows.pipeline_brief) or nothing else was timed."""
-        limits = [t.median for t in (self.loader, self.gpu) if t is not None]
-        return self.pipeline.median / min(limits) if limits and not self.pipeline.brief else None
+        """None where nothing else was timed, or the pipeline or its bottleneck was only timed briefly (`BRIEF`)."""
+        limits = [t for t in (self.loader, self.gpu) if t is not None]
+        least = min(limits, key=lambda t: t.median, default=None)
+        return None if least is None or least.brief or self.pipeline.brief else self.pipeline.median / least.median
+
+    @property
+    def brief(self) -> tuple[str, ...]:
+        """The parts timed briefly against REF (`BRIEF`)."""
+        return tuple(name for name in TIMED if (t := self.get(name)) is not None and t.brief)
 
 
 def loader_ahead(gpu: Throughput | None, loader: Throughput | None) -> bool:
@@ -113,6 +124,7 @@ class Windows:
         self.gpu: Throughput | None = None
         self.loader: Throughput | None = None
         self.timer = None  # a loader.Timer attached to the workload's DataLoader: its cost per sample, per window
+        self.wanted: tuple[str, ...] = TIMED  # the parts this test times (the caller's): a loader alone is its pipeline
 
     @property
     def loader_ahead(self) -> bool:
@@ -128,6 +140,14 @@ class Windows:
         if self.gpu is None or self.loader is None:
             return False
         return self.as_ref or (self.against and not self.loader_ahead)
+
+    @property
+    def loader_brief(self) -> bool:
+        """Against REF the loader's number is a reading too (gates.decide): what is judged of its window is its cost per
+        sample in the workers (blocks, waiting), which a round of whole bursts gives; its samples/s decide only whether
+        the pipeline is the GPU's (`loader_ahead`). Timed whole where it is the test's pipeline (a worker sweep's claims
+        are ratios within the run) or in a smoke run (one round already)."""
+        return (self.as_ref or self.against) and not self.smoke and "pipeline" in self.wanted
 
     def _time(self, step, warmup: int, runner=None, cycle: int = 1, energy=None, extend: bool = False,
               least_step_s: float = 0.0, cpu=None, monitor=None, measure: Measure | None = None) -> Throughput:
@@ -157,14 +177,18 @@ class Windows:
         measured = self._time_part(part, runner)
         return replace(measured, unit=self.timer.cost(since, time.monotonic_ns(), alone_only=self.smoke))
 
+    @property
+    def _brief(self) -> Measure:
+        """A brief window's measure: its warm-up, then one round of the least steps (in whole bursts)."""
+        return replace(self.measure, rounds=1, max_rounds=1, round_s=0.0)
+
     def _time_part(self, part: str, runner=None) -> Throughput:
         w, o, m = self.workload, self.members, self.measure
         cycle = o.cycle_steps
         monitor = getattr(self.device, "monitor", None)  # what nvidia-smi shows while the GPU trains (not for the loader)
         if part == "pipeline":
             if self.pipeline_brief:
-                brief = replace(m, rounds=1, max_rounds=1, round_s=0.0)
-                return replace(self._time(w.step, m.warmup, runner, measure=brief), brief=True)
+                return replace(self._time(w.step, m.warmup, runner, measure=self._brief), brief=True)
             resident = "gpu" not in self.available()  # the pipeline is the GPU-side step
             if self.loader_ahead:  # whole metric cycles still, not whole bursts of batches
                 return self._time(w.step, m.warmup, runner, cycle=o.gpu_cycle_steps, monitor=monitor)
@@ -177,6 +201,9 @@ class Windows:
                               cycle=o.gpu_cycle_steps, energy=getattr(self.device, "energy_j", None),
                               extend=True, monitor=monitor)
         if part == "loader":
+            if self.loader_brief:  # one round of whole bursts: the queue's drain moves the reading only
+                brief = self._time(o.loader_step, m.warmup, runner, cycle=cycle, cpu=o.loader_cpu_s, measure=self._brief)
+                return replace(brief, brief=True)
             # the workers refilled their prefetch queue while the loader was not read: drain it first
             warmup = m.warmup if self.smoke else o.warmup_steps
             return self._time(o.loader_step, warmup, runner, cycle=cycle, cpu=o.loader_cpu_s)

@@ -30,7 +30,7 @@ class Throughput:
     cpu_s: tuple[float, ...] | None = None  # CPU seconds of the loader's workers in each round, where read
     util: object | None = None  # what a monitor saw over the timed rounds (nvml.Utilization on a GPU)
     unit: object | None = None  # the loader's cost per sample inside its workers over the window (loader.UnitCost)
-    brief: bool = False  # a short round that only warmed the steps for the profiled window (REF's run): kept nowhere
+    brief: bool = False  # one short round against REF, a reading (parts.BRIEF): kept in no baseline entry
 
     @property
     def per_cpu_s(self) -> Throughput | None:
