@@ -38,7 +38,7 @@ class Throughput:
         cost, which waiting for the GPU does not change (the host's speed still does: docs/gates.md)."""
         if not self.cpu_s or min(self.cpu_s) <= 0:
             return None
-        return Throughput(self.samples_per_round, self.cpu_s)
+        return Throughput(self.samples_per_round, self.cpu_s, brief=self.brief)
 
     @property
     def watts(self) -> float | None:
