@@ -180,8 +180,7 @@ def test_against_ref_the_loader_is_timed_in_one_round_of_whole_bursts(as_ref, ag
     judged, without the prefetch queue's drain and rounds of bursts (18 s of `ladder[batch_512]`'s window)."""
     w = Workload()
     win = Windows(w, Measure(warmup=2, rounds=3, steps=5, round_s=0.0), Device(w), smoke=False, as_ref=as_ref,
-                  against=against)
-    win.wanted = wanted
+                  against=against, parts=wanted)
     got = win.time("loader")
     assert got.brief is brief
     # brief: the measure's warm-up, then one round of 5 steps in whole bursts of 4; else the drain and three rounds

@@ -45,7 +45,7 @@ class Measuring:
         laps = self.session.laps_of(self.test_id)
         laps.lap("build")
         dev = self.session.device
-        windows = Windows(workload, self.settings, dev, self.smoke, self.session.as_ref, self.session.ref is not None)
+        windows = Windows(workload, self.settings, dev, self.smoke, self.session.as_ref, self.session.ref is not None, parts)
         # a count beside a launch-bound GPU-side window takes the host's time from its launches (ladder[workers]'s GPU-side
         # number read -15% and -28% with it, docs/counted-gates.md): there, it starts after the timed windows
         count_after = gates.launch_bound(self.session.records.baseline(self.test_id))
@@ -57,7 +57,7 @@ class Measuring:
         by_turns, turns_note = self._by_turns(windows, keys)
         self._turns_settled()
         laps.lap("loader alone")
-        wanted = tuple(p for p in ("gpu", "loader", "pipeline") if p in (parts or windows.available()))  # this order
+        wanted = windows.wanted
         with compiled.watch() as compile_count:
             measured, measured_in = self._time(windows, wanted, keys)
         laps.lap("timed")
@@ -142,7 +142,6 @@ class Measuring:
         workers do not exist yet to compete for the CPU; the pipeline last: how it is timed depends on the others."""
         shared, measured, measured_in = self.session.shared, {}, {}
         by_benchmark = "pipeline" if "pipeline" in wanted else wanted[0]  # pedantic runs once a test
-        windows.wanted = wanted
         self.session.device.reset_peak_memory()
         for part in wanted:
             if keys.get(part) in shared:

@@ -113,10 +113,11 @@ def for_smoke(measure: Measure) -> Measure:
 class Windows:
     """The timed windows of one workload, with the settings of one test."""
 
-    def __init__(self, workload, measure: Measure, device, smoke: bool, as_ref: bool = False, against: bool = False):
+    def __init__(self, workload, measure: Measure, device, smoke: bool, as_ref: bool = False, against: bool = False,
+                 parts: tuple[str, ...] | None = None):
         """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it. `as_ref`: REF's run
         under --perf-against, which times what the head gates against it (against.AS_REF); `against`: the head's
-        run under --perf-against."""
+        run under --perf-against. `parts`: those the test times, of those its workload has (all where None)."""
         self.workload, self.device, self.smoke, self.as_ref, self.against = workload, device, smoke, as_ref, against
         self.members = members(workload)  # its optional members, read once
         self.measure = for_smoke(measure) if smoke else measure
@@ -124,7 +125,8 @@ class Windows:
         self.gpu: Throughput | None = None
         self.loader: Throughput | None = None
         self.timer = None  # a loader.Timer attached to the workload's DataLoader: its cost per sample, per window
-        self.wanted: tuple[str, ...] = TIMED  # the parts this test times (the caller's): a loader alone is its pipeline
+        # the parts this test times, in the order they are timed (Measuring._time): a loader alone is its pipeline
+        self.wanted = tuple(p for p in ("gpu", "loader", "pipeline") if p in (parts or self.available()))
 
     @property
     def loader_ahead(self) -> bool:
@@ -144,7 +146,7 @@ class Windows:
     @property
     def loader_brief(self) -> bool:
         """Against REF the loader's number is a reading too (gates.decide): what is judged of its window is its cost per
-        sample in the workers (blocks, waiting), which a round of whole bursts gives; its samples/s decide only whether
+        sample in the workers (its blocks), which a round of whole bursts gives; its samples/s decide only whether
         the pipeline is the GPU's (`loader_ahead`). Timed whole where it is the test's pipeline (a worker sweep's claims
         are ratios within the run) or in a smoke run (one round already)."""
         return (self.as_ref or self.against) and not self.smoke and "pipeline" in self.wanted
@@ -177,10 +179,10 @@ class Windows:
         measured = self._time_part(part, runner)
         return replace(measured, unit=self.timer.cost(since, time.monotonic_ns(), alone_only=self.smoke))
 
-    @property
-    def _brief(self) -> Measure:
-        """A brief window's measure: its warm-up, then one round of the least steps (in whole bursts)."""
-        return replace(self.measure, rounds=1, max_rounds=1, round_s=0.0)
+    def _time_briefly(self, step, runner, **kwargs) -> Throughput:
+        """A brief window (`BRIEF`): its warm-up, then one round of the least steps (in whole `cycle`s)."""
+        brief = replace(self.measure, rounds=1, max_rounds=1, round_s=0.0)
+        return replace(self._time(step, self.measure.warmup, runner, measure=brief, **kwargs), brief=True)
 
     def _time_part(self, part: str, runner=None) -> Throughput:
         w, o, m = self.workload, self.members, self.measure
@@ -188,7 +190,7 @@ class Windows:
         monitor = getattr(self.device, "monitor", None)  # what nvidia-smi shows while the GPU trains (not for the loader)
         if part == "pipeline":
             if self.pipeline_brief:
-                return replace(self._time(w.step, m.warmup, runner, measure=self._brief), brief=True)
+                return self._time_briefly(w.step, runner)
             resident = "gpu" not in self.available()  # the pipeline is the GPU-side step
             if self.loader_ahead:  # whole metric cycles still, not whole bursts of batches
                 return self._time(w.step, m.warmup, runner, cycle=o.gpu_cycle_steps, monitor=monitor)
@@ -202,8 +204,7 @@ class Windows:
                               extend=True, monitor=monitor)
         if part == "loader":
             if self.loader_brief:  # one round of whole bursts: the queue's drain moves the reading only
-                brief = self._time(o.loader_step, m.warmup, runner, cycle=cycle, cpu=o.loader_cpu_s, measure=self._brief)
-                return replace(brief, brief=True)
+                return self._time_briefly(o.loader_step, runner, cycle=cycle, cpu=o.loader_cpu_s)
             # the workers refilled their prefetch queue while the loader was not read: drain it first
             warmup = m.warmup if self.smoke else o.warmup_steps
             return self._time(o.loader_step, warmup, runner, cycle=cycle, cpu=o.loader_cpu_s)
