@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -306,6 +307,15 @@ def test_closing_a_counter_that_never_started_does_nothing():
     assert c._proc is None and c._dir is None
 
 
+def test_a_counter_closed_before_it_counted_is_stopped_at_once(fake):
+    """Started before the session (session.count_early) where no count follows, or a count never collected: it is not
+    waited for, which would wait for valgrind to import torch."""
+    fake.prestart()
+    proc = fake._proc
+    fake.close()
+    assert proc.returncode == -signal.SIGKILL and fake._proc is None and fake._dir is None
+
+
 def test_a_control_call_that_hangs_is_given_up(fake, monkeypatch):
     monkeypatch.setenv("FAKE_HANG", "1")
     monkeypatch.setattr(instructions, "CONTROL_TIMEOUT_S", 1)
@@ -557,12 +567,12 @@ def test_an_entry_names_its_files_and_a_changed_one_is_found_at_a_sessions_start
     f = instructions.InstructionsFile(tmp_path / "i.json", {})
     f.save("k", {"t": instructions.entry(counted)})
     f = instructions.InstructionsFile.load(tmp_path / "i.json")  # the entry as written is one the suite reads
-    assert loader_code.changed_files(f, "k", tmp_path) == []
-    assert loader_code.changed_files(f, "another key", tmp_path) == []
+    assert loader_code.changed_files(f, ["k"], tmp_path) == []
+    assert loader_code.changed_files(f, ["another key"], tmp_path) == []
     (tmp_path / "myother.py").write_text("X = 5\n")  # a constant the loader reads: its count will follow
-    assert loader_code.changed_files(f, "k", tmp_path) == ["myother.py"]
+    assert loader_code.changed_files(f, ["k"], tmp_path) == ["myother.py"]
     (tmp_path / "mydata.py").unlink()
-    assert loader_code.changed_files(f, "k", tmp_path) == ["mydata.py", "myother.py"]
+    assert loader_code.changed_files(f, ["k"], tmp_path) == ["mydata.py", "myother.py"]
 
 
 def test_the_digest_is_the_one_recorded_before_files_were_kept():
@@ -647,8 +657,9 @@ def test_a_session_whose_recorded_loader_code_changed_starts_its_counting_proces
     from torch_perf_suite import records
 
     monkeypatch.setattr(instructions, "key", lambda: "k")
-    started = []
+    started, closed = [], []
     monkeypatch.setattr(Counter, "prestart", lambda self: started.append(self))
+    monkeypatch.setattr(Counter, "close", lambda self: closed.append(self))
     (tmp_path / "baselines").mkdir()
     (tmp_path / "mydata.py").write_text("X = 1\n")
     entry = {"per_sample": 5.0, "samples": 16, "source": "s", "content": "c",
@@ -657,13 +668,53 @@ def test_a_session_whose_recorded_loader_code_changed_starts_its_counting_proces
     settings = SimpleNamespace(instructions=True, smoke=True, update_baselines=False)
     device = SimpleNamespace(is_gpu=False)
 
-    def session() -> tuple[records.Records, list[str]]:
-        r = records.Records(settings, device, tmp_path)
-        return r, r.prestart_counter(tmp_path / "baselines")
+    def session(runs_tests=True) -> tuple[records.Records, list[str]]:
+        r = records.Records(settings, device, tmp_path, Counter())  # one started before the session, or not
+        return r, r.prestart_counter(tmp_path / "baselines", runs_tests)
 
-    assert session()[1] == [] and started == []  # the code counted is the code here: nothing to count
+    r, changed = session()
+    assert changed == [] and started == [] and closed == [r.counter]  # the code counted is the code here: stopped
     (tmp_path / "mydata.py").write_text("X = 5\n")
     r, changed = session()
-    assert changed == ["mydata.py"] and started == [r.counter]
+    assert changed == ["mydata.py"] and started == [r.counter] and closed == [closed[0]]  # kept
+    r, changed = session(runs_tests=False)  # a sharded run's controller: its workers count
+    assert changed == [] and closed[-1] is r.counter
     settings.instructions = False  # --perf-instructions off: nothing is counted, nothing started
-    assert session()[1] == [] and started == [r.counter]
+    r, changed = session()
+    assert changed == [] and len(started) == 1 and closed[-1] is r.counter
+
+
+@pytest.mark.parametrize("registered", ["by its entry point", "by conftest.py"])
+def test_a_changed_loaders_count_starts_before_the_conftest_files_below_the_root_are_imported(pytester, monkeypatch,
+                                                                                               registered):
+    """They often import torch: the counting process starts first (session.count_early), where the count recorded for
+    an environment that may be this one ran code changed since; the session's start, which tells it exactly, keeps it."""
+    events = []
+    monkeypatch.setattr(instructions, "EVENTS", events, raising=False)
+    monkeypatch.setattr(Counter, "prestart", lambda self: events.append("counter started"))
+    if registered == "by conftest.py":
+        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        pytester.makeconftest('pytest_plugins = ["pytest_benchmark.plugin", "torch_perf_suite.plugin"]\n')
+    (pytester.path / "mydata.py").write_text("X = 1\n")
+    (pytester.path / "sub").mkdir()
+    (pytester.path / "sub" / "conftest.py").write_text(
+        "from torch_perf_suite import instructions\ninstructions.EVENTS.append('sub/conftest.py imported')\n")
+    (pytester.path / "sub" / "test_x.py").write_text("def test_x():\n    pass\n")
+    entry = {"per_sample": 5.0, "samples": 16, "source": "s", "content": "c",
+             "files": {"mydata.py": hashlib.sha256(b"X = 1\n").hexdigest()[:instructions.FILE_HASH]}}
+    (pytester.path / "baselines").mkdir()
+    (pytester.path / "baselines" / "instructions.json").write_text(
+        json.dumps({"schema": 1, "environments": {instructions.key(): {"t": entry}}}))
+
+    assert pytester.runpytest_inprocess("--perf-smoke", "sub").ret == 0
+    assert events == ["sub/conftest.py imported"]  # the code counted is the code here: nothing started
+    events.clear()
+    (pytester.path / "mydata.py").write_text("X = 5\n")
+    assert pytester.runpytest_inprocess("--perf-smoke", "sub").ret == 0
+    assert events == ["counter started", "sub/conftest.py imported", "counter started"]  # then kept at the start
+    events.clear()
+    assert pytester.runpytest_inprocess("--perf-smoke", "--perf-instructions", "off", "sub").ret == 0
+    assert events == ["sub/conftest.py imported"]
+    events.clear()  # a value that is not valid: said at the session's start, nothing started before it
+    assert pytester.runpytest_inprocess("--perf-smoke", "--perf-rounds", "none", "sub").ret == pytest.ExitCode.USAGE_ERROR
+    assert "counter started" not in events

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -84,6 +85,12 @@ def count_steps(step, steps: int, trace_path, all_threads: bool = False) -> sync
     counted = syncs.profile_steps(step, steps, trace_path, all_threads)
     counted.step_peak_bytes = torch.cuda.max_memory_allocated() - held
     return counted
+
+
+def gpu_visible() -> bool:
+    """Whether CUDA may find a GPU, told without importing torch: an NVIDIA driver's device node, and
+    CUDA_VISIBLE_DEVICES not set to none."""
+    return os.path.exists("/dev/nvidiactl") and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() not in ("", "-1")
 
 
 def detect_device() -> Device:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -79,6 +80,18 @@ def key() -> str:
         except ImportError:
             versions.append(f"{module.lower()}-none")
     return "-".join([*versions, platform.machine(), valgrind_version() or "valgrind-none"])
+
+
+def installed_keys(keys) -> list[str]:
+    """Those of `keys` (environments, as key() names them) that may be this one, told without importing torch, which
+    key() does (seconds of a process's start): the same Python, torch release, machine and valgrind. The other
+    versions, and torch's local part (+cu130), are key()'s to tell at the session's start."""
+    try:
+        torch = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch = "-none"
+    head, tail = f"py{platform.python_version()}-torch{torch}", f"-{platform.machine()}-{valgrind_version() or 'valgrind-none'}"
+    return [k for k in keys if k.startswith(head) and k.endswith(tail)]
 
 
 def valgrind_version() -> str | None:
@@ -201,8 +214,10 @@ class Counter:
         return Unavailable(self._broken)
 
     def close(self) -> None:
-        proc, self._proc, self._started, self._pending = self._proc, None, False, None
+        proc, started, self._proc, self._started, self._pending = self._proc, self._started, None, False, None
         if proc is not None:
+            if not started:  # starting (valgrind importing torch), or its count never collected: not waited for
+                proc.kill()
             try:
                 proc.stdin.close()
                 proc.wait(timeout=60)

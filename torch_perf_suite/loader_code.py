@@ -67,12 +67,12 @@ def content_files(source: tuple[str, dict], root: Path | None = None) -> dict[st
     return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(files)}
 
 
-def changed_files(file: "InstructionsFile", env_key: str, root: Path) -> list[str]:
-    """The files that a count recorded for this environment ran (its entry's `files`) whose content is no longer what
-    was counted, or that are gone: where there are any, a loader will be counted again, and its counting process can
-    start with the session."""
+def changed_files(file: "InstructionsFile", env_keys, root: Path) -> list[str]:
+    """The files that a count recorded for one of `env_keys` (this environment's) ran (its entry's `files`) whose
+    content is no longer what was counted, or that are gone: where there are any, a loader will be counted again, and
+    its counting process can start with the session."""
     changed = set()
-    for e in file.environments.get(env_key, {}).values():
+    for e in (e for key in env_keys for e in file.environments.get(key, {}).values()):
         for path, recorded in (e.get("files") or {}).items():
             found = root / path
             if not found.is_file() or not hashlib.sha256(found.read_bytes()).hexdigest().startswith(recorded):

@@ -8,6 +8,7 @@ with pytest-xdist is sharding.py's.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 
@@ -24,7 +25,7 @@ from .benchmark import (
     smoke_timings_off,
 )
 from .fixture import Perf, PerfWarning, Result
-from .session import STARTED, PerfSession, sync_sources
+from .session import STARTED, PerfSession, count_early, sync_sources
 
 SESSION = pytest.StashKey[PerfSession]()
 CROSS_GPU = pytest.StashKey[str]()  # why --benchmark-compare compares across GPU models, if it does
@@ -42,6 +43,14 @@ def pytest_addhooks(pluginmanager):
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config):
     early_config.stash[STARTED] = time.perf_counter()  # pytest's start as this run sees it: before conftest.py's imports
+
+
+def pytest_plugin_registered(plugin, manager):
+    """The plugin's first moment, by its entry point, -p or a conftest.py (then too late for the hook above): before
+    the conftest.py files below the rootdir, which often import torch."""
+    config = manager.get_plugin("pytestconfig")
+    if plugin is sys.modules[__name__] and hasattr(config, "known_args_namespace"):  # pytest read its command line
+        count_early(config)
 
 
 @pytest.hookimpl(tryfirst=True)  # before any plugin (pytest-benchmark reads the GPU here) starts CUDA

@@ -12,7 +12,8 @@ from . import baselines, instructions, loader, loader_code
 
 
 class Records:
-    def __init__(self, settings, device, rootdir: Path):
+    def __init__(self, settings, device, rootdir: Path, counter: instructions.Counter | None = None):
+        """`counter`: a counting process started before the session, where one was (session.count_early)."""
         self.settings, self.device, self.rootdir = settings, device, rootdir
         self.baseline_file: baselines.BaselineFile | None = None
         self.baseline_note: str | None = None  # a corrupt file moved aside, an old schema
@@ -24,7 +25,7 @@ class Records:
         self.instructions_key = ""
         self.committed_instructions: instructions.InstructionsFile | None = None  # reusable counts, under --perf-against
         self.instructions_recorded = 0
-        self.counter = instructions.Counter()  # the loader's instructions, counted in a callgrind process started on first use
+        self.counter = counter or instructions.Counter()  # the loader's instructions, counted in a callgrind process
         self.code: dict[str, tuple] = {}  # a loader's source -> the files of the code it runs, with their hashes (read once
         # a session); its digest is derived from them (loader_code.digest_of)
 
@@ -45,20 +46,18 @@ class Records:
             with contextlib.suppress(instructions.InstructionsError):  # a broken one is said where it is the run's own
                 self.committed_instructions = instructions.InstructionsFile.load(committed)
 
-    def prestart_counter(self, folder: Path) -> list[str]:
-        """At the session's start, before the tests are collected or REF is measured: where a count recorded in
-        `folder` ran code that changed since (`loader_code.changed_files`), a loader will be counted, and the counting
-        process's slow start (valgrind starting Python and torch) begins now rather than at that test's build. A file
-        that cannot be used is said where the session loads it. Returns the changed files."""
-        if not (self.settings.instructions and (self.device.is_gpu or self.settings.smoke)):
-            return []
-        try:
-            file = instructions.InstructionsFile.load(folder / "instructions.json")
-        except instructions.InstructionsError:
-            return []
-        changed = loader_code.changed_files(file, instructions.key(), Path(self.rootdir))
+    def prestart_counter(self, folder: Path, runs_tests: bool = True) -> list[str]:
+        """At the session's start, before the tests are collected or REF is measured: where this process runs tests
+        and a count recorded in `folder` ran code that changed since (`changed_code`), a loader will be counted, and
+        the counting process's slow start (valgrind starting Python and torch) begins now rather than at that test's
+        build; where none will be, one started before the session (session.count_early) is stopped. Returns the
+        changed files."""
+        counts = runs_tests and self.settings.instructions and (self.device.is_gpu or self.settings.smoke)
+        changed = changed_code(folder, Path(self.rootdir), instructions.key()) if counts else []
         if changed:
             self.counter.prestart()
+        else:
+            self.counter.close()
         return changed
 
     def _load_baseline_file(self, path: Path) -> None:
@@ -142,3 +141,15 @@ class Records:
         if self.loaders_recorded and not self.save_error:
             found[str(self.loaders_file.path)] = self.loaders_recorded
         return found
+
+
+def changed_code(folder: Path, rootdir: Path, env_key: str | None) -> list[str]:
+    """The files that a count recorded in `folder` for `env_key` ran, changed since or gone
+    (`loader_code.changed_files`); with None, for the environments that may be this one, told without importing torch
+    (instructions.installed_keys). None where the file cannot be used: the session says so where it loads it."""
+    try:
+        file = instructions.InstructionsFile.load(folder / "instructions.json")
+    except instructions.InstructionsError:
+        return []
+    keys = [env_key] if env_key is not None else instructions.installed_keys(file.environments)
+    return loader_code.changed_files(file, keys, rootdir)

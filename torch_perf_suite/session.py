@@ -4,7 +4,9 @@ back, and what is recorded, kept and reported at the end. plugin.py's hooks dele
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import os
 import shutil
 import tempfile
 import time
@@ -19,6 +21,7 @@ from . import (
     benchmark,
     checks,
     device,
+    instructions,
     loader,
     records,
     report,
@@ -33,6 +36,28 @@ from . import (
 from .fixture import PerfWarning, Result
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
+EARLY_COUNTER = pytest.StashKey[instructions.Counter]()  # the counting process, as count_early left it
+
+
+def count_early(config) -> None:
+    """As the plugin is registered, before the conftest.py files below the rootdir are imported (torch, often): where
+    this process will run tests and a count recorded for an environment that may be this one ran code changed since,
+    the counting process starts now. The session's start tells it exactly, and keeps or stops it
+    (Records.prestart_counter). Nothing here imports torch; a setting that is not valid is said at the session's start."""
+    known = config.known_args_namespace
+    if EARLY_COUNTER in config.stash or known.collectonly or known.help or known.version:
+        return
+    counter = config.stash[EARLY_COUNTER] = instructions.Counter()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a pytest-xdist worker: confined to its cores at its configure
+    try:
+        s = settings.SessionSettings.from_config(settings.KnownArgs(config))
+    except (pytest.UsageError, argparse.ArgumentError):
+        return
+    if s.bisect or against.is_ref_run(s.update_baselines) or not (s.instructions and (s.smoke or device.gpu_visible())):
+        return
+    if records.changed_code(s.baseline_dir, Path(config.rootpath), None):
+        counter.prestart()
 
 
 class PerfSession:
@@ -71,15 +96,15 @@ class PerfSession:
         self.sections: dict[str, list[dict]] = {}
         self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
         self.report_error: str | None = None
-        self.records = records.Records(self.settings, self.device, config.rootpath)  # compared with, recorded into
+        self.records = records.Records(self.settings, self.device, config.rootpath, config.stash.get(EARLY_COUNTER, None))
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
         self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
         self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns
         self.ref_failed: dict[str, str] = {}  # a sharded worker's: test file -> why REF's tests of it could not run
         self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
         self.bisecting: tuple | None = session_ref.check_bisect(self, config) if self.settings.bisect else None
-        if not (shards or self.bisecting or self.as_ref):  # a process that runs tests here, its loaders counted here
-            self.records.prestart_counter(self.settings.baseline_dir)
+        # a process that runs tests here counts its loaders here
+        self.records.prestart_counter(self.settings.baseline_dir, runs_tests=not (shards or self.bisecting or self.as_ref))
         if self.settings.against:
             session_ref.check_against(self.settings.update_baselines)
             session_ref.turns_ahead(self)
