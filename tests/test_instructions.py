@@ -398,6 +398,29 @@ def test_the_counting_process_answers_a_loader_it_cannot_build_and_serves_on(ser
         'error "no_such_module:parts: ModuleNotFoundError: No module named \'no_such_module\'"', "ready", "done"]
 
 
+def test_the_counting_process_imports_what_a_loader_likely_needs_while_none_is_asked_for(served, monkeypatch,
+                                                                                         tmp_path):
+    (tmp_path / "likely_module.py").write_text("IMPORTED = True\n")
+    monkeypatch.setattr(count_worker, "LIKELY", ("likely_module", "no_such_module"))
+    sys.modules.pop("likely_module", None)
+    run, _ = served
+    assert run('{"factory": "served_loader:parts", "kwargs": {}}', "go") == ["started", "ready", "done"]
+    assert "likely_module" not in sys.modules  # a loader asked for at once: its own imports only
+    monkeypatch.setattr(count_worker, "_asked", lambda stdin: False)
+    assert run('{"factory": "served_loader:parts", "kwargs": {}}', "go") == ["started", "ready", "done"]
+    assert sys.modules.pop("likely_module").IMPORTED  # one not installed is passed over
+
+
+def test_a_request_is_told_waiting_on_a_pipe_and_assumed_on_a_stream_without_a_file():
+    read, write = os.pipe()
+    with os.fdopen(read) as stdin, os.fdopen(write, "w") as out:
+        assert not count_worker._asked(stdin)
+        out.write("{}\n")
+        out.flush()
+        assert count_worker._asked(stdin)
+    assert count_worker._asked(io.StringIO(""))
+
+
 # --- the key, valgrind's version, the recorded counts ----------------------------------------------------------------
 
 
@@ -690,6 +713,7 @@ def test_a_changed_loaders_count_starts_before_the_conftest_files_below_the_root
     """They often import torch: the counting process starts first (session.count_early), where the count recorded for
     an environment that may be this one ran code changed since; the session's start, which tells it exactly, keeps it."""
     events = []
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own, where it runs in one
     monkeypatch.setattr(instructions, "EVENTS", events, raising=False)
     monkeypatch.setattr(Counter, "prestart", lambda self: events.append("counter started"))
     if registered == "by conftest.py":

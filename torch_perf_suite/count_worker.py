@@ -6,10 +6,17 @@ Lines in: a request `{"factory": "module:function", "kwargs": {...}}`, then a li
 "ready" or "error <json string>" for a request; "done" once its samples are made and collated.
 """
 
+import contextlib
+import importlib
+import io
 import json
+import select
 import sys
 
 from .instructions import SAMPLES, STRIDE, load_factory
+
+LIKELY = ("torchvision.transforms",)  # what a loader most often imports (20 s of valgrind's start): imported while no
+# loader is asked for yet, as where the process starts with the session (Records.prestart_counter)
 
 
 def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
@@ -27,6 +34,10 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
     except ImportError:
         pass
     say("started")
+    if not _asked(stdin):
+        for name in LIKELY:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
     while line := stdin.readline():
         request = json.loads(line)
         try:
@@ -40,6 +51,14 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
         stdin.readline()
         collate([dataset[i] for i in indices])
         say("done")
+
+
+def _asked(stdin) -> bool:
+    """Whether a request waits on `stdin` (a pipe); True where that cannot be told (a stream without a file)."""
+    try:
+        return bool(select.select([stdin], [], [], 0)[0])
+    except (io.UnsupportedOperation, ValueError):
+        return True
 
 
 if __name__ == "__main__":
