@@ -69,6 +69,7 @@ def test_the_report_draws_each_judged_commits_first_figures_as_a_chart():
         return Outcome("bad" if i >= 3 else "good", ["t: 1.00 syncs/step"] if i >= 3 else [],
                        figures={"t": {"gpu": 1000.0 - i, "pipeline": 500.0}})
     text = bisecting.describe(bisecting.search(GOOD, chain(4), judge), "v1", "main")
+    assert "| 000000000000 | good | 2026-11-01 | good against itself | gpu 1,000/s, pipeline 500/s |" in text  # GOOD's A/A
     assert '```mermaid\nxychart-beta\n    title "samples/s of the first test, by commit"' in text
     assert "line 1: pipeline; line 2: gpu" in text or "line 1: gpu; line 2: pipeline" in text
 

@@ -283,7 +283,7 @@ def most_measured(n: int) -> int:
 
 def describe(finding: Finding, good_name: str, bad_name: str) -> str:
     """The report: the first bad commit with its failures, every commit tested with its figures, and their chart."""
-    tested = [c for c in finding.commits if c.sha in finding.tested]
+    tested = [c for c in (finding.good, *finding.commits) if c.sha in finding.tested]  # GOOD's A/A first: the yardstick
     head = (f"perf bisect {good_name}..{bad_name}: {len(finding.commits)} commit(s) (first parent), "
             f"{len(finding.tested)} judged, {finding.measured} measured in this run "
             f"(at most {most_measured(len(finding.commits))} asked)")
@@ -309,7 +309,8 @@ def describe(finding: Finding, good_name: str, bad_name: str) -> str:
     lines += ["", "| commit | subject | date | verdict | figures |", "|---|---|---|---|---|"]
     for c in tested:
         o = finding.tested[c.sha]
-        lines.append(f"| {c.short} | {c.subject[:50]} | {c.date[:10]} | {o.status}" + (" (cached)" if o.cached else "")
+        against = " against itself" if c is finding.good else ""
+        lines.append(f"| {c.short} | {c.subject[:50]} | {c.date[:10]} | {o.status}{against}" + (" (cached)" if o.cached else "")
                      + f" | {_figure_text(o)} |")
     table = [{"commit": c.short, **_first_figures(finding.tested[c.sha])} for c in tested]
     series = tuple(p for p in PARTS if any(p in row for row in table))
