@@ -308,7 +308,7 @@ def test_closing_a_counter_that_never_started_does_nothing():
 
 
 def test_a_counter_closed_before_it_counted_is_stopped_at_once(fake):
-    """Started before the session (session.count_early) where no count follows, or a count never collected: it is not
+    """Started before the session (early.count_early) where no count follows, or a count never collected: it is not
     waited for, which would wait for valgrind to import torch."""
     fake.prestart()
     proc = fake._proc
@@ -710,7 +710,7 @@ def test_a_session_whose_recorded_loader_code_changed_starts_its_counting_proces
 @pytest.mark.parametrize("registered", ["by its entry point", "by conftest.py"])
 def test_a_changed_loaders_count_starts_before_the_conftest_files_below_the_root_are_imported(pytester, monkeypatch,
                                                                                                registered):
-    """They often import torch: the counting process starts first (session.count_early), where the count recorded for
+    """They often import torch: the counting process starts first (early.count_early), where the count recorded for
     an environment that may be this one ran code changed since; the session's start, which tells it exactly, keeps it."""
     events = []
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own, where it runs in one

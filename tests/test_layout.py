@@ -64,11 +64,12 @@ def test_no_module_class_or_function_is_longer_than_its_limit():
     assert {name for kind, name, n in found if n > LONGEST[kind]} == set(LONGER)  # one made shorter leaves the list
 
 
-# where a finding becomes a test's failure or a usage error: the hooks, the session and its REF and bisect steps, the
-# sharding, pytest-benchmark's side, the fixture and its Judge, the options, and the runs of another commit (against,
-# bisecting, ref_select: REF's pytest and its bad input). Measuring, the verdicts and the stores import no pytest.
-PYTEST_LAYER = {"plugin", "session", "session_ref", "sharding", "benchmark", "fixture", "judging", "settings", "against",
-                "bisecting", "ref_select"}
+# where a finding becomes a test's failure or a usage error: the hooks and what they start before the session (early),
+# the session and its REF and bisect steps, the sharding, pytest-benchmark's side, the fixture and its Judge, the
+# options, and the runs of another commit (against, bisecting, ref_select: REF's pytest and its bad input). Measuring,
+# the verdicts and the stores import no pytest.
+PYTEST_LAYER = {"plugin", "early", "session", "session_ref", "sharding", "benchmark", "fixture", "judging", "settings",
+                "against", "bisecting", "ref_select"}
 
 
 def test_only_the_pytest_layer_imports_pytest():

@@ -24,8 +24,9 @@ from .benchmark import (
     quiet_benchmark_ends,
     smoke_timings_off,
 )
+from .early import count_early
 from .fixture import Perf, PerfWarning, Result
-from .session import STARTED, PerfSession, count_early, sync_sources
+from .session import STARTED, PerfSession, sync_sources
 
 SESSION = pytest.StashKey[PerfSession]()
 CROSS_GPU = pytest.StashKey[str]()  # why --benchmark-compare compares across GPU models, if it does

@@ -13,7 +13,7 @@ from . import baselines, instructions, loader, loader_code
 
 class Records:
     def __init__(self, settings, device, rootdir: Path, counter: instructions.Counter | None = None):
-        """`counter`: a counting process started before the session, where one was (session.count_early)."""
+        """`counter`: a counting process started before the session, where one was (early.count_early)."""
         self.settings, self.device, self.rootdir = settings, device, rootdir
         self.baseline_file: baselines.BaselineFile | None = None
         self.baseline_note: str | None = None  # a corrupt file moved aside, an old schema
@@ -50,7 +50,7 @@ class Records:
         """At the session's start, before the tests are collected or REF is measured: where this process runs tests
         and a count recorded in `folder` ran code that changed since (`changed_code`), a loader will be counted, and
         the counting process's slow start (valgrind starting Python and torch) begins now rather than at that test's
-        build; where none will be, one started before the session (session.count_early) is stopped. Returns the
+        build; where none will be, one started before the session (early.count_early) is stopped. Returns the
         changed files."""
         counts = runs_tests and self.settings.instructions and (self.device.is_gpu or self.settings.smoke)
         changed = changed_code(folder, Path(self.rootdir), instructions.key()) if counts else []

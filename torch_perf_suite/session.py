@@ -4,9 +4,7 @@ back, and what is recorded, kept and reported at the end. plugin.py's hooks dele
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import os
 import shutil
 import tempfile
 import time
@@ -21,7 +19,7 @@ from . import (
     benchmark,
     checks,
     device,
-    instructions,
+    early,
     loader,
     records,
     report,
@@ -36,28 +34,6 @@ from . import (
 from .fixture import PerfWarning, Result
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
-EARLY_COUNTER = pytest.StashKey[instructions.Counter]()  # the counting process, as count_early left it
-
-
-def count_early(config) -> None:
-    """As the plugin is registered, before the conftest.py files below the rootdir are imported (torch, often): where
-    this process will run tests and a count recorded for an environment that may be this one ran code changed since,
-    the counting process starts now. The session's start tells it exactly, and keeps or stops it
-    (Records.prestart_counter). Nothing here imports torch; a setting that is not valid is said at the session's start."""
-    known = config.known_args_namespace
-    if EARLY_COUNTER in config.stash or known.collectonly or known.help or known.version:
-        return
-    counter = config.stash[EARLY_COUNTER] = instructions.Counter()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return  # a pytest-xdist worker: confined to its cores at its configure
-    try:
-        s = settings.SessionSettings.from_config(settings.KnownArgs(config))
-    except (pytest.UsageError, argparse.ArgumentError):
-        return
-    if s.bisect or against.is_ref_run(s.update_baselines) or not (s.instructions and (s.smoke or device.gpu_visible())):
-        return
-    if records.changed_code(s.baseline_dir, Path(config.rootpath), None):
-        counter.prestart()
 
 
 class PerfSession:
@@ -96,7 +72,7 @@ class PerfSession:
         self.sections: dict[str, list[dict]] = {}
         self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
         self.report_error: str | None = None
-        self.records = records.Records(self.settings, self.device, config.rootpath, config.stash.get(EARLY_COUNTER, None))
+        self.records = records.Records(self.settings, self.device, config.rootpath, config.stash.get(early.COUNTER, None))
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
         self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
         self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -285,25 +284,6 @@ class SessionSettings:
             durations=opt("--perf-durations") or Path(config.rootpath) / "baselines" / "durations.json",
             instructions=_on_off(opt("--perf-instructions") or config.getini("perf_instructions"), "perf_instructions"),
         )
-
-
-class KnownArgs:
-    """The command line's perf options, read before pytest reads them (a plugin registered by a conftest.py is added
-    after that) from what pytest will read: ini addopts, PYTEST_ADDOPTS and the arguments. Asked as `config.getoption`
-    is once the session starts: SessionSettings.from_config(KnownArgs(config)) before it. A value that is not valid
-    raises argparse.ArgumentError, said at the session's start by pytest."""
-
-    def __init__(self, config):
-        self.rootpath, self.getini = config.rootpath, config.getini
-        parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
-        for o in OPTIONS:
-            parser.add_argument(o.flag, **{"default": None, **o.args})
-        line = [*config.getini("addopts"), *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
-                *map(str, config.invocation_params.args)]
-        self._known = parser.parse_known_args(line)[0]
-
-    def getoption(self, name: str, default=None):
-        return getattr(self._known, name.lstrip("-").replace("-", "_"), default)
 
 
 def split_part(text: str) -> tuple[int, int]:
