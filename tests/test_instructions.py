@@ -424,6 +424,19 @@ def test_a_request_is_told_waiting_on_a_pipe_and_assumed_on_a_stream_without_a_f
 # --- the key, valgrind's version, the recorded counts ----------------------------------------------------------------
 
 
+def test_the_environments_that_may_be_this_one_are_told_without_importing_torch(monkeypatch):
+    monkeypatch.setattr(instructions.platform, "python_version", lambda: "3.12.3")
+    monkeypatch.setattr(instructions.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(instructions, "valgrind_version", lambda: "valgrind-3.19.0")
+    monkeypatch.setattr(instructions.importlib.metadata, "version", lambda name: {"torch": "2.11.0"}[name])
+    this = "py3.12.3-torch2.11.0+cu130-torchvision0.26.0+cu130-pil12.3.0-numpy2.5.2-x86_64-valgrind-3.19.0"
+    others = ["py3.11.7-torch2.11.0+cu130-torchvision0.26.0+cu130-pil12.3.0-numpy2.5.2-x86_64-valgrind-3.19.0",
+              "py3.12.3-torch2.14.1+cu130-torchvision0.29.1+cu130-pil13.0.0-numpy2.4.6-x86_64-valgrind-3.19.0",
+              "py3.12.3-torch2.11.0+cu130-torchvision0.26.0+cu130-pil12.3.0-numpy2.5.2-aarch64-valgrind-3.19.0",
+              "py3.12.3-torch2.11.0+cu130-torchvision0.26.0+cu130-pil12.3.0-numpy2.5.2-x86_64-valgrind-3.22.0"]
+    assert instructions.installed_keys([this, *others]) == [this]  # the session's exact key() tells the rest
+
+
 def test_the_key_joins_the_versions_the_machine_and_valgrinds_version(monkeypatch):
     for module, version in (("torch", "2.14.1"), ("torchvision", "0.29.1"), ("PIL", "12.0.0"), ("numpy", "2.3.5")):
         monkeypatch.setitem(sys.modules, module, SimpleNamespace(__version__=version))
