@@ -146,7 +146,7 @@ class Records:
 def changed_code(folder: Path, rootdir: Path, env_key: str | None) -> list[str]:
     """The files that a count recorded in `folder` for `env_key` ran, changed since or gone
     (`loader_code.changed_files`); with None, for the environments that may be this one, told without importing torch
-    (instructions.installed_keys). None where the file cannot be used: the session says so where it loads it."""
+    (instructions.installed_keys). Empty where the file cannot be used: the session says so where it loads it."""
     try:
         file = instructions.InstructionsFile.load(folder / "instructions.json")
     except instructions.InstructionsError:
