@@ -61,3 +61,14 @@ def test_detect_device(monkeypatch, available, name):
 def test_the_clock_is_the_wall_clock_in_seconds(monkeypatch):
     monkeypatch.setattr(device.time, "perf_counter", lambda: 12.5)
     assert device.Device("cpu", {}).clock() == 12.5
+
+
+@pytest.mark.parametrize("count, visible, expected", [(1, None, True), (8, "2,3", True), (None, None, False),
+                                                      (0, None, False), (1, "", False), (1, "-1", False)])
+def test_a_gpu_is_told_visible_without_importing_torch(monkeypatch, count, visible, expected):
+    monkeypatch.setattr(device.nvml, "gpu_count", lambda: count)  # None: no NVML (the CPU machines)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert device.gpu_visible() is expected

@@ -88,9 +88,9 @@ def count_steps(step, steps: int, trace_path, all_threads: bool = False) -> sync
 
 
 def gpu_visible() -> bool:
-    """Whether CUDA may find a GPU, told without importing torch: an NVIDIA driver's device node, and
-    CUDA_VISIBLE_DEVICES not set to none."""
-    return os.path.exists("/dev/nvidiactl") and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() not in ("", "-1")
+    """Whether CUDA may find a GPU, told without importing torch: NVML counts one, and CUDA_VISIBLE_DEVICES does not
+    hide them all."""
+    return bool(nvml.gpu_count()) and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() not in ("", "-1")
 
 
 def detect_device() -> Device:
