@@ -309,8 +309,8 @@ def describe(finding: Finding, good_name: str, bad_name: str) -> str:
     lines += ["", "| commit | subject | date | verdict | figures |", "|---|---|---|---|---|"]
     for c in tested:
         o = finding.tested[c.sha]
-        against = " against itself" if c is finding.good else ""
-        lines.append(f"| {c.short} | {c.subject[:50]} | {c.date[:10]} | {o.status}{against}" + (" (cached)" if o.cached else "")
+        itself = " against itself" if c is finding.good else ""  # GOOD's A/A
+        lines.append(f"| {c.short} | {c.subject[:50]} | {c.date[:10]} | {o.status}{itself}" + (" (cached)" if o.cached else "")
                      + f" | {_figure_text(o)} |")
     table = [{"commit": c.short, **_first_figures(finding.tested[c.sha])} for c in tested]
     series = tuple(p for p in PARTS if any(p in row for row in table))

@@ -15,8 +15,8 @@ import sys
 
 from .instructions import SAMPLES, STRIDE, load_factory
 
-LIKELY = ("torchvision.transforms",)  # what a loader most often imports (20 s of valgrind's start): imported while no
-# loader is asked for yet, as where the process starts with the session (Records.prestart_counter)
+LIKELY = ("torchvision.transforms",)  # what a loader most often imports, a third of valgrind's start: imported while
+# no loader is asked for yet, as where the process starts with the session (Records.prestart_counter)
 
 
 def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
