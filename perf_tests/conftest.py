@@ -5,16 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import disk, recipes
+from fixtures import compile_cache, disk, recipes, training
 from torch_perf_suite import PerfWarning, host
 
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_models_kept(request):
-    """Compiled recipes' caches kept in pytest's cache from one run to the next (recipes.compile_cache)."""
-    recipes.keep_compiled(compile_cache_root(getattr(request.config, "cache", None)))
+    """Compiled recipes' caches kept in pytest's cache from one run to the next (compile_cache.compile_cache)."""
+    compile_cache.keep_compiled(compile_cache_root(getattr(request.config, "cache", None)))
     yield
-    recipes.keep_compiled(None)
+    compile_cache.keep_compiled(None)
 
 
 def compile_cache_root(cache) -> Path | None:
@@ -46,7 +46,7 @@ def measure(perf):
         full = recipe
         if perf.smoke:
             recipe = recipes.for_smoke(recipe)
-        workload = recipes.build(recipe, perf.device)
+        workload = training.build(recipe, perf.device)
         opened.append(workload)
         if workload.loader_source is not None:  # the full recipe's loader is counted and compared, in smoke runs too
             workload.loader_source = recipes.loader_source(full)

@@ -43,7 +43,7 @@ EXPECT = {
     "amp_fp16": Expect(1, "gpu", 1.2, article="2477 (batch 1024)"),  # GradScaler's inf check reads the GPU
     "compile": Expect(1, "gpu", 2.0, article="3268"),
     "fused_optimizer": Expect(0, "gpu", 0.99),  # the fused step keeps found_inf on the GPU: no sync
-    # bf16 needs no loss scaler, and costs GPU time here, each step compiled afresh (recipes.compile_cache)
+    # bf16 needs no loss scaler, and costs GPU time here, each step compiled afresh (fixtures/compile_cache.py)
     "bf16": Expect(0, "gpu", 0.8),
     "gpu_resize": Expect(0, "loader", 5.0),  # 32x32 uint8 over the bus, resized on the GPU
 }

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from fixtures import recipes
+from fixtures import recipes, training
 from fixtures.metrics import compute_all, loss_and_classification_metrics, update_classification
 
 # variant: (syncs per step, or None for a pitfall that must sync at least once per step)
@@ -60,7 +60,7 @@ def test_fixed_matches_naive_on_real_outputs(perf_session):
     recipe = recipes.metrics_recipe(0, "none")
     if perf_session.settings.smoke:
         recipe = recipes.for_smoke(recipe)
-    model = recipes.make_model(recipe, torch.device(dev.name))
+    model = training.make_model(recipe, torch.device(dev.name))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
     loader = torch.utils.data.DataLoader(recipes.make_dataset(recipe), batch_size=recipe.batch_size)
     naive, fixed = ({n: m.to(dev.name) for n, m in loss_and_classification_metrics(fixed=f).items()} for f in (False, True))
@@ -104,7 +104,7 @@ def test_ddp_cpu_metric_fails_at_compute(perf_session):
     if not perf_session.device.is_gpu:
         perf_session.skip("needs a CUDA GPU: under gloo, the CPU backend, the CPU metric works")
     recipe = replace(recipes.metrics_recipe(0, "host_value_cpu_metric"), ddp=True, compute_every=2)
-    workload = recipes.build(recipe, perf_session.device.name)
+    workload = training.build(recipe, perf_session.device.name)
     try:
         workload.step()
         with pytest.raises(RuntimeError) as error:

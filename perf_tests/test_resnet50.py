@@ -41,7 +41,7 @@ EXPECT = {
     "fused_optimizer": Expect(0, 1.02, (0.9, None), True),
     # its rounds are the noisiest, so the floor is low
     "compile": Expect(0, 1.05, (0.9, None), True),
-    # no loss scaler at all, and slower than the compiled fp16 step, each compiled afresh (recipes.compile_cache)
+    # no loss scaler at all, and slower than the compiled fp16 step, each compiled afresh (fixtures/compile_cache.py)
     "bf16": Expect(0, 0.85, (0.9, None), True),
 }
 STEPS = list(resnet50_ladder())

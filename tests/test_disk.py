@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from fixtures import disk, recipes
+from fixtures import disk, recipes, training
 from fixtures.recipes import Recipe
 
 SPEC = disk.Spec(count=8, size=40, train_size=24)
@@ -353,7 +353,7 @@ def test_a_recipe_on_the_image_dataset_trains_on_the_cpu(dataset, storage, cast_
     """A step trains; the loader delivers batches of the training size (uint8, or float32 normalized in the loader);
     the batch's bytes in host_memory() are seed 003's arithmetic on one item."""
     recipe = recipes.for_smoke(Recipe(dataset="images", storage=storage, data_dir=str(dataset), cast_on=cast_on, batch_size=4))
-    w = recipes.build(recipe, "cpu")
+    w = training.build(recipe, "cpu")
     try:
         assert w.step().isfinite()
         images, labels = w.loader_step()
@@ -374,7 +374,7 @@ def test_an_encoded_recipe_decodes_in_the_step_not_in_the_loader(dataset, monkey
                         decode(encoded, size, device))
     recipe = recipes.for_smoke(Recipe(dataset="images", storage="jpeg_gpu_decode", data_dir=str(dataset), cast_on="gpu",
                                       batch_size=4))
-    w = recipes.build(recipe, "cpu")
+    w = training.build(recipe, "cpu")
     try:
         assert w.step().isfinite() and decoded == [4]
     finally:

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fixtures import recipes
+from fixtures import recipes, training
 from fixtures.loss_log import LossLog
 from fixtures.losses import HARD, IGNORE, LossStep, example_batch, naive_loss, vectorized_loss
 
@@ -74,7 +74,7 @@ def test_a_bad_log_setting_is_refused(mode, every):
 
 
 def test_a_logging_recipe_logs_its_training_losses():
-    workload = recipes.build(recipes.for_smoke(recipes.Recipe(log="item", log_every=2)), "cpu")
+    workload = training.build(recipes.for_smoke(recipes.Recipe(log="item", log_every=2)), "cpu")
     try:
         losses = [workload.step().item() for _ in range(5)]
     finally:

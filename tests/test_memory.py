@@ -1,4 +1,4 @@
-"""Host memory (torch_perf_suite.host.memory, memory_line) and the batch's bytes (fixtures.recipes.batch_bytes):
+"""Host memory (torch_perf_suite.host.memory, memory_line) and the batch's bytes (fixtures.training.batch_bytes):
 this process's resident set, the DataLoader workers' proportional and resident sets, and seed 003's arithmetic."""
 
 import gc
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from fixtures import recipes
+from fixtures import recipes, training
 from torch_perf_suite import host
 
 MB = 2**20
@@ -91,16 +91,16 @@ def test_memory_line_of_a_measured_memory():
 
 def test_a_batch_s_bytes_are_its_images_and_int64_labels():
     image = 3 * 224 * 224
-    assert recipes.batch_bytes((torch.zeros(3, 224, 224, dtype=torch.uint8), 7), 256) == 256 * (image + 8)
-    assert recipes.batch_bytes((torch.zeros(3, 224, 224, dtype=torch.float32), 7), 256) == 256 * (4 * image + 8)
-    assert recipes.batch_bytes((torch.zeros(3, 224, 224, dtype=torch.uint8), torch.tensor(7)), 2) == 2 * (image + 8)
+    assert training.batch_bytes((torch.zeros(3, 224, 224, dtype=torch.uint8), 7), 256) == 256 * (image + 8)
+    assert training.batch_bytes((torch.zeros(3, 224, 224, dtype=torch.float32), 7), 256) == 256 * (4 * image + 8)
+    assert training.batch_bytes((torch.zeros(3, 224, 224, dtype=torch.uint8), torch.tensor(7)), 2) == 2 * (image + 8)
     three = (torch.zeros(1000, dtype=torch.uint8), 7, torch.zeros(2, dtype=torch.int32))  # every part of an item counts
-    assert recipes.batch_bytes(three, 3) == 3 * (1000 + 8 + 2 * 4)
+    assert training.batch_bytes(three, 3) == 3 * (1000 + 8 + 2 * 4)
 
 
 def test_a_workload_reports_its_workers_memory_and_its_batch():
     """uint8 32x32 CIFAR batches of 4 (the smoke size), 2 workers: while the loader runs they are counted; closed, not."""
-    w = recipes.build(recipes.for_smoke(recipes.ladder(workers=2)["uint8_h2d"]), "cpu")
+    w = training.build(recipes.for_smoke(recipes.ladder(workers=2)["uint8_h2d"]), "cpu")
     try:
         assert w.host_memory()["workers"] == 0  # no batch asked for yet: no workers
         assert w.step().isfinite()

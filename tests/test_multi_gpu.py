@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from fixtures import multi_gpu, recipes
+from fixtures import multi_gpu, recipes, training
 from fixtures.multi_gpu import Rank, Spread
 from torch_perf_suite.timing import Throughput
 
@@ -49,7 +49,7 @@ def test_the_ddp_wrap_passes_the_bucket_view_setting(bucket_view):
 
     group = single_process_group(torch.device("cpu"))
     try:
-        model = recipes.ddp_wrap(torch.nn.Linear(4, 3), torch.device("cpu"), bucket_view)
+        model = training.ddp_wrap(torch.nn.Linear(4, 3), torch.device("cpu"), bucket_view)
         assert model.gradient_as_bucket_view is bucket_view
     finally:
         group.close()
@@ -58,7 +58,7 @@ def test_the_ddp_wrap_passes_the_bucket_view_setting(bucket_view):
 def test_the_loss_in_forward_is_the_loss():
     model = torch.nn.Linear(4, 3)
     inputs, labels = torch.randn(5, 4), torch.randint(0, 3, (5,))
-    got = recipes.LossInForward(model, torch.nn.CrossEntropyLoss())(inputs, labels)
+    got = training.LossInForward(model, torch.nn.CrossEntropyLoss())(inputs, labels)
     assert got.shape == (1,)  # one number per replica, gathered along dim 0 without DataParallel's warning
     assert got.item() == pytest.approx(torch.nn.functional.cross_entropy(model(inputs), labels).item())
 
@@ -69,7 +69,7 @@ def test_data_parallel_recipes_train_the_same_first_step(data_parallel):
     losses = []
     for recipe in (replace(STEP, amp=None, grad_scaler=False), replace(STEP, amp=None, grad_scaler=False,
                                                                        data_parallel=data_parallel)):
-        workload = recipes.build(recipe, "cpu")
+        workload = training.build(recipe, "cpu")
         try:
             losses.append(workload.step().item())
         finally:

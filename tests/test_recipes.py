@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from fixtures import recipes
+from fixtures import compile_cache, recipes, training
 from fixtures.data import EndlessShuffle
 from fixtures.metrics import MetricCollector, compute_all, loss_and_classification_metrics, update_classification
-from fixtures.recipes import BASELINE, LADDER_STEPS, LOADER_FIELDS, Recipe, build, channels_last_pair, for_smoke, ladder
+from fixtures.recipes import BASELINE, LADDER_STEPS, LOADER_FIELDS, Recipe, channels_last_pair, for_smoke, ladder
+from fixtures.training import build
 from perf_tests.conftest import compile_cache_root
 from torch_perf_suite import PerfWarning, compiled
 
@@ -148,7 +149,7 @@ def test_recipes_differing_only_in_their_loader_share_a_gpu_side_step(tmp_path):
     """The GPU-side step trains on a batch kept on the device: workers, pinning and storage do not change it;
     the batch's size, dtype and the model do."""
     def key(recipe):
-        workload = recipes.build(recipe, "cpu")  # at full size (batches are not made until a step asks)
+        workload = training.build(recipe, "cpu")  # at full size (batches are not made until a step asks)
         try:
             return workload.gpu_key
         finally:
@@ -203,7 +204,7 @@ def test_a_large_dataset_draws_no_permutation_larger_than_a_block_before_its_fir
 
 def test_recipes_that_differ_around_the_compiled_model_share_its_compile_cache_and_no_others_do():
     steps = ladder(2)
-    key = recipes.compiled_model_key
+    key = compile_cache.compiled_model_key
     assert key(steps["compile"]) == key(steps["fused_optimizer"])
     assert key(steps["bf16"]) == key(steps["gpu_resize"])
     assert len({key(steps[s]) for s in ("compile", "bf16")} | {key(c) for c in channels_last_pair(True)}) == 4
@@ -230,9 +231,9 @@ def _train_once() -> None:
 
 def _compile_twice(recipe: Recipe) -> int:
     """Compile one small model in `ladder[compile]`'s cache, then in `recipe`'s: the cache hits of the second compile."""
-    with recipes.compile_cache(ladder(2)["compile"]):
+    with compile_cache.compile_cache(ladder(2)["compile"]):
         _train_once()
-    with compiled.watch() as count, recipes.compile_cache(recipe):
+    with compiled.watch() as count, compile_cache.compile_cache(recipe):
         _train_once()
     return count.cache_hits
 
@@ -247,8 +248,8 @@ def test_a_kept_model_answers_the_next_run_until_the_code_that_builds_it_changes
     recipe = ladder(2)["compile"]
 
     def one_run() -> int:  # a new run finds its folders afresh under the same root: the hits of its compile
-        recipes.keep_compiled(tmp_path)
-        with compiled.watch() as count, recipes.compile_cache(recipe):
+        compile_cache.keep_compiled(tmp_path)
+        with compiled.watch() as count, compile_cache.compile_cache(recipe):
             _train_once()
         return count.cache_hits
 
@@ -256,12 +257,12 @@ def test_a_kept_model_answers_the_next_run_until_the_code_that_builds_it_changes
         assert one_run() == 0
         assert one_run() > 0
         [kept] = tmp_path.iterdir()
-        monkeypatch.setattr(recipes, "_code_digest", lambda: "changed")  # an edit of fixtures/, or another torch
+        monkeypatch.setattr(compile_cache, "_code_digest", lambda: "changed")  # an edit of fixtures/, or another torch
         assert one_run() == 0
         assert [p.name for p in tmp_path.iterdir()] == [kept.name.split("-")[0] + "-changed"]  # the older folder gone
     finally:
-        recipes.keep_compiled(None)
-    with recipes.compile_cache(recipe):  # no root: a folder of this process's own again
+        compile_cache.keep_compiled(None)
+    with compile_cache.compile_cache(recipe):  # no root: a folder of this process's own again
         assert not os.environ["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
 
 
@@ -285,8 +286,8 @@ def test_pytest_cache_keeps_compiled_models_and_an_unwritable_one_says_so_in_one
 
 def test_the_compile_cache_folder_is_set_for_the_step_only(monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
-    with recipes.compile_cache(ladder(2)["compile"]):
+    with compile_cache.compile_cache(ladder(2)["compile"]):
         inside = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-    with recipes.compile_cache(ladder(2)["amp_fp16"]):  # not compiled: nothing set
+    with compile_cache.compile_cache(ladder(2)["amp_fp16"]):  # not compiled: nothing set
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"
     assert inside != "/somewhere" and os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"

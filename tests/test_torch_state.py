@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from fixtures import recipes
+from fixtures import recipes, training
 from torch_perf_suite import torch_state
 
 pytest_plugins = ["pytester"]
@@ -107,7 +107,7 @@ def seen_in_steps(monkeypatch, recipe) -> list[dict]:
     seen = []
     loss = torch.nn.functional.cross_entropy
     monkeypatch.setattr(torch.nn.functional, "cross_entropy", lambda *a, **k: seen.append(flags()) or loss(*a, **k))
-    workload = recipes.build(recipes.for_smoke(recipe), "cpu")
+    workload = training.build(recipes.for_smoke(recipe), "cpu")
     try:
         workload.step()
         workload.step()

@@ -12,7 +12,8 @@ import torch
 
 sys.path.insert(0, os.getcwd())
 from fixtures.losses import LossStep
-from fixtures.recipes import BASELINE, build
+from fixtures.recipes import BASELINE
+from fixtures.training import build
 
 mode, tag = sys.argv[1], sys.argv[2]  # mode: free|pinned ; tag: label
 plants = sys.argv[3].split(",") if len(sys.argv) > 3 and sys.argv[3] else []
