@@ -27,7 +27,7 @@ def untouched():
 def test_applied_sets_for_the_block_and_puts_back_what_was_there():
     torch.backends.cudnn.benchmark = True  # not torch's default: applied must restore this, not the default
     try:
-        with torch_state.applied({"cudnn.benchmark": False, "cudnn.allow_tf32": False}):
+        with torch_state.torch_settings({"cudnn.benchmark": False, "cudnn.allow_tf32": False}):
             assert torch.backends.cudnn.benchmark is False and torch.backends.cudnn.allow_tf32 is False
         assert torch.backends.cudnn.benchmark is True and torch.backends.cudnn.allow_tf32 is True
     finally:
@@ -35,23 +35,23 @@ def test_applied_sets_for_the_block_and_puts_back_what_was_there():
 
 
 def test_applied_restores_after_an_error_too():
-    with pytest.raises(ZeroDivisionError), torch_state.applied(torch_state.tf32_settings(True)):
+    with pytest.raises(ZeroDivisionError), torch_state.torch_settings(training.tf32_settings(True)):
         1 / 0
     assert flags() == {"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True, "float32_matmul_precision": "highest"}
 
 
 def test_tf32_settings_turn_cublas_and_cudnn_together():
-    assert torch_state.tf32_settings(None) == {}
-    with torch_state.applied(torch_state.tf32_settings(True)):
+    assert training.tf32_settings(None) == {}
+    with torch_state.torch_settings(training.tf32_settings(True)):
         assert flags() == {"cuda.matmul.allow_tf32": True, "cudnn.allow_tf32": True, "float32_matmul_precision": "high"}
-    with torch_state.applied(torch_state.tf32_settings(False, cudnn_benchmark=True)):
+    with torch_state.torch_settings(training.tf32_settings(False, cudnn_benchmark=True)):
         assert flags() == {"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": False, "float32_matmul_precision": "highest"}
         assert torch.backends.cudnn.benchmark is True
 
 
 def test_an_unknown_setting_is_refused_by_name():
     with pytest.raises(ValueError, match=r"unknown torch setting\(s\) \['cudnn.allow_tf16'\]"), \
-            torch_state.applied({"cudnn.allow_tf16": True}):
+            torch_state.torch_settings({"cudnn.allow_tf16": True}):
         pass
 
 
@@ -79,7 +79,7 @@ def test_restore_from_medium_precision_leaves_it_readable():
 def test_applied_over_medium_precision_puts_it_back():
     torch.set_float32_matmul_precision("medium")
     try:
-        with torch_state.applied({"cuda.matmul.allow_tf32": False}):
+        with torch_state.torch_settings({"cuda.matmul.allow_tf32": False}):
             assert torch.backends.cuda.matmul.allow_tf32 is False
         assert torch.get_float32_matmul_precision() == "medium"
     finally:

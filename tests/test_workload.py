@@ -12,7 +12,7 @@ from torch_perf_suite.workload import Members, members
 
 def test_the_public_api_is_what_all_names():
     assert torch_perf_suite.__all__ == ["Advice", "Chart", "Perf", "PerfWarning", "Result", "TrainingStep", "Workload",
-                                        "guard", "hf_train", "lightning_fit", "periodic"]
+                                        "guard", "hf_train", "lightning_fit", "periodic", "torch_settings"]
     for name in torch_perf_suite.__all__:
         assert getattr(torch_perf_suite, name).__name__ == name
     with pytest.raises(AttributeError, match="has no attribute 'measure'; the public API is"):

@@ -19,7 +19,7 @@ import importlib
 # (`python -m torch_perf_suite.nightly alert` on a runner with nothing installed) import neither pytest nor torch
 _EXPORTS = {"Advice": "syncs", "Chart": "charts", "Perf": "fixture", "PerfWarning": "fixture", "Result": "fixture",
             "TrainingStep": "workload", "Workload": "workload", "guard": "loop_guard", "hf_train": "frameworks",
-            "lightning_fit": "frameworks", "periodic": "syncs"}
+            "lightning_fit": "frameworks", "periodic": "syncs", "torch_settings": "torch_state"}
 __all__ = sorted(_EXPORTS)
 
 

@@ -1,9 +1,9 @@
 """torch's process-wide settings that a scenario may change: read, set for a step, restore.
 
-A recipe that asks for TF32 or cuDNN's autotuner sets them around each of its own steps
-(`applied`), so that two workloads open in one test do not see each other's settings. The plugin
-also takes a `snapshot` before every test and `restore`s it after, naming what a test left changed:
-a scenario that asked for strict FP32 gets strict FP32 whatever ran before it.
+A recipe that asks for TF32 or cuDNN's autotuner sets them around each of its own steps (`torch_settings`, public as
+`torch_perf_suite.torch_settings`), so that two workloads open in one test do not see each other's settings. The
+plugin also takes a `snapshot` before every test and `restore`s it after, naming what a test left changed: a scenario
+that asked for strict FP32 gets strict FP32 whatever ran before it.
 
 Only the legacy flags (`allow_tf32`) are read and set: torch >= 2.9 also has `fp32_precision`, and
 raises when the two APIs are mixed, so the suite uses the one every supported torch has. Where a test
@@ -81,19 +81,8 @@ def restore(saved: dict) -> dict:
     return changed
 
 
-def tf32_settings(tf32: bool | None, cudnn_benchmark: bool | None = None) -> dict:
-    """The settings a recipe asks for: TF32 on or off for cuBLAS and cuDNN alike (None: torch's defaults, untouched)."""
-    wanted = {}
-    if tf32 is not None:
-        wanted.update({"float32_matmul_precision": "high" if tf32 else "highest", "cuda.matmul.allow_tf32": tf32,
-                       "cudnn.allow_tf32": tf32})
-    if cudnn_benchmark is not None:
-        wanted["cudnn.benchmark"] = cudnn_benchmark
-    return wanted
-
-
 @contextlib.contextmanager
-def applied(wanted: dict):
+def torch_settings(wanted: dict):
     """Run the block with `wanted` settings ({name: value}, names from SETTINGS), then put back what was there."""
     unknown = set(wanted) - set(SETTINGS)
     if unknown:
