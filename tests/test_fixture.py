@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 from torch_perf_suite import loader
+from torch_perf_suite.findings import failures
 from torch_perf_suite.parts import Parts
 from torch_perf_suite.result import Result
 from torch_perf_suite.result import power_note as _power_note
@@ -73,10 +74,10 @@ def test_a_loaders_cost_is_judged_only_by_the_test_that_timed_its_window():
     session = SimpleNamespace(ref=object(), against_label="REF")
     judge = Judge(session, "t", Measure(), confirm=None)
     mine = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit))
-    assert "blocks 1.00 times a sample" in judge._unit(Result("t", mine, None, None, None), entry)
+    assert "blocks 1.00 times a sample" in failures(judge._unit(Result("t", mine, None, None, None), entry))
     shared = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit),
                    measured_in={"loader": "t0"})
-    assert judge._unit(Result("t", shared, None, None, None), entry) is None  # t0 judged it
+    assert failures(judge._unit(Result("t", shared, None, None, None), entry)) is None  # t0 judged it
 
 
 def test_a_loader_the_suite_cannot_describe_fails_the_test_saying_so_once(monkeypatch):

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from torch_perf_suite import checks, gates
+from torch_perf_suite.findings import failures
 from torch_perf_suite.judging import Judge, gain
 from torch_perf_suite.parts import BRIEF, Parts
 from torch_perf_suite.result import Result
@@ -98,8 +99,8 @@ def test_a_part_not_comparable_because_the_host_changed_is_no_failure_under_stri
 
 
 def test_the_failure_names_each_hole_and_ref():
-    assert checks.holes([], "HEAD") is None
-    text = checks.holes(["gpu +47.0% (a reading)", "not compared with over (deselected)"], "HEAD (abc)")
+    assert failures(checks.holes([], "HEAD")) is None
+    text = failures(checks.holes(["gpu +47.0% (a reading)", "not compared with over (deselected)"], "HEAD (abc)"))
     assert text.splitlines() == ["--perf-strict: 2 check(s) not made against REF HEAD (abc), and nothing else judged "
                                  "what they cover:", "  gpu +47.0% (a reading)", "  not compared with over (deselected)"]
 
@@ -142,7 +143,7 @@ def test_blocks_and_waiting_alone_do_not_judge_the_loaders_cpu_work():
     r.parts = Parts(batch_size=100, pipeline=Throughput(100, (0.3,)), loader=Throughput(100, (0.2,), unit=unit))
     j = judge(against=True)
     j.session.against_label = "REF HEAD (abc)"
-    assert j._unit(r, {"loader_unit": unit.entry(), "env": {}}) is None
+    assert failures(j._unit(r, {"loader_unit": unit.entry(), "env": {}})) is None
     r.verdicts["loader"] = gates.Verdict("loader", 1000.0, reported=READING)
     j.timed_notes(r)
     assert "loader" not in r.judged and f"loader {READING}" in r.holes()

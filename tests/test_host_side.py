@@ -8,6 +8,7 @@ import time
 import pytest
 
 from torch_perf_suite import host_side
+from torch_perf_suite.findings import failures
 from torch_perf_suite.workload import Members
 
 HERE = host_side.short_path(__file__)  # as pytest's sys.path names this file: "test_host_side.py" or "tests/..."
@@ -119,20 +120,20 @@ def now(lines=None, blocks=None):
 
 
 def test_the_same_counts_pass_and_fewer_pass():
-    assert host_side.failure(now(), REF, "REF main") is None
-    assert host_side.failure(now({"fixtures/recipes.py:train_step": 100.0}), REF, "REF main") is None
+    assert failures(host_side.failure(now(), REF, "REF main")) is None
+    assert failures(host_side.failure(now({"fixtures/recipes.py:train_step": 100.0}), REF, "REF main")) is None
 
 
 @pytest.mark.parametrize("more, fails", [(10, False), (20, False), (21, True)])
 def test_lines_may_grow_by_the_margin_or_the_floor(more, fails):
     """1% of 1,000 is 10 lines; the floor of 20 is the larger."""
     grown = now({"fixtures/recipes.py:train_step": 400.0 + more})
-    assert (host_side.failure(grown, REF, "REF main") is not None) == fails
+    assert (failures(host_side.failure(grown, REF, "REF main")) is not None) == fails
 
 
 def test_more_lines_fail_naming_the_functions_that_grew():
-    message = host_side.failure(now({"fixtures/recipes.py:train_step": 450.0, "scratch/plant.py:hook": 320.0}), REF,
-                                "REF main")
+    message = failures(host_side.failure(now({"fixtures/recipes.py:train_step": 450.0, "scratch/plant.py:hook": 320.0}), REF,
+                                         "REF main"))
     assert message.startswith("the host runs 1,370 Python lines a step to issue it, 1,000 at REF main (+370, +37.0%; "
                               "allowed +1% or +20): per-step Python")
     assert message.splitlines()[1:] == ["    +320.00 scratch/plant.py:hook (0.00 -> 320.00, new)",
@@ -141,14 +142,14 @@ def test_more_lines_fail_naming_the_functions_that_grew():
 
 def test_a_function_beyond_the_kept_ones_is_not_called_new():
     recorded = {**REF, "lines": {f"f{i}": 25.0 for i in range(host_side.KEPT)}}
-    message = host_side.failure(now({"g": 100.0}), recorded, "the baseline")
+    message = failures(host_side.failure(now({"g": 100.0}), recorded, "the baseline"))
     assert "+100.00 g (0.00 -> 100.00)" in message and "new" not in message
 
 
 @pytest.mark.parametrize("blocks, fails", [(1.5, False), (1.51, True), (2.0, True)])
 def test_blocks_may_grow_by_half_a_step(blocks, fails):
     grown = now(blocks={"fixtures/recipes.py:300 in train_step": blocks - 1.0})
-    message = host_side.failure(grown, REF, "REF main")
+    message = failures(host_side.failure(grown, REF, "REF main"))
     assert (message is not None) == fails
     if fails:
         assert f"the host blocks {blocks:.2f} times a step while issuing it, 1.00 at REF main" in message
@@ -207,5 +208,5 @@ def test_a_library_block_whose_caller_moved_is_the_same_block():
     grown["blocks"] = {"fixtures/recipes.py:315 in train_step": 1.0, "torch/autograd/graph.py:869 in "
                        "_engine_run_backward (from fixtures/recipes.py:329 in train_step)": 1.0}
     grown["blocks_per_step"] = 2.0
-    rows = host_side.failure(grown, recorded, "REF main").splitlines()[1:]
+    rows = failures(host_side.failure(grown, recorded, "REF main")).splitlines()[1:]
     assert rows == ["    +1.00 fixtures/recipes.py:315 in train_step (0.00 -> 1.00, new)"]

@@ -80,6 +80,27 @@ def test_only_the_pytest_layer_imports_pytest():
                                   f"no longer: {sorted(PYTEST_LAYER - found)}"
 
 
+# the verdicts: measured data in, findings out (findings.Finding)
+VERDICTS = ("checks", "gates", "stats", "findings", "ranks", "loader.described", "turns", "instructions")
+
+
+def test_the_verdicts_import_neither_torch_nor_pytest_and_return_findings():
+    import subprocess
+    import sys
+
+    imports = "; ".join(f"import torch_perf_suite.{m}" for m in VERDICTS)
+    listed = subprocess.run([sys.executable, "-c", f"{imports}; import sys; print(*sorted(sys.modules))"],
+                            capture_output=True, text=True, check=True, cwd=PACKAGE.parent).stdout.split()
+    assert not {m for m in listed if m.split(".")[0] in ("torch", "pytest", "_pytest")}
+    # one verdict convention: a check (checks.py) or a failure's verdict elsewhere returns findings, not a text or None
+    returns = {f"{path.stem}:{node.name}": ast.unparse(node.returns) for path in PACKAGE.rglob("*.py")
+               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef) and node.returns
+               and not node.name.startswith("_")
+               and (path.stem == "checks" or node.name in ("failure", "verdict") or node.name.endswith("_verdict"))}
+    described = {"checks:host_scope", "checks:parts_line"}  # what a claim's scope or the parts say, not a verdict
+    assert len(returns) > 20 and {k for k, r in returns.items() if "Finding" not in r and "Verdict" not in r} == described
+
+
 def test_measuring_judging_and_the_fixture_read_only_what_the_session_view_names_and_the_session_has_it():
     import inspect
 

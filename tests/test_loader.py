@@ -88,13 +88,13 @@ def test_a_workload_with_a_loader_step_and_no_loader_is_refused_naming_what_is_m
 
 def test_the_same_settings_pass():
     assert loader.changes(settings(), settings(), (4, 4)) == []
-    assert loader.settings_failure([], (), "REF") is None
+    assert failures(loader.settings_failure([], (), "REF")) is None
 
 
 def test_fewer_workers_fail_naming_field_old_and_new_value():
     found = loader.changes(settings(num_workers=4), settings(num_workers=16), (16, 16))
     assert found == [("num_workers", 16, 4)]
-    message = loader.settings_failure(found, (), "REF main (abc)")
+    message = failures(loader.settings_failure(found, (), "REF main (abc)"))
     assert message.splitlines()[:2] == ["the loader's settings changed against REF main (abc):", "  num_workers 16 -> 4"]
 
 
@@ -231,12 +231,13 @@ def test_the_same_cost_passes_and_says_the_cpu_time():
 
 
 def test_the_same_cost_passes():
-    assert loader.unit_failure(recorded(), recorded(), 5.0, timed=True, against="REF") is None
+    assert failures(loader.unit_failure(recorded(), recorded(), 5.0, timed=True, against="REF")) is None
 
 
 def test_cpu_time_is_reported_in_microseconds_and_yardsticks_not_judged():
-    assert loader.unit_failure(recorded(cpu_us=1800.0, wall_us=1900.0), recorded(), 5.0, timed=True, against="REF") is None
-    assert loader.unit_failure(recorded(cpu_ratio=1.8), recorded(), 5.0, timed=True, against="REF") is None
+    assert failures(loader.unit_failure(recorded(cpu_us=1800.0, wall_us=1900.0), recorded(), 5.0, timed=True,
+                                        against="REF")) is None
+    assert failures(loader.unit_failure(recorded(cpu_ratio=1.8), recorded(), 5.0, timed=True, against="REF")) is None
     assert loader.cpu_rise_pct(recorded(cpu_ratio=0.945), recorded()) == pytest.approx(5.0)
     assert loader.cpu_line(recorded(cpu_us=950.0, cpu_ratio=0.918), recorded(), "REF") == (
         "loader CPU time a sample alone 950 µs, 900 at REF (+5.6%; 0.918 yardsticks, +2.0%)")
@@ -280,10 +281,10 @@ def test_a_sample_alone_is_timed_beside_its_yardsticks(ticks, monkeypatch):
 
 
 def test_waiting_is_judged_as_a_share_of_a_samples_time_above_a_floor():
-    assert loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, timed=True, against="REF") is None
-    assert loader.unit_failure(recorded(wait_us=119.0, wall_us=200.0), recorded(wall_us=200.0), 5.0, timed=True,
-                               against="REF") is None  # 9.5% of a short sample, but under the floor
-    message = loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, timed=True, against="REF")
+    assert failures(loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, timed=True, against="REF")) is None
+    assert failures(loader.unit_failure(recorded(wait_us=119.0, wall_us=200.0), recorded(wall_us=200.0), 5.0, timed=True,
+                                        against="REF")) is None  # 9.5% of a short sample, but under the floor
+    message = failures(loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, timed=True, against="REF"))
     assert "waiting 260.0 µs a sample alone (wall minus CPU time), 100.0 at REF: +160.0 µs, 16.0% of a sample's" in message
 
 
@@ -293,29 +294,31 @@ def test_blocks_in_the_workers_are_allowed_one_a_tensor_their_queue_shares():
     # next batch; the worker's blocks a sample came out 0.02, 0.26 and 0.27 in three runs of one tree, 0.11 recorded,
     # its samples made alone waiting 0 µs in each
     listed = recorded(blocks=0.11, shared=257 / 256)
-    assert loader.unit_failure(recorded(blocks=0.27, shared=257 / 256), listed, 3.0, timed=False,
-                               against="the baseline") is None
+    assert failures(loader.unit_failure(recorded(blocks=0.27, shared=257 / 256), listed, 3.0, timed=False,
+                                        against="the baseline")) is None
     collated = recorded(blocks=0.11, shared=2 / 256)  # one tensor of images, one of labels: the same rise fails
-    message = loader.unit_failure(recorded(blocks=0.27, shared=2 / 256), collated, 3.0, timed=False, against="the baseline")
+    message = failures(loader.unit_failure(recorded(blocks=0.27, shared=2 / 256), collated, 3.0, timed=False,
+                                           against="the baseline"))
     assert "blocks 0.27 times a sample in the workers" in message and "allowed" not in message
     # a sleep in every sample is a block made alone as well, however many tensors the queue shares
-    message = loader.unit_failure(recorded(blocks=1.12, shared=257 / 256, alone_blocks=1.0), listed, 3.0, timed=False,
-                                  against="the baseline")
+    message = failures(loader.unit_failure(recorded(blocks=1.12, shared=257 / 256, alone_blocks=1.0), listed, 3.0, timed=False,
+                                           against="the baseline"))
     assert message == ("the loader's cost per sample rose:\n  blocks 1.00 times a sample made alone (sleep, I/O, a lock: "
                        "voluntary context switches), 0.11 at the baseline")  # a record without its alone blocks: its workers'
-    assert "allowed +1.05: 1.00 for the tensors the queue shares" in loader.unit_failure(
-        recorded(blocks=2.2, shared=257 / 256), listed, 3.0, timed=False, against="REF")
-    assert loader.unit_failure(recorded(alone_blocks=0.0), recorded(alone_blocks=0.0), 3.0, timed=False, against="REF") is None
-    assert "made alone" in loader.unit_failure(recorded(alone_blocks=0.06), recorded(alone_blocks=0.0), 3.0, timed=False,
-                                               against="REF")
+    assert "allowed +1.05: 1.00 for the tensors the queue shares" in failures(loader.unit_failure(
+        recorded(blocks=2.2, shared=257 / 256), listed, 3.0, timed=False, against="REF"))
+    assert failures(loader.unit_failure(recorded(alone_blocks=0.0), recorded(alone_blocks=0.0), 3.0, timed=False,
+                                        against="REF")) is None
+    assert "made alone" in failures(loader.unit_failure(recorded(alone_blocks=0.06), recorded(alone_blocks=0.0), 3.0, timed=False,
+                                                        against="REF"))
 
 
 def test_new_blocks_fail_on_any_host_and_waiting_only_where_timed():
     now = recorded(blocks=1.03, wait_us=2000.0)
-    assert loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, timed=False, against="the baseline") is None
-    message = loader.unit_failure(now, recorded(), 5.0, timed=False, against="the baseline")
+    assert failures(loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, timed=False, against="the baseline")) is None
+    message = failures(loader.unit_failure(now, recorded(), 5.0, timed=False, against="the baseline"))
     assert "blocks 1.03 times a sample in the workers" in message and "waiting" not in message
-    assert "waiting" in loader.unit_failure(now, recorded(), 5.0, timed=True, against="REF")
+    assert "waiting" in failures(loader.unit_failure(now, recorded(), 5.0, timed=True, against="REF"))
 
 
 def test_the_unit_verdict_says_why_not_where_it_cannot_compare():

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from torch_perf_suite import baselines, ranks
+from torch_perf_suite.findings import failures
 from torch_perf_suite.judging import Judge
 from torch_perf_suite.kernels import Kernel, KernelStats
 from torch_perf_suite.settings import Measure
@@ -59,28 +60,29 @@ def test_the_entry_survives_the_baseline_file_and_a_broken_rank_count_is_named(t
 
 def test_a_count_that_changed_on_one_rank_fails_naming_that_rank():
     recorded = spread().counts()
-    assert ranks.counted(spread().counts(), recorded, 1.0, None) is None
-    failure = ranks.counted(spread(rank1=counted(all_reduce=100.0)).counts(), recorded, 1.0, None)
+    assert failures(ranks.counted(spread().counts(), recorded, 1.0, None)) is None
+    failure = failures(ranks.counted(spread(rank1=counted(all_reduce=100.0)).counts(), recorded, 1.0, None))
     assert failure.startswith("rank 1: 160 kernel launches per step, 64 recorded (+96)")
     assert "rank 0" not in failure
     assert all(line.startswith("rank 1: ") for line in failure.splitlines())
-    failure = ranks.counted(spread(rank1=counted(peak=2 * 10**9)).counts(), recorded, 1.0, None)
+    failure = failures(ranks.counted(spread(rank1=counted(peak=2 * 10**9)).counts(), recorded, 1.0, None))
     assert failure.startswith("rank 1: the steps' peak GPU memory is 2.000 GB above what they started with, 1.000 GB")
 
 
 def test_a_rank_with_no_record_fails():
     recorded = {"ranks": {"0": spread().counts()["ranks"]["0"]}}
-    assert ranks.counted(spread().counts(), recorded, 1.0, None, "REF HEAD") == "rank 1: REF HEAD recorded no count for it"
+    failure = failures(ranks.counted(spread().counts(), recorded, 1.0, None, "REF HEAD"))
+    assert failure == "rank 1: REF HEAD recorded no count for it"
 
 
 @pytest.mark.parametrize("now, fails", [(0.96, False), (0.935, False), (0.92, True)])
 def test_scaling_efficiency_within_the_tolerance_of_the_recorded_one(now, fails):
-    failure = ranks.scaling(now, 0.96, 3.0, "the baseline")
+    failure = failures(ranks.scaling(now, 0.96, 3.0, "the baseline"))
     assert (failure is not None) == fails
     if fails:
         assert failure.startswith("scaling efficiency 92.0% (samples/s per GPU over one GPU's, in this run), 96.0% "
                                   "recorded by the baseline (-4.2%; allowed -3%)")
-    assert ranks.scaling(now, None, 3.0, "the baseline") is None
+    assert failures(ranks.scaling(now, None, 3.0, "the baseline")) is None
 
 
 def judge(entry: dict) -> Judge:
@@ -94,17 +96,18 @@ def judge(entry: dict) -> Judge:
 
 def test_the_judge_finds_the_entry_by_its_key_and_fails_on_a_ranks_count_and_on_scaling():
     entry = spread().baseline_entry(ENV)
-    failure, found = judge(entry).baseline(spread(), ())
-    assert (failure, found) == ("", entry)
-    failure, _ = judge(entry).baseline(spread(rank1=counted(all_reduce=5.0), scaling=0.90), ())
+    failed, found = judge(entry).baseline(spread(), ())
+    assert (failed, found) == ([], entry)
+    failed, _ = judge(entry).baseline(spread(rank1=counted(all_reduce=5.0), scaling=0.90), ())
+    failure = failures(failed)
     assert "rank 1: 65 kernel launches per step, 64 recorded (+1)" in failure
     assert "scaling efficiency 90.0%" in failure
 
 
 def test_without_an_entry_the_missing_baseline_names_the_gpus_and_their_topology():
     with pytest.warns(UserWarning, match=r"no baseline for GPU 'NVIDIA H200' on 2 GPUs \(topology unknown\) in baselines"):
-        failure, found = judge_without_entry().baseline(spread(), ())
-    assert (failure, found) == ("", None)
+        failed, found = judge_without_entry().baseline(spread(), ())
+    assert (failed, found) == ([], None)
 
 
 def judge_without_entry() -> Judge:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from torch_perf_suite import turns
-from torch_perf_suite.findings import FAILED, PASSED
+from torch_perf_suite.findings import FAILED, PASSED, failures
 
 LOADER = '''
 import os
@@ -81,7 +81,7 @@ def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
         heavier = timed.time(source)
     assert abs(alike.rise_pct) < 10 and alike.pairs >= turns.LEAST_PAIRS
     assert heavier.rise_pct > 30, heavier  # twice the loop: a margin for a shared CI core
-    assert turns.failure(heavier, 3.0, "REF") is not None
+    assert failures(turns.failure(heavier, 3.0, "REF")) is not None
 
 
 def test_measured_again_in_fresh_processes_not_in_those_that_timed_it_first(tmp_path):

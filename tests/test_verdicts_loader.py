@@ -308,18 +308,18 @@ def test_workers_that_follow_the_cores_only_where_both_sides_do():
 
 def test_every_undeclared_change_is_named_and_only_those():
     found = [("num_workers", 16, 4), ("pin_memory", True, False), ("timeout", 0, 5)]
-    message = loader.settings_failure(found, ("timeout",), "REF main (abc)")
+    message = failures(loader.settings_failure(found, ("timeout",), "REF main (abc)"))
     lines = message.splitlines()
     assert "REF main (abc)" in lines[0]
     assert lines[1:3] == ["  num_workers 16 -> 4", "  pin_memory True -> False"]
     assert "timeout" not in message.replace("loader_changes", "")
     assert "loader_changes=('num_workers', 'pin_memory',)" in lines[3] and "re-record the baseline" in lines[3]
-    assert loader.settings_failure(found, ("timeout", "pin_memory", "num_workers"), "REF") is None
+    assert failures(loader.settings_failure(found, ("timeout", "pin_memory", "num_workers"), "REF")) is None
 
 
 def test_a_long_value_is_shortened_in_the_failure():
     long = "x" * 300
-    message = loader.settings_failure([("dataset", long, "y")], (), "REF")
+    message = failures(loader.settings_failure([("dataset", long, "y")], (), "REF"))
     assert f"  dataset {'x' * 197}... -> y" in message.splitlines()
 
 
@@ -357,7 +357,7 @@ def unit(**changed):
 
 
 def judge(now, then=None, tolerance_pct=5.0, timed=True, against="REF"):
-    return loader.unit_failure(now, then or unit(), tolerance_pct, timed=timed, against=against)
+    return failures(loader.unit_failure(now, then or unit(), tolerance_pct, timed=timed, against=against))
 
 
 def test_blocks_up_to_the_margin_pass_and_beyond_it_fail():

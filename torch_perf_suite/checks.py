@@ -1,5 +1,6 @@
-"""Verdicts as plain functions: each takes what was measured and what is expected, and returns a message
-saying what is wrong (None where nothing is). The `perf` fixture only turns a message into a failure.
+"""Verdicts as plain functions: each takes what was measured and what is expected, and returns its findings
+(findings.py): a failed one whose text says what is wrong, none where nothing is. The `perf` fixture only turns a
+failed finding into a failure.
 
 Counted checks (syncs, kernels, bytes copied, step memory, compile graphs, loader instructions) are exact
 on any machine: compared exactly, or within a margin measured on two machines. Host-bound claims (a
@@ -10,6 +11,7 @@ checked only against a baseline recorded on this host (`host_scope`).
 from __future__ import annotations
 
 from . import host_side
+from .findings import FAILED, Finding
 from .parts import Parts
 
 TOP_CHANGES = 5  # kernel families named in a failure, most changed first
@@ -19,7 +21,7 @@ TOP_CHANGES = 5  # kernel families named in a failure, most changed first
 
 
 def syncs(counted, *, per_step: float | None = None, at_least: float | None = None, from_library: str | None = None,
-          versions: str = "") -> str | None:
+          versions: str = "") -> list[Finding]:
     """Exactly `per_step` syncs per step, or `at_least` that many (a pitfall), optionally all from `from_library`.
 
     For a pitfall, fewer syncs than expected fails too: the pitfall is gone, and the workaround the scenario
@@ -34,31 +36,32 @@ def syncs(counted, *, per_step: float | None = None, at_least: float | None = No
     where = f"\n{counted.describe()}"
     if per_step is not None and abs(measured - per_step) > 1e-9:
         more = "a new sync appeared" if measured > per_step else "fewer syncs than this scenario documents"
-        return f"{head}, expected {per_step:g} ({more}):{where}"
+        return [Finding(FAILED, f"{head}, expected {per_step:g} ({more}):{where}")]
     if at_least is not None and measured < at_least:
-        return (f"{head}, expected at least {at_least:g}: the pitfall this scenario documents no longer syncs "
-                f"with {versions}. If that is an upgrade's doing, retire the workaround and this expectation together.{where}")
+        return [Finding(FAILED, f"{head}, expected at least {at_least:g}: the pitfall this scenario documents no longer "
+                                f"syncs with {versions}. If that is an upgrade's doing, retire the workaround and this "
+                                f"expectation together.{where}")]
     if from_library is not None:
         stray = [s for s in counted.sources if from_library not in s.library_line]
         if stray:
             listing = "\n".join(s.describe() for s in stray)
-            return f"{head}; expected every sync to come from {from_library!r}, these do not:\n{listing}"
-    return None
+            return [Finding(FAILED, f"{head}; expected every sync to come from {from_library!r}, these do not:\n{listing}")]
+    return []
 
 
-def periodic_every_step(counted) -> str | None:
+def periodic_every_step(counted) -> list[Finding]:
     """A phase marked periodic (`periodic()`, a `perf_periodic:` range) whose syncs are counted apart from the steps'
     must not run on every step: there its syncs are per-step syncs, and marking them would hide them."""
     steps = counted.steps
     every = sorted(name for name, runs in counted.periodic_runs.items() if steps > 1 and runs >= steps)
     if not every:
-        return None
-    return (f"a phase marked periodic ran in every one of the {steps} profiled steps ({', '.join(every)}): its syncs "
-            f"are per-step syncs. Mark only what runs every k > 1 steps, or count more steps "
-            f"(--perf-profile-steps) than its period:\n{counted.describe()}")
+        return []
+    return [Finding(FAILED, f"a phase marked periodic ran in every one of the {steps} profiled steps ({', '.join(every)}): "
+                            f"its syncs are per-step syncs. Mark only what runs every k > 1 steps, or count more steps "
+                            f"(--perf-profile-steps) than its period:\n{counted.describe()}")]
 
 
-def host_reads(counted, *, per_step: float | None = None) -> str | None:
+def host_reads(counted, *, per_step: float | None = None) -> list[Finding]:
     """A smoke run's syncs: no more host reads a step (host_reads.py) than the syncs the test expects on a GPU.
 
     Only an upper bound holds: a pitfall's sync that is not a read (a pageable copy) has no read to see, and which
@@ -66,54 +69,54 @@ def host_reads(counted, *, per_step: float | None = None) -> str | None:
     every_step = periodic_every_step(counted)
     if every_step or per_step is None or counted.per_step <= per_step + 1e-9:
         return every_step
-    return (f"measured {counted.per_step:.2f} host reads per step ({counted.total} in {counted.steps} steps) with no GPU, "
-            f"expected at most {per_step:g}: each reads a tensor's value on the host, which on a GPU is a host-device "
-            f"sync:\n{counted.describe()}")
+    return [Finding(FAILED, f"measured {counted.per_step:.2f} host reads per step ({counted.total} in {counted.steps} "
+                            f"steps) with no GPU, expected at most {per_step:g}: each reads a tensor's value on the host, "
+                            f"which on a GPU is a host-device sync:\n{counted.describe()}")]
 
 
 # --- kernels, from the profiled window -------------------------------------------------------------
 
 
-def layout_conversions(kernels) -> str | None:
+def layout_conversions(kernels) -> list[Finding]:
     """No NCHW<->NHWC conversion kernels in the steps (seed 001: channels_last removes them)."""
     if not kernels.conversions:
-        return None
+        return []
     listing = "\n".join("  " + c.describe() for c in kernels.conversions)
-    return (f"{kernels.conversions_per_step:g} layout conversion kernel(s) per step, expected 0 "
-            f"(is the model or its input no longer channels_last?):\n{listing}\n{kernels.describe()}")
+    return [Finding(FAILED, f"{kernels.conversions_per_step:g} layout conversion kernel(s) per step, expected 0 "
+                            f"(is the model or its input no longer channels_last?):\n{listing}\n{kernels.describe()}")]
 
 
-def tensor_cores(kernels, *, at_least: float | None = None, at_most: float | None = None) -> str | None:
+def tensor_cores(kernels, *, at_least: float | None = None, at_most: float | None = None) -> list[Finding]:
     """The share of convolution and matmul GPU time in Tensor Core kernels is within bounds."""
     share = kernels.tensor_core_share
     if share is None:
-        return f"no convolution or matmul kernel in the steps, so no Tensor Core share\n{kernels.describe()}"
+        return [Finding(FAILED, f"no convolution or matmul kernel in the steps, so no Tensor Core share\n{kernels.describe()}")]
     if (at_least is not None and share < at_least) or (at_most is not None and share > at_most):
         wanted = " and ".join(w for w in (at_least is not None and f"at least {at_least:.0%}",
                                           at_most is not None and f"at most {at_most:.0%}") if w)
-        return (f"{share:.1%} of convolution and matmul GPU time ran on Tensor Cores, expected {wanted} "
-                f"(TF32 and autocast flags, cuDNN's choice of kernels):\n{kernels.describe()}")
-    return None
+        return [Finding(FAILED, f"{share:.1%} of convolution and matmul GPU time ran on Tensor Cores, expected {wanted} "
+                                f"(TF32 and autocast flags, cuDNN's choice of kernels):\n{kernels.describe()}")]
+    return []
 
 
-def kernel_launches(now: dict[str, float], recorded: dict[str, float]) -> str | None:
+def kernel_launches(now: dict[str, float], recorded: dict[str, float]) -> list[Finding]:
     """Kernel launches a step, by family, exactly as recorded: a swapped optimizer implementation, a lost fusion or
-    a new layout conversion launches more. The message names the families that changed, most changed first."""
+    a new layout conversion launches more. The failure names the families that changed, most changed first."""
     total_now, total_then = sum(now.values()), sum(recorded.values())
     changed = {f: now.get(f, 0.0) - recorded.get(f, 0.0) for f in {*now, *recorded}}
     changed = {f: d for f, d in changed.items() if abs(d) > 1e-9}
     if not changed:
-        return None
+        return []
     rows = [f"  {d:+g} {f} ({recorded.get(f, 0.0):g} -> {now.get(f, 0.0):g}"
             + (", new" if f not in recorded else ", gone" if f not in now else "") + ")"
             for f, d in sorted(changed.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:TOP_CHANGES]]
     more = "" if len(changed) <= TOP_CHANGES else f"\n  ... and {len(changed) - TOP_CHANGES} more famil(ies)"
-    return (f"{total_now:g} kernel launches per step, {total_then:g} recorded ({total_now - total_then:+g}): a swapped "
-            f"optimizer implementation, a lost fusion or a changed kernel choice; launches per step by family:\n"
-            + "\n".join(rows) + more)
+    return [Finding(FAILED, f"{total_now:g} kernel launches per step, {total_then:g} recorded ({total_now - total_then:+g}): "
+                            f"a swapped optimizer implementation, a lost fusion or a changed kernel choice; launches per "
+                            f"step by family:\n" + "\n".join(rows) + more)]
 
 
-def copies(now: dict[str, float], recorded: dict[str, float], margin_pct: float) -> str | None:
+def copies(now: dict[str, float], recorded: dict[str, float], margin_pct: float) -> list[Finding]:
     """Bytes copied a step by direction and host memory kind ("HtoD Pinned") within `margin_pct` of the record, and
     no kind the record lacks (a copy from pageable memory shows as 'HtoD Pageable')."""
     rows = []
@@ -124,20 +127,20 @@ def copies(now: dict[str, float], recorded: dict[str, float], margin_pct: float)
         elif abs(mine - theirs) > margin_pct / 100 * theirs:
             rows.append(f"  {kind}: {mine / 1e6:,.2f} MB a step, {theirs / 1e6:,.2f} MB recorded "
                         f"({100 * (mine / theirs - 1) if theirs else float('inf'):+.1f}%; allowed +-{margin_pct:g}%)")
-    return None if not rows else "bytes copied per step changed:\n" + "\n".join(rows)
+    return [Finding(FAILED, "bytes copied per step changed:\n" + "\n".join(rows))] if rows else []
 
 
-def step_memory(now_bytes: int, recorded_bytes: int, margin_pct: float) -> str | None:
+def step_memory(now_bytes: int, recorded_bytes: int, margin_pct: float) -> list[Finding]:
     """The steps' peak GPU memory (above what was held when they began) no more than `margin_pct` over the record."""
     if now_bytes <= recorded_bytes * (1 + margin_pct / 100):
-        return None
+        return []
     change = 100 * (now_bytes / recorded_bytes - 1) if recorded_bytes else float("inf")
-    return (f"the steps' peak GPU memory is {now_bytes / 1e9:,.3f} GB above what they started with, "
-            f"{recorded_bytes / 1e9:,.3f} GB recorded ({change:+.1f}%; allowed +{margin_pct:g}%): an extra allocation "
-            "or a tensor kept alive in the step")
+    return [Finding(FAILED, f"the steps' peak GPU memory is {now_bytes / 1e9:,.3f} GB above what they started with, "
+                            f"{recorded_bytes / 1e9:,.3f} GB recorded ({change:+.1f}%; allowed +{margin_pct:g}%): an extra "
+                            "allocation or a tensor kept alive in the step")]
 
 
-def compile_counts(now, recorded: dict) -> str | None:
+def compile_counts(now, recorded: dict) -> list[Finding]:
     """Graphs, graph breaks and recompilations of torch.compile exactly as recorded; each break and recompilation
     named with dynamo's reason and the line."""
     problems = []
@@ -154,62 +157,67 @@ def compile_counts(now, recorded: dict) -> str | None:
         problems.append(f"fewer graph breaks or recompilations than recorded ({len(breaks)} and {len(recompiled)}, "
                         f"{recorded.get('graph_breaks', 0)} and {recorded.get('recompilations', 0)} recorded): re-record "
                         "the baseline to keep the gain")
-    return "\n".join(problems) or None
+    return [Finding(FAILED, problem) for problem in problems]
 
 
-def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> str | None:
+def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> list[Finding]:
     """Every count of a test (Result.counts: kernel launches, bytes copied, step memory, compile graphs, the host
-    side) against its recorded entry: each failure on a line of its own, or None. Nothing counted, or nothing
-    recorded: None. A test over several GPUs: ranks.counted."""
+    side) against its recorded entry: its parts' findings, one after the other. Nothing counted, or nothing recorded:
+    none. A test over several GPUs: ranks.counted."""
     if not now or not recorded:
-        return None
-    failures = [f for f in (
-        "kernels_per_step" in now and kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {})),
-        "copies_per_step" in now and copies(now["copies_per_step"], recorded.get("copies_per_step", {}), margin_pct),
-        "step_peak_bytes" in now and "step_peak_bytes" in recorded
-        and step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct),
-        ("compile" in now or "compile" in recorded) and compile_counts(compile_count, recorded.get("compile", {})),
-        "host" in now and "host" in recorded and host_side.failure(now["host"], recorded["host"], against),
-    ) if f]
-    return "\n".join(failures) or None
+        return []
+    found = []
+    if "kernels_per_step" in now:
+        found += kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {}))
+    if "copies_per_step" in now:
+        found += copies(now["copies_per_step"], recorded.get("copies_per_step", {}), margin_pct)
+    if "step_peak_bytes" in now and "step_peak_bytes" in recorded:
+        found += step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct)
+    if "compile" in now or "compile" in recorded:
+        found += compile_counts(compile_count, recorded.get("compile", {}))
+    if "host" in now and "host" in recorded:
+        found += host_side.failure(now["host"], recorded["host"], against)
+    return found
 
 
 INSTRUCTIONS_FLOOR = 2_000  # per sample: a loader of 49,035 counted 49,818 in a second callgrind process (+783, +1.6%)
 
 
-def instructions(per_sample: float, recorded: float, margin_pct: float) -> str | None:
+def instructions(per_sample: float, recorded: float, margin_pct: float) -> list[Finding]:
     """The loader's instructions per sample no more than `margin_pct` over the record, or INSTRUCTIONS_FLOOR for a
     loader so light that a percent of it is the interpreter's own noise (a raw uint8 tensor a sample)."""
     if per_sample <= max(recorded * (1 + margin_pct / 100), recorded + INSTRUCTIONS_FLOOR):
-        return None
-    return (f"the loader runs {per_sample:,.0f} instructions per sample (dataset item, transforms, collate; callgrind), "
-            f"{recorded:,.0f} recorded ({100 * (per_sample / recorded - 1):+.1f}%; allowed +{margin_pct:g}%): more CPU work "
-            "per sample in the dataset, its transforms or the collate")
+        return []
+    return [Finding(FAILED, f"the loader runs {per_sample:,.0f} instructions per sample (dataset item, transforms, "
+                            f"collate; callgrind), {recorded:,.0f} recorded ({100 * (per_sample / recorded - 1):+.1f}%; "
+                            f"allowed +{margin_pct:g}%): more CPU work per sample in the dataset, its transforms or the "
+                            "collate")]
 
 
 # --- timed readings that are claims -------------------------------------------------------------------
 
 
-def efficiency(p: Parts, at_least: float, in_turns: bool = False) -> str | None:
+def efficiency(p: Parts, at_least: float, in_turns: bool = False) -> list[Finding]:
     """The pipeline delivers at least `at_least` of its bottleneck part's samples/s; `in_turns`: of the two parts in
     series, 1 / (1/loader + 1/GPU-side) (no DataLoader workers: one thread loads a batch, then trains on it)."""
     if in_turns:
         due = 1 / (1 / p.loader.median + 1 / p.gpu.median)
         if p.pipeline.median < at_least * due:
-            return (f"the pipeline delivers {p.pipeline.median:,.0f} samples/s, {p.pipeline.median / due:.2f} of the "
-                    f"{due:,.0f} that loading and training in turns allow, expected at least {at_least:g}. {parts_line(p)}")
-        return None
+            return [Finding(FAILED, f"the pipeline delivers {p.pipeline.median:,.0f} samples/s, {p.pipeline.median / due:.2f} "
+                                    f"of the {due:,.0f} that loading and training in turns allow, expected at least "
+                                    f"{at_least:g}. {parts_line(p)}")]
+        return []
     if p.efficiency < at_least:
-        return (f"pipeline efficiency {p.efficiency:.2f}, expected at least {at_least:g}: the pipeline delivers "
-                f"{p.pipeline.median:,.0f} samples/s while its bottleneck ({p.bottleneck}) allows "
-                f"{min(t.median for t in (p.loader, p.gpu) if t is not None):,.0f}. {parts_line(p)}")
-    return None
+        return [Finding(FAILED, f"pipeline efficiency {p.efficiency:.2f}, expected at least {at_least:g}: the pipeline "
+                                f"delivers {p.pipeline.median:,.0f} samples/s while its bottleneck ({p.bottleneck}) allows "
+                                f"{min(t.median for t in (p.loader, p.gpu) if t is not None):,.0f}. {parts_line(p)}")]
+    return []
 
 
-def bottleneck(p: Parts, expected: str) -> str | None:
+def bottleneck(p: Parts, expected: str) -> list[Finding]:
     if p.bottleneck == expected:
-        return None
-    return f"bottleneck {p.bottleneck}, expected {expected}. {parts_line(p)}"
+        return []
+    return [Finding(FAILED, f"bottleneck {p.bottleneck}, expected {expected}. {parts_line(p)}")]
 
 
 def host_scope(entry: dict | None, why_not_same_host: str, updating: bool, against: bool = False) -> str:
@@ -232,9 +240,9 @@ def parts_line(p: Parts) -> str:
     return f"parts (samples/s): {shown}; bottleneck: {p.bottleneck}{cpu}"
 
 
-def holes(left: list[str], ref: str) -> str | None:
+def holes(left: list[str], ref: str) -> list[Finding]:
     """--perf-strict against REF: what a test left uncompared with REF and nothing else judged, one line each."""
     if not left:
-        return None
-    return (f"--perf-strict: {len(left)} check(s) not made against REF {ref}, and nothing else judged what they cover:\n"
-            + "\n".join(f"  {what}" for what in left))
+        return []
+    return [Finding(FAILED, f"--perf-strict: {len(left)} check(s) not made against REF {ref}, and nothing else judged "
+                            "what they cover:\n" + "\n".join(f"  {what}" for what in left))]

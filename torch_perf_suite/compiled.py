@@ -90,8 +90,8 @@ class _Catch(logging.Handler):
         self.count.events.append(parse(self.kind, message))
 
 
-# AOTAutograd compiles a training graph's backward lazily, at the first backward, outside dynamo's compile: on an H100
-# 8.3 s of ladder[compile]'s 31 s first step (torch 2.11), which the report otherwise gave to the warm-up
+# AOTAutograd compiles a training graph's backward lazily, at the first backward, outside dynamo's compile: seconds of a
+# compiled step's first step (docs/cost.md), which the report otherwise gave to the warm-up
 LAZY_BACKWARD = "backward._backward_impl"
 
 

@@ -24,11 +24,6 @@ class Finding:
             raise ValueError(f"Finding outcome {self.outcome!r}; expected one of {OUTCOMES}")
 
 
-def failed(text: str | None) -> list[Finding]:
-    """A check's failure message (None where it held) as findings."""
-    return [Finding(FAILED, text)] if text else []
-
-
 def failures(found: list[Finding]) -> str | None:
     """The failed findings' texts, a line each; None where none failed."""
     return "\n".join(f.text for f in found if f.outcome == FAILED) or None

@@ -10,9 +10,9 @@
     perf.assert_baseline(result)
 
 `Perf` is the face: measuring is measuring.py's, comparing judging.py's, each decision a plain function of checks.py,
-gates.py, loader.py or instructions.py; here they become failures and notes. A throughput check that fails measures
-its part once more and fails only if that fails too; the workload stays open until the test ends for that reason (the
-caller closes it at teardown).
+gates.py, loader.py or instructions.py that returns findings (findings.py); here they become failures and notes. A
+throughput check that fails measures its part once more and fails only if that fails too; the workload stays open until
+the test ends for that reason (the caller closes it at teardown).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 from . import checks, gpu_util, host, loader, ranks, settings
 from .charts import Chart
 from .checks import parts_line as _parts_line
-from .findings import FAILED, REPORTED
+from .findings import FAILED, REPORTED, Finding, failures
 from .judging import Judge, PerfWarning, gain
 from .measuring import Measuring, measured_again
 from .parts import BRIEF, Windows
@@ -43,8 +43,10 @@ class _Claims:
     smoke: bool
     _judge: Judge
 
-    def _fail(self, message: str | None, result: Result | None = None) -> None:
-        """Fail the test with a check's message (checks.py), naming the test and the kept trace; None passes."""
+    def _fail(self, found: list[Finding], result: Result | None = None) -> None:
+        """Fail the test with its failed findings' texts (checks.py), a line each, naming the test and the kept trace;
+        none failed passes."""
+        message = failures(found)
         if message:
             trace = f"\ntrace: {result.trace}" if result is not None and result.trace else ""
             pytest.fail(f"{self.test_id}: {message}{trace}", pytrace=False)
@@ -108,16 +110,16 @@ class _Claims:
             return
         self._host_claim(result, f"bottleneck {expected}", checks.bottleneck(result.parts, expected))
 
-    def _host_claim(self, result: Result, claim: str, failure: str | None) -> None:
+    def _host_claim(self, result: Result, claim: str, found: list[Finding]) -> None:
         session = self._session
         entry = session.records.baseline(self.test_id)
         same_host = host.why_not_comparable(entry["env"].get("host"), session.device.env.get("host")) if entry else ""
         scope = checks.host_scope(entry, same_host, session.settings.update_baselines, against=session.ref is not None)
         if scope:  # against REF a reading, covered as the pipeline's number is
-            self._judge.left(result, f"{claim}: {scope}" + ("; it does not hold here" if failure else ""),
+            self._judge.left(result, f"{claim}: {scope}" + ("; it does not hold here" if failures(found) else ""),
                              covered_by=result.cover_of("pipeline"))
             return
-        self._fail(failure, result)
+        self._fail(found, result)
 
 
 class Perf(_Claims):
@@ -192,7 +194,8 @@ class Perf(_Claims):
             problem = ""
         except loader.Undescribable as e:  # a loader the suite cannot read: never an empty message, so never passes
             problem = str(e) or "its loader cannot be described"
-        self._fail(problem)  # outside the handler: the message once, without the error it came from
+        # outside the handler: the message once, without the error it came from
+        self._fail([Finding(FAILED, problem)] if problem else [])
         self._session.results[self.test_id] = result
         return result
 
@@ -264,7 +267,7 @@ class Perf(_Claims):
             found = gpu_util.confirmed(found, self._confirm(result, part).util, at_least, part)
         if found.outcome == REPORTED:
             result.notes.append(found.text)
-        self._fail(found.outcome == FAILED and f"{found.text}; {_parts_line(result.parts)}")
+        self._fail([Finding(FAILED, f"{found.text}; {_parts_line(result.parts)}")] if found.outcome == FAILED else [])
 
     def add_row(self, section: str, chart: Chart | None = None, **columns) -> None:
         """Add a row to a table of its own in the session report (the ladder's, say), drawn as `chart` if given."""
@@ -286,7 +289,7 @@ class Perf(_Claims):
         settings and instructions (any machine, smoke runs too) and its cost per sample. `loader_changes`: loader
         settings this change makes on purpose (compared, noted, not failed). Every failure is said at once."""
         judge = self._judge
-        failure, entry = judge.baseline(result, tuple(loader_changes))
-        self._fail(failure, result)
+        found, entry = judge.baseline(result, tuple(loader_changes))
+        self._fail(found, result)
         if entry is not None:
             judge.timed_notes(result)

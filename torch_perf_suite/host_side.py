@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
+from .findings import FAILED, Finding
 from .syncs.files import _is_library
 
 LINES_MARGIN_PCT = 1.0  # Python lines a step may grow by before it counts
@@ -186,10 +187,10 @@ def _grown(now: dict[str, float], recorded: dict[str, float], complete: bool) ->
     return rows
 
 
-def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_MARGIN_PCT) -> str | None:
+def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_MARGIN_PCT) -> list[Finding]:
     """The host side's counts (HostCount.entry) against recorded ones: more Python lines a step than `margin_pct`
     (and LINES_FLOOR) allow, or more than BLOCKS_MARGIN more blocks a step; each with the functions or lines that
-    grew. None where neither rose."""
+    grew, a failed finding each; none where neither rose."""
     problems = []
     lines, was = now["lines_per_step"], recorded["lines_per_step"]
     if lines > max(was * (1 + margin_pct / 100), was + LINES_FLOOR):
@@ -206,7 +207,7 @@ def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_M
             f"+{BLOCKS_MARGIN:g}): a sleep, a lock, I/O or a wait on another thread (voluntary context switches), "
             "at these lines, most grown first:\n"
             + "\n".join(_grown(now["blocks"], recorded["blocks"], len(recorded["blocks"]) < KEPT)))
-    return "\n".join(problems) or None
+    return [Finding(FAILED, problem) for problem in problems]
 
 
 def validate(entry) -> str | None:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import store
-from .findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
+from .findings import NOT_CHECKED, NOT_COMPARED, PASSED, Finding
 
 SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
 STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
@@ -316,8 +316,8 @@ def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, 
     if recorded["source"] != counted.source:
         return Finding(NOT_COMPARED, f"loader instructions not comparable: recorded for {recorded['source']}, this test "
                                      f"counts {counted.source}; {rerecord}")
-    failure = check(counted.per_sample, recorded["per_sample"], margin_pct)
-    return Finding(FAILED, failure) if failure else Finding(PASSED)
+    found = check(counted.per_sample, recorded["per_sample"], margin_pct)
+    return found[0] if found else Finding(PASSED)
 
 
 def entry(counted: Counted) -> dict:

@@ -1,7 +1,7 @@
 """What the `perf` fixture compares a result with, and how: the baseline entry (or REF's) found and each of its checks
 asked of the plain functions that decide it (instructions, loader, checks, gates), and a gain over another test of
-this run. A check returns its failure's message (None where it holds) and keeps its notes on the result; the fixture
-fails the test with all of them at once."""
+this run. A check returns its failed findings (none where it holds) and keeps its other findings on the result as
+notes; the fixture fails the test with all of them at once."""
 
 from __future__ import annotations
 
@@ -56,30 +56,30 @@ class Judge:
 
     # --- the baseline ---------------------------------------------------------------------------
 
-    def baseline(self, result: Result, loader_changes: tuple[str, ...]) -> tuple[str, dict | None]:
-        """(every failure against the baseline, one per line; the entry compared with, None where none was)."""
+    def baseline(self, result: Result, loader_changes: tuple[str, ...]) -> tuple[list[Finding], dict | None]:
+        """(every failed finding against the baseline; the entry compared with, None where none was)."""
         result.compared = True
-        failures = [self._instructions(result), self._loader_settings(result, loader_changes)]
+        found = self._instructions(result) + self._loader_settings(result, loader_changes)
         if self.session.settings.smoke and self.session.ref:  # CI's job against the base: the loader's blocks a sample
             recorded = (self.session.records.loader_record(self.test_id) or {}).get("unit")
-            failures.append(self._unit(result, {"loader_unit": recorded}, why_not_timed=SMOKE_WAITING))
+            found += self._unit(result, {"loader_unit": recorded}, why_not_timed=SMOKE_WAITING)
         entry = self._entry(result)
         if entry is not None:
-            failures += [self._counts(result, entry), self._scaling(result, entry), self._unit(result, entry),
-                         self._timed(result, entry)]
-        return "\n".join(filter(None, failures)), entry
+            found += (self._counts(result, entry) + self._scaling(result, entry) + self._unit(result, entry)
+                      + self._timed(result, entry))
+        return found, entry
 
-    def _instructions(self, result: Result) -> str | None:
+    def _instructions(self, result: Result) -> list[Finding]:
         """The loader's instructions per sample against the count recorded in this environment (instructions.key)."""
         session, counted = self.session, result.instructions
         if counted is None:
             if result.instructions_note:
                 self.not_checked(result, result.instructions_note)
-            return None
+            return []
         result.extra["loader instructions/sample"] = round(counted.per_sample)
         if session.settings.update_baselines:
             result.notes.append("loader instructions recorded")
-            return None
+            return []
         records = session.records
         found = instructions.verdict(counted, records.instructions_file, records.instructions_key, self.test_id,
                                      self.settings.count_margin, self.rerecord())
@@ -87,10 +87,10 @@ class Judge:
             result.judged.add("loader")
         return self.take(result, [found])
 
-    def _loader_settings(self, result: Result, expected: tuple[str, ...]) -> str | None:
+    def _loader_settings(self, result: Result, expected: tuple[str, ...]) -> list[Finding]:
         session = self.session
         if session.settings.update_baselines:
-            return None
+            return []
         loaders, recorded = session.records.loaders_file, session.records.loader_record(self.test_id)
         recorded_any = bool(session.ref or loaders and loaders.tests)
         return self.take(result, loader.settings_verdict(
@@ -119,38 +119,38 @@ class Judge:
                                  f"{session.records.baseline_file.path}, throughput not checked")
         return None if session.settings.update_baselines else entry
 
-    def _counts(self, result: Result, entry: dict) -> str | None:
+    def _counts(self, result: Result, entry: dict) -> list[Finding]:
         """What the profiled window and torch.compile counted, against the entry (exact on any machine of this model)."""
         now, recorded = result.counts(), entry.get("counts")
         if now and not recorded:
             self.not_checked(result, "kernels, copies, step memory and compile graphs not checked: the baseline entry was "
                                      "recorded before they were counted; " + self.rerecord())
-            return None
+            return []
         if "host" in now and "host" not in recorded:
             self.left(result, f"host side not compared: {self.session.against_label} recorded none (its entry is older "
                               "than the count); " + self.rerecord())
         elif "host" in now:
             result.judged.add("host")
-        failure = (ranks.counted if "ranks" in now else checks.counted)(  # a test over several GPUs: rank by rank
-            now, recorded, self.settings.count_margin, result.compile or compiled.CompileCount(), self.session.against_label)
-        return failure and f"counted at this GPU model's baseline ({self.session.reference}):\n{failure}"
+        text = failures((ranks.counted if "ranks" in now else checks.counted)(  # a test over several GPUs: rank by rank
+            now, recorded, self.settings.count_margin, result.compile or compiled.CompileCount(), self.session.against_label))
+        return [Finding(FAILED, f"counted at this GPU model's baseline ({self.session.reference}):\n{text}")] if text else []
 
-    def _scaling(self, result: Result, entry: dict) -> str | None:
+    def _scaling(self, result: Result, entry: dict) -> list[Finding]:
         """A test over several GPUs: its scaling efficiency, a ratio within one run, against the recorded one."""
         if result.scaling is None:
-            return None
+            return []
         if entry.get("scaling") is None:
             self.left(result, f"scaling efficiency not compared: {self.session.against_label} recorded none; " + self.rerecord())
-            return None
+            return []
         return ranks.scaling(result.scaling, entry["scaling"], self.settings.tolerance, self.session.against_label)
 
-    def _unit(self, result: Result, entry: dict, why_not_timed: str | None = None) -> str | None:
+    def _unit(self, result: Result, entry: dict, why_not_timed: str | None = None) -> list[Finding]:
         """The loader's cost per sample, judged by the test that timed its window (a shared window: by the one that
         measured it). Its waiting only against REF or an entry of this host, unless `why_not_timed` says why not."""
         session = self.session
         if result.parts.loader_from is not None:
             result.judged.add("loader")  # by the test that timed its window
-            return None
+            return []
         same_host = why_not_timed if why_not_timed is not None else "" if session.ref else host.why_not_comparable(
             entry["env"].get("host"), session.device.env.get("host"))
         found = loader.unit_verdict(result.unit, entry, self.settings.unit_tolerance, why_not_timed=same_host,
@@ -160,7 +160,7 @@ class Judge:
             found.append(turns.verdict(result.turns, self.settings.unit_tolerance, session.against_label))
         return self.take(result, found)
 
-    def _timed(self, result: Result, entry: dict) -> str | None:
+    def _timed(self, result: Result, entry: dict) -> list[Finding]:
         for part in ("gpu", "loader", "pipeline"):  # not loader_cpu, a reading: the instruction count judges that work
             if result.parts.get(part) is None or part in result.parts.measured_in:
                 continue  # a shared measurement is checked by the test that measured it
@@ -175,12 +175,12 @@ class Judge:
                                          v.comparison.factor)
         failed = [v for v in result.verdicts.values() if v.failed]
         if not failed:
-            return None
+            return []
         env = entry["env"]
-        return (f"throughput regression in {', '.join(v.part for v in failed)}:\n"
-                + "\n".join(_shortfall(v, result, entry) for v in failed)
-                + f"\n  baseline: {self.session.reference}, recorded {env.get('date')} with torch {env.get('torch')} on "
-                  f"{host.describe(env.get('host'))}\n  {parts_line(result.parts)}")
+        return [Finding(FAILED, f"throughput regression in {', '.join(v.part for v in failed)}:\n"
+                        + "\n".join(_shortfall(v, result, entry) for v in failed)
+                        + f"\n  baseline: {self.session.reference}, recorded {env.get('date')} with torch "
+                          f"{env.get('torch')} on {host.describe(env.get('host'))}\n  {parts_line(result.parts)}")]
 
     def timed_notes(self, result: Result) -> None:
         """What the timed verdicts that passed say: a shortfall not confirmed, a number reported, a part not compared."""
@@ -204,9 +204,9 @@ class Judge:
 
     # --- what the verdicts found -----------------------------------------------------------------
 
-    def take(self, result: Result, found: list[Finding]) -> str | None:
+    def take(self, result: Result, found: list[Finding]) -> list[Finding]:
         """The findings kept on the result: a passed or reported one's text as a note, a not compared one `left`, a not
-        checked one as `not_checked` says; the failed ones' texts returned, a line each (None where none failed)."""
+        checked one as `not_checked` says; the failed ones returned."""
         for f in found:
             if f.outcome == NOT_COMPARED:
                 self.left(result, f.text)
@@ -214,7 +214,7 @@ class Judge:
                 self.not_checked(result, f.text)
             elif f.outcome in (PASSED, REPORTED) and f.text:
                 result.notes.append(f.text)
-        return failures(found)
+        return [f for f in found if f.outcome == FAILED]
 
     # --- what could not be checked ----------------------------------------------------------------
 

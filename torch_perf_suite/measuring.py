@@ -110,7 +110,7 @@ class Measuring:
 
     def _by_turns(self, windows: Windows, keys: dict) -> tuple[turns.ByTurns | None, str | None]:
         """Against REF, where this test times its loader and names it by a `loader_source`: a sample's CPU time timed by
-        turns with REF's, and once more in fresh processes where it rose past the tolerance (turns.failure judges both)."""
+        turns with REF's, and once more in fresh processes where it rose past the tolerance (turns.verdict judges both)."""
         session, source = self.session, windows.members.loader_source
         if session.turns is None or self.smoke or keys.get("loader") in session.shared \
                 or session.ref.status.get(self.test_id) != "passed":  # REF recorded nothing to judge it against

@@ -33,8 +33,8 @@ TIMED = ("pipeline", "gpu", "loader")  # the parts with a window of their own; l
 LAUNCH_BOUND = 0.8
 # A loader this much faster than the GPU-side step keeps its prefetch queue full through the
 # pipeline: the batches wait for the GPU, not the GPU for the next burst of batches, so the
-# pipeline's rounds need not hold whole bursts nor its warm-up drain the queue. (H200 ladder: the
-# uint8 steps' loaders ran 1.9-3.0x their GPU-side steps; rounds of 16 batches of 1024 took 3 s.)
+# pipeline's rounds need not hold whole bursts nor its warm-up drain the queue (the uint8 ladder steps' loaders,
+# docs/measuring.md).
 LOADER_HEADROOM = 1.25
 # against REF a loader-fed window is a host-bound reading (gates.decide): timed only as long as what is judged needs
 BRIEF = {

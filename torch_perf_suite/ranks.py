@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from . import checks
 from .baselines import gpu_uuid
+from .findings import FAILED, Finding
 from .nvml import topology as joined
 from .parts import Parts
 from .result import Result
@@ -40,25 +41,25 @@ def result(test_id: str, *, timed: Throughput, batch_size: int, ranks: dict[int,
     return found
 
 
-def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> str | None:
-    """Each rank's counts (Result.counts()["ranks"]) against its own record (checks.counted), every failure line naming
-    its rank; a rank that nothing was recorded for fails. Nothing counted, or nothing recorded: None."""
+def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count,
+            against: str = "the baseline") -> list[Finding]:
+    """Each rank's counts (Result.counts()["ranks"]) against its own record (checks.counted), every line of a failed
+    finding naming its rank; a rank that nothing was recorded for fails. Nothing counted, or nothing recorded: none."""
     if not now or not recorded:
-        return None
-    theirs, failures = recorded.get("ranks", {}), []
+        return []
+    theirs, found = recorded.get("ranks", {}), []
     for rank, mine in now["ranks"].items():
-        f = (checks.counted(mine, theirs[rank], margin_pct, compile_count, against) if rank in theirs
-             else f"{against} recorded no count for it")
-        if f:
-            failures.append(f"rank {rank}: " + f.replace("\n", f"\nrank {rank}: "))
-    return "\n".join(failures) or None
+        of_rank = (checks.counted(mine, theirs[rank], margin_pct, compile_count, against) if rank in theirs
+                   else [Finding(FAILED, f"{against} recorded no count for it")])
+        found += [Finding(f.outcome, f"rank {rank}: " + f.text.replace("\n", f"\nrank {rank}: ")) for f in of_rank]
+    return found
 
 
-def scaling(now: float, recorded: float | None, tolerance_pct: float, against: str) -> str | None:
+def scaling(now: float, recorded: float | None, tolerance_pct: float, against: str) -> list[Finding]:
     """A test over several GPUs: its samples/s per GPU over one GPU's, a ratio measured within one run, no more than
-    `tolerance_pct` below the one recorded for this GPU model, count and topology (None: nothing recorded)."""
+    `tolerance_pct` below the one recorded for this GPU model, count and topology (none: nothing recorded)."""
     if recorded is None or now >= recorded * (1 - tolerance_pct / 100):
-        return None
-    return (f"scaling efficiency {now:.1%} (samples/s per GPU over one GPU's, in this run), {recorded:.1%} recorded by "
-            f"{against} ({100 * (now / recorded - 1):+.1f}%; allowed -{tolerance_pct:g}%): the GPUs wait longer for "
-            "each other (the all-reduce, a rank's sync, uneven work)")
+        return []
+    return [Finding(FAILED, f"scaling efficiency {now:.1%} (samples/s per GPU over one GPU's, in this run), {recorded:.1%} "
+                            f"recorded by {against} ({100 * (now / recorded - 1):+.1f}%; allowed -{tolerance_pct:g}%): the "
+                            "GPUs wait longer for each other (the all-reduce, a rank's sync, uneven work)")]

@@ -31,6 +31,7 @@ from . import (
     timing,
     turns,
 )
+from .findings import failures
 from .fixture import PerfWarning, Result
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
@@ -110,7 +111,7 @@ class PerfSession:
         something uncompared that nothing else judged (Result.holes), naming each."""
         result = self.results.get(item.nodeid)
         if self.ref and self.settings.strict and result is not None:
-            failure = checks.holes(result.holes(), self.ref.label)
+            failure = failures(checks.holes(result.holes(), self.ref.label))
             if failure:
                 pytest.fail(f"{item.nodeid}: {failure}", pytrace=False)
 

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 # One-sided. A significant shortfall is measured again before it fails (the caller's confirmation),
-# which keeps clean runs from failing; 0.01 let through a 15% loader slowdown planted against a 10%
-# tolerance on an H200 machine (7 + 7 rounds with one fast outlier each: p = 0.019).
+# which keeps clean runs from failing; 0.01 let a planted loader slowdown through (docs/statistics.md).
 ALPHA = 0.05
 CONFIDENCE = 0.95  # of a median's interval
 

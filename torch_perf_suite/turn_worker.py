@@ -81,8 +81,8 @@ def serve(core: int, stride: int, chunk: int) -> None:
     say("started")
     while line := sys.stdin.readline():
         try:
-            # built on any core, the two processes side by side (importing a loader's modules on one core took
-            # 16 s on a GPU host); then on the one core, as in a DataLoader worker, for the warm turns and the timed
+            # built on any core, the two processes side by side (importing a loader's modules on one core takes
+            # seconds); then on the one core, as in a DataLoader worker, for the warm turns and the timed
             os.sched_setaffinity(0, cores)
             dataset, collate = build(json.loads(line))
             os.sched_setaffinity(0, {core})

@@ -78,22 +78,22 @@ def rose(turns: ByTurns, tolerance_pct: float) -> bool:
     return turns.rise_pct > tolerance_pct and turns.low > 1
 
 
-def failure(turns: ByTurns, tolerance_pct: float, against: str) -> str | None:
-    """It `rose`, and, where it was measured again, past the tolerance again: one line, else None."""
+def failure(turns: ByTurns, tolerance_pct: float, against: str) -> list[Finding]:
+    """It `rose`, and, where it was measured again, past the tolerance again: a failed finding of one line, else none."""
     if not rose(turns, tolerance_pct):
-        return None
+        return []
     if turns.again is not None and turns.again.rise_pct <= tolerance_pct:
-        return None
+        return []
     again = f"; measured again: {turns.again.rise_pct:+.1f}%" if turns.again is not None else ""
-    return (f"{turns.line(against)}; allowed +{tolerance_pct:g}%{again}: more CPU work per sample in the dataset, its "
-            "transforms or the collate")
+    return [Finding(FAILED, f"{turns.line(against)}; allowed +{tolerance_pct:g}%{again}: more CPU work per sample in the "
+                            "dataset, its transforms or the collate")]
 
 
 def verdict(turns: ByTurns, tolerance_pct: float, against: str) -> Finding:
     """Failed where `failure` says so, else passed with the report's line."""
     found = failure(turns, tolerance_pct, against)
     if found:
-        return Finding(FAILED, found)
+        return found[0]
     again = f"; measured again: {turns.again.rise_pct:+.1f}%" if turns.again is not None else ""
     return Finding(PASSED, f"{turns.line(against)}{again}; allowed +{tolerance_pct:g}%")
 

@@ -21,7 +21,8 @@ loader's verdicts rest on three other things:
 - **Parallelism explained** (`parallelism`): the rate the workers could reach at that cost, beside the rate the
   loader delivered; a gap is lost parallelism (the main process, the pin-memory thread, CPU contention).
 
-The verdicts are plain functions (`settings_failure`, `unit_failure`); the `perf` fixture turns them into failures.
+The verdicts are plain functions (`settings_failure`, `unit_failure`, and the `settings_verdict` and `unit_verdict` that
+use them), each returning its findings (findings.py); the `perf` fixture turns a failed one into a failure.
 
 The package: `described` (what the loader is, and its settings compared), `cost` (what one sample costs, and its
 verdicts), `recorded` (`baselines/loaders.json`).

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..findings import NOT_COMPARED, REPORTED, Finding, failed
+from ..findings import FAILED, NOT_COMPARED, REPORTED, Finding
 from ..instructions import STRIDE  # the same spread of indices as the instructions are counted over
 from .described import BLOCKS_MARGIN, LOST_PARALLELISM, Undescribable, _name, describe
 
@@ -258,8 +258,9 @@ class Timer:
 WAIT_FLOOR_US = 20.0  # waiting per sample below this much more is no verdict: a sleep or a read waits far longer
 
 
-def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool, against: str) -> str | None:
-    """The unit cost against a recorded one: more blocks per sample in the workers (a count, any host; allowed
+def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool, against: str) -> list[Finding]:
+    """The unit cost against a recorded one, a failed finding naming each rise (none where nothing rose): more blocks
+    per sample in the workers (a count, any host; allowed
     BLOCKS_MARGIN and one a tensor its batches hold, which the worker's queue moves into shared memory on its feeder
     thread while the worker makes the next batch: a wait for the interpreter's lock that comes and goes with the main
     process's pace), more blocks per sample made alone (no worker, no queue: BLOCKS_MARGIN), and, where
@@ -286,8 +287,8 @@ def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool
                      f"{against}: +{more:,.1f} µs, {waited:.1f}% of a sample's {recorded['wall_us']:,.1f} µs (allowed "
                      f"{tolerance_pct:g}%): sleep, I/O or a lock")
     if not lines:
-        return None
-    return "the loader's cost per sample rose:\n" + "\n".join("  " + line for line in lines)
+        return []
+    return [Finding(FAILED, "the loader's cost per sample rose:\n" + "\n".join("  " + line for line in lines))]
 
 
 def cpu_rise_pct(now: dict, recorded: dict) -> float | None:
@@ -315,9 +316,9 @@ def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float
         why = "none measured here" if unit is None else f"{against} recorded none"
         return [Finding(NOT_COMPARED, f"loader cost per sample not compared: {why}")] \
             if unit is not None or recorded is not None else []
-    failure = unit_failure(unit.entry(), recorded, tolerance_pct, timed=not why_not_timed, against=against)
-    return failed(failure) + [Finding(REPORTED, f"loader waiting per sample: {why_not_timed}" if why_not_timed
-                                      else cpu_line(unit.entry(), recorded, against))]
+    reading = f"loader waiting per sample: {why_not_timed}" if why_not_timed else cpu_line(unit.entry(), recorded, against)
+    return unit_failure(unit.entry(), recorded, tolerance_pct, timed=not why_not_timed, against=against) + [
+        Finding(REPORTED, reading)]
 
 
 def parallelism(unit: dict, workers: int, delivered: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..findings import NOT_COMPARED, PASSED, Finding, failed
+from ..findings import FAILED, NOT_COMPARED, PASSED, Finding
 
 SCALARS = (bool, int, float, str, type(None))
 BLOCKS_MARGIN = 0.05  # blocks per sample that may appear before it counts as a new wait (a count, not a timing)
@@ -113,15 +113,17 @@ def changes(now: dict, recorded: dict, workers: tuple[int | None, int],
     return found
 
 
-def settings_failure(found: list[tuple[str, object, object]], expected: tuple[str, ...], against: str) -> str | None:
-    """A failure naming each changed setting that the test does not declare expected; None where all are declared."""
+def settings_failure(found: list[tuple[str, object, object]], expected: tuple[str, ...], against: str) -> list[Finding]:
+    """A failed finding naming each changed setting that the test does not declare expected; none where all are
+    declared."""
     unexpected = [c for c in found if c[0] not in expected]
     if not unexpected:
-        return None
+        return []
     lines = "\n".join(f"  {name} {_short(old)} -> {_short(new)}" for name, old, new in unexpected)
     names = ", ".join(repr(name) for name, _, _ in unexpected)
-    return (f"the loader's settings changed against {against}:\n{lines}\n  a change made on purpose: declare it "
-            f"(perf.assert_baseline(result, loader_changes=({names},))) and re-record the baseline")
+    return [Finding(FAILED, f"the loader's settings changed against {against}:\n{lines}\n  a change made on purpose: "
+                            f"declare it (perf.assert_baseline(result, loader_changes=({names},))) and re-record the "
+                            f"baseline")]
 
 
 def settings_verdict(now: dict | None, recorded: dict | None, *, workers: int, worker_start: str | None,
@@ -136,7 +138,7 @@ def settings_verdict(now: dict | None, recorded: dict | None, *, workers: int, w
             if recorded_any else []
     found = changes(now, recorded["settings"], (recorded.get("workers"), workers), worker_start)
     declared = [f"{name} {_short(old)} -> {_short(new)}" for name, old, new in found if name in expected]
-    return failed(settings_failure(found, expected, against)) + (
+    return settings_failure(found, expected, against) + (
         [Finding(PASSED, "loader changed as declared: " + "; ".join(declared))] if declared else [])
 
 
