@@ -180,7 +180,7 @@ def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, 
     return found
 
 
-INSTRUCTIONS_FLOOR = 2_000  # per sample: a loader of 49,035 counted 49,818 in a second callgrind process (+783, +1.6%)
+INSTRUCTIONS_FLOOR = 2_000  # per sample: a light loader's count moves by hundreds between processes (docs/counted-gates.md)
 
 
 def instructions(per_sample: float, recorded: float, margin_pct: float) -> list[Finding]:

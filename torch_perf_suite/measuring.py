@@ -46,8 +46,8 @@ class Measuring:
         laps.lap("build")
         dev = self.session.device
         windows = Windows(workload, self.settings, dev, self.smoke, self.session.as_ref, self.session.ref is not None, parts)
-        # a count beside a launch-bound GPU-side window takes the host's time from its launches (ladder[workers]'s GPU-side
-        # number read -15% and -28% with it, docs/counted-gates.md): there, it starts after the timed windows
+        # a count beside a launch-bound GPU-side window takes the host's time from its launches (docs/counted-gates.md):
+        # there, it starts after the timed windows
         count_after = gates.launch_bound(self.session.records.baseline(self.test_id))
         if not count_after:
             self._begin_instructions(windows.members.loader_source)

@@ -184,7 +184,7 @@ class PerfSession:
         if left:
             changed = ", ".join(f"{name} {now!r} (was {then!r})" for name, (now, then) in left.items())
             warnings.warn(PerfWarning(f"{test_id} left torch settings changed: {changed}; restored them. "
-                                      "Set them around the step (torch_perf_suite.torch_state.applied) instead"), stacklevel=1)
+                                      "Set them around the step (torch_perf_suite.torch_settings) instead"), stacklevel=1)
 
     def test_done(self, test_id: str, passed: bool, failed: bool, failure: str | None = None) -> None:
         """A measured test's call ended: a passed one is recorded under --perf-update-baselines, a failed one's trace

@@ -33,7 +33,7 @@ from .stats import median_ci
 CHUNK = 32  # samples a turn: a few ms of seed 000's transforms, well above a turn's pipe round trip
 TURNS_S = 2.0  # seconds of turns on each side, at least LEAST_PAIRS pairs, at most MOST_PAIRS
 LEAST_PAIRS, MOST_PAIRS = 20, 400
-READ_TIMEOUT_S = 300  # a process silent this long is stuck (importing torch took about 20 s on a GPU host)
+READ_TIMEOUT_S = 300  # a process silent this long is stuck (importing torch takes seconds: docs/cost.md)
 WORKER = Path(__file__).with_name("turn_worker.py")
 # glibc's malloc raises its mmap threshold as a process frees large blocks, so whether a 600 KB image comes from the
 # heap or from fresh pages (a page fault each 4 KB) depends on the process's history: fixed here, the same on both sides
