@@ -259,11 +259,11 @@ WAIT_FLOOR_US = 20.0  # waiting per sample below this much more is no verdict: a
 
 
 def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool, against: str) -> list[Finding]:
-    """The unit cost against a recorded one, a failed finding naming each rise (none where nothing rose): more blocks
-    per sample in the workers (a count, any host; allowed
-    BLOCKS_MARGIN and one a tensor its batches hold, which the worker's queue moves into shared memory on its feeder
-    thread while the worker makes the next batch: a wait for the interpreter's lock that comes and goes with the main
-    process's pace), more blocks per sample made alone (no worker, no queue: BLOCKS_MARGIN), and, where
+    """The unit cost against a recorded one, one failed finding naming every rise (none where nothing rose): more
+    blocks per sample in the workers (a count, any host; allowed BLOCKS_MARGIN and one a tensor its batches hold, which
+    the worker's queue moves into shared memory on its feeder thread while the worker makes the next batch: a wait for
+    the interpreter's lock that comes and goes with the main process's pace), more blocks per sample made alone (no
+    worker, no queue: BLOCKS_MARGIN), and, where
     `timed` (REF, or a baseline of this host), more waiting per sample alone than `tolerance_pct` of a sample's
     recorded wall time (and WAIT_FLOOR_US) allows. Waiting is wall minus CPU time of the same samples, so a host that
     runs the thread slower moves both and leaves it. The CPU time alone is not judged, in microseconds or in yardsticks:
