@@ -11,7 +11,7 @@ from torch_perf_suite import PerfWarning, host
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_models_kept(request):
-    """Compiled recipes' caches kept in pytest's cache from one run to the next (compile_cache.compile_cache)."""
+    """Compiled recipes' caches kept in pytest's cache from one run to the next (compile_cache.folder_for)."""
     compile_cache.keep_compiled(compile_cache_root(getattr(request.config, "cache", None)))
     yield
     compile_cache.keep_compiled(None)
