@@ -19,6 +19,8 @@ from torch_perf_suite import count_worker, instructions, loader_code, store
 from torch_perf_suite.findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
 from torch_perf_suite.instructions import Counter, InstructionsError, InstructionsFile, Unavailable
 
+pytest_plugins = ["pytester"]
+
 LOADER = textwrap.dedent('''
     def work(n):
         total = 0

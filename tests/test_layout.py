@@ -138,3 +138,12 @@ def test_the_scenarios_use_the_public_api_and_only_the_internals_declared():
                 if internal:
                     found.setdefault(path.relative_to(PACKAGE.parent).as_posix(), set()).update(internal)
     assert found == INTERNAL_REACH
+
+
+def test_each_test_file_that_takes_pytester_loads_it_itself():
+    """A file run alone (`pytest tests/test_x.py`) finds `pytester` only if it declares the plugin."""
+    tests = Path(__file__).parent
+    lacking = [path.name for path in sorted(tests.glob("test_*.py"))
+               if re.search(r"def \w+\([^)]*\bpytester\b", path.read_text())
+               and 'pytest_plugins = ["pytester"]' not in path.read_text()]
+    assert lacking == []
