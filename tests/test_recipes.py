@@ -229,11 +229,16 @@ def _train_once() -> None:
     torch._dynamo.reset()
 
 
+def _in_cache_of(recipe: Recipe):
+    """The recipe's compile cache, as its workload sets it for each step (`Training`)."""
+    return compile_cache.using(compile_cache.folder_for(recipe))
+
+
 def _compile_twice(recipe: Recipe) -> int:
     """Compile one small model in `ladder[compile]`'s cache, then in `recipe`'s: the cache hits of the second compile."""
-    with compile_cache.compile_cache(ladder(2)["compile"]):
+    with _in_cache_of(ladder(2)["compile"]):
         _train_once()
-    with compiled.watch() as count, compile_cache.compile_cache(recipe):
+    with compiled.watch() as count, _in_cache_of(recipe):
         _train_once()
     return count.cache_hits
 
@@ -249,7 +254,7 @@ def test_a_kept_model_answers_the_next_run_until_the_code_that_builds_it_changes
 
     def one_run() -> int:  # a new run finds its folders afresh under the same root: the hits of its compile
         compile_cache.keep_compiled(tmp_path)
-        with compiled.watch() as count, compile_cache.compile_cache(recipe):
+        with compiled.watch() as count, _in_cache_of(recipe):
             _train_once()
         return count.cache_hits
 
@@ -262,7 +267,7 @@ def test_a_kept_model_answers_the_next_run_until_the_code_that_builds_it_changes
         assert [p.name for p in tmp_path.iterdir()] == [kept.name.split("-")[0] + "-changed"]  # the older folder gone
     finally:
         compile_cache.keep_compiled(None)
-    with compile_cache.compile_cache(recipe):  # no root: a folder of this process's own again
+    with _in_cache_of(recipe):  # no root: a folder of this process's own again
         assert not os.environ["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
 
 
@@ -286,8 +291,8 @@ def test_pytest_cache_keeps_compiled_models_and_an_unwritable_one_says_so_in_one
 
 def test_the_compile_cache_folder_is_set_for_the_step_only(monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
-    with compile_cache.compile_cache(ladder(2)["compile"]):
+    with _in_cache_of(ladder(2)["compile"]):
         inside = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-    with compile_cache.compile_cache(ladder(2)["amp_fp16"]):  # not compiled: nothing set
+    with _in_cache_of(ladder(2)["amp_fp16"]):  # not compiled: nothing set
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"
     assert inside != "/somewhere" and os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"
