@@ -99,7 +99,8 @@ def test_a_loader_the_suite_cannot_describe_fails_the_test_saying_so_once(monkey
     perf = fixture.Perf(session, SimpleNamespace(node=node), SimpleNamespace(extra_info={}))
     with pytest.raises(pytest.fail.Exception) as failed:
         perf.measure(object())
-    assert str(failed.value) == ("t.py::test_x: the workload is list, not a torch.utils.data.DataLoader: its settings "
+    assert str(failed.value) == ("the workload is list, not a torch.utils.data.DataLoader\n"  # pytest's short summary
+                                 "t.py::test_x: the workload is list, not a torch.utils.data.DataLoader: its settings "
                                  "cannot be read")
     assert failed.value.__context__ is None and session.results == {}  # failed outside the handler, nothing kept
 
@@ -134,3 +135,32 @@ def test_a_gpu_util_shortfall_fails_only_where_measured_again_it_falls_short_too
     assert "; measured again: GPU-Util 85%" in str(failed.value)
     perf.assert_utilization(result(95.0), at_least=90)  # above the floor: nothing measured again
     assert again == []
+
+
+HOST_READS = ("measured 1.00 host reads per step (3 in 3 steps) with no GPU, expected at most 0: each reads a tensor's value "
+              "on the host, which on a GPU is a host-device sync:\n  1.00/step  host read in aten::_local_scalar_dense\n"
+              "               user code: tiny.py:34 in loss_fn\n               fix:       .item() ...")
+
+
+def test_a_failure_starts_with_a_line_of_its_causes_then_says_each_whole(monkeypatch):
+    """pytest's short summary (-r) shows a failure's first line: there, each failed finding briefly, `; `-separated;
+    below it the whole texts, as they were; the report keeps those only."""
+    import pytest
+
+    from torch_perf_suite import causes, fixture
+    from torch_perf_suite.findings import FAILED, PASSED, Finding
+    from torch_perf_suite.settings import Measure
+
+    node = SimpleNamespace(nodeid="t.py::test_x", iter_markers=lambda name: iter(()))
+    session = SimpleNamespace(settings=SimpleNamespace(measure=Measure(), smoke=False), results={})
+    perf = fixture.Perf(session, SimpleNamespace(node=node), SimpleNamespace(extra_info={}))
+    regression = "throughput regression in gpu:\n  gpu 9,524 samples/s, -4.8% against 10,000 (allowed -3%): slower"
+    with pytest.raises(pytest.fail.Exception) as failed:
+        perf._fail([Finding(FAILED, HOST_READS), Finding(PASSED, "held"), Finding(FAILED, regression)])
+    first, whole = str(failed.value).split("\n", 1)
+    assert first == ("1.00 host reads per step with no GPU, expected at most 0, from tiny.py:34; "
+                     "throughput regression in gpu: gpu 9,524 samples/s, -4.8% against 10,000")
+    assert whole == f"t.py::test_x: {HOST_READS}\n{regression}"
+    assert causes.whole(str(failed.value), "t.py::test_x") == whole
+    assert causes.whole(whole, "t.py::test_x") == whole  # an older failure, or one without a cause line, as it is
+    assert causes.brief("--perf-strict: no baseline: none recorded") == "--perf-strict: no baseline"

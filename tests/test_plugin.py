@@ -7,6 +7,7 @@ trace recorded on an H200, so every message the suite prints is exercised here.
 import contextlib
 import dataclasses
 import fnmatch
+import itertools
 import json
 import re
 import shutil
@@ -17,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 from test_kernels import share_by_hand  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
-from torch_perf_suite import against, baselines, device, instructions, kernels, loader_code, nvml
+from torch_perf_suite import against, baselines, device, instructions, kernels, loader_code, nvml, plain
 from torch_perf_suite.syncs import count_syncs, load_trace
 
 pytest_plugins = ["pytester"]
@@ -173,10 +174,18 @@ def suite(pytester, monkeypatch):
 
 
 def details(text: str, summary: str, test: str | None = None) -> list[str]:
-    """The lines of one test's <details> block in a report (PATH.md, or its copy in the terminal): the block whose
-    summary is `summary`, the test's short id and verdict ("copy: passed"), and, where given, whose full id is `test`."""
-    blocks = [block.split("</details>")[0].splitlines() for block in text.split("<details><summary>")[1:]]
-    found = [lines for lines in blocks if lines[0] == f"{summary}</summary>" and (test is None or f"`{test}`" in lines)]
+    """The lines of one test's <details> block in a report (PATH.md), or of its plain-text block in the terminal (its
+    summary line, its lines indented under it, returned without the indent): the block whose summary is `summary`, the
+    test's short id and verdict ("copy: passed"), and, where given, whose full id is `test`."""
+    if "<details><summary>" in text:
+        blocks = [block.split("</details>")[0].splitlines() for block in text.split("<details><summary>")[1:]]
+        head = f"{summary}</summary>"
+    else:
+        lines = text.splitlines()
+        blocks = [[line, *(under[2:] for under in itertools.takewhile(lambda u: u.startswith("  "), lines[i + 1:]))]
+                  for i, line in enumerate(lines) if line == summary]
+        head = summary
+    found = [lines for lines in blocks if lines[0] == head and (test is None or {f"`{test}`", test} & set(lines))]
     assert len(found) == 1, f"{len(found)} details blocks of {summary!r}" + (f" ({test})" if test else "")
     return found[0]
 
@@ -366,9 +375,9 @@ def test_smoke_mode_shrinks_every_window_and_checks_nothing_but_syncs(suite):
     assert gpu.steps == {"pipeline": 1 + 2 + 3, "gpu": 1 + 2 + 1 + 2 * 1 + 1, "loader": 1 + 2}
     assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
     result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on "
-                                 "NVIDIA H200; nothing was timed. torch *", "", "| test | verdict | counted * |",
-                                 "|------|---------|----*|", "| copy | passed  | host side * Python lines, 0.00 blocks a step |"])
-    assert "`test_copy.py::test_copy`" in details(result.stdout.str(), "copy: passed")
+                                 "NVIDIA H200; nothing was timed. torch *", "", "test  verdict  counted*",
+                                 "----  -------  ----*", "copy  passed   host side * Python lines, 0.00 blocks a step"])
+    assert "test_copy.py::test_copy" in details(result.stdout.str(), "copy: passed")
 
 
 def test_a_smoke_run_on_a_cpu_shows_no_throughput_and_compares_nothing(suite):
@@ -469,7 +478,7 @@ def test_a_shortfall_that_is_not_significant_passes_saying_so(suite):
     suite.gpu(FakeGPU(slow={"gpu": 1.05}, slow_steps=3 + 2 * 5))
     result = suite.run("--perf-rounds=3", "--perf-max-rounds=3")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["| copy | passed  | 5,000 +0.0% | 9,524 -4.8% | 20,000 +0.0% | *"])
+    result.stdout.fnmatch_lines(["copy  passed   5,000 +0.0%  9,524 -4.8%  20,000 +0.0%  *"])
     assert "- gpu -4.8% (below the allowed -3%, not significant: median intervals)" in details(result.stdout.str(),
                                                                                               "copy: passed")
 
@@ -502,7 +511,7 @@ def test_the_loaders_cpu_cost_is_reported_and_recorded_not_gated(suite):
     suite.gpu(FakeGPU(slow={"loader_cpu": 1.15}))
     result = suite.run()
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["| copy | passed  | 5,000 +0.0% | 10,000 +0.0% | 20,000 +0.0% |       0.00 |"])
+    result.stdout.fnmatch_lines(["copy  passed   5,000 +0.0%  10,000 +0.0%  20,000 +0.0%        0.00"])
     assert "- bottleneck GPU; efficiency 0.50; spread 0.0/0.0/0.0/0.0%; loader/CPU s 8,696" in details(
         result.stdout.str(), "copy: passed")
 
@@ -540,6 +549,19 @@ def test_new_sync_fails_naming_the_line(suite, tmp_path):
         "*user code: tests/traces/record_traces.py:*in step",
     ])
     assert [p.name for p in tmp_path.iterdir()] == ["test_copy.py_test_copy.json.gz"]
+
+
+def test_a_failures_short_summary_line_names_its_cause(suite, monkeypatch):
+    """pytest's short summary (-r) shows a failure's first line: the cause and its line, not the test's id again; the
+    whole text follows it, and the report keeps that only."""
+    monkeypatch.setenv("COLUMNS", "200")  # the line as a wide terminal shows it (a narrow one cuts it)
+    suite.gpu(FakeGPU(case="item"))
+    result = suite.run("-rf", "--perf-report=out/perf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_copy.py::test_copy - Failed: 1.00 host-device syncs per step, expected 0, "
+                                 "from tests/traces/record_traces.py:*"])
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert row["failure"].startswith("test_copy.py::test_copy: measured 1.00 host-device syncs per step (3 in 3 profiled")
 
 
 def test_vanished_pitfall_fails_with_a_retire_message(suite, pytester):
@@ -582,8 +604,8 @@ def test_a_smoke_run_counts_the_model_flops_of_every_scenario_and_times_nothing(
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert row["mfu"] == {"gflops_per_sample": 0.02, "dtype": "float32", "peak_tflops": 66.9,
                           "peak_source": "NVIDIA's H100/H200 SXM datasheets, dense"}
-    result.stdout.fnmatch_lines(["| copy | passed  | model 0.02 GFLOP/sample (float32); host side * Python lines, 0.00 blocks "
-                                 "a step |"])
+    result.stdout.fnmatch_lines(["copy  passed   model 0.02 GFLOP/sample (float32); host side * Python lines, 0.00 blocks "
+                                 "a step"])
 
 
 def test_a_step_without_matmuls_has_no_mfu(suite):
@@ -595,8 +617,18 @@ def test_a_step_without_matmuls_has_no_mfu(suite):
 
 def test_report_is_written_as_markdown_and_json(suite):
     suite.run("--perf-update-baselines").assert_outcomes(passed=1)
-    suite.run("--perf-report=out/perf.md").assert_outcomes(passed=1)
+    result = suite.run("--perf-report=out/perf.md")
+    result.assert_outcomes(passed=1)
     md = (suite.path / "out" / "perf.md").read_text()
+    # the terminal shows the same report in plain text (plain.py): no Markdown, no HTML
+    out = result.stdout.lines
+    shown = out[out.index(next(line for line in out if " perf report " in line)) + 1:]
+    shown = [line for line in shown[:shown.index(next(line for line in shown if line.startswith("perf report written")))]
+             if not line.startswith("session: ")]
+    assert "\n".join(shown).strip() == "\n".join(line for line in plain.text(md).splitlines()
+                                                  if not line.startswith("session: ")).strip()
+    assert "copy  passed   5,000 +0.0%  10,000 +0.0%  20,000 +0.0%        0.00" in shown
+    assert not [line for line in shown if line.startswith(("|", "#", "<")) or "`" in line]
     data = json.loads((suite.path / "out" / "perf.json").read_text())
     assert "| test | verdict | pipeline    | GPU-side     | loader       | syncs/step |\n" in md
     assert "| copy | passed  | 5,000 +0.0% | 10,000 +0.0% | 20,000 +0.0% |       0.00 |\n" in md
@@ -612,6 +644,23 @@ def test_report_is_written_as_markdown_and_json(suite):
         "compared": True, "baseline_samples_per_s": 10000.0, "change_pct": 0.0, "allowed_pct": -3.0,
         "method": "", "failed": False, "confirmed_change_pct": None, "why_not": None}
     assert data["env"]["host"] == HOST
+
+
+def test_a_run_that_counts_a_loader_again_says_so_as_it_starts_and_times_it(suite, pytester, monkeypatch):
+    """A file a recorded count ran changed: the header names the test and the file; the session line the seconds spent
+    waiting for the counting process at the end."""
+    monkeypatch.setattr(instructions.Counter, "prestart", lambda self: None)  # no valgrind: the line is what is tested
+    pytester.makepyfile(tiny="X = 1\n")
+    entry = {"per_sample": 5.0, "samples": 16, "source": "tiny:loader_parts({})", "files": {"tiny.py": "0" * 16}}
+    (suite.path / "baselines").mkdir()
+    (suite.path / "baselines" / "instructions.json").write_text(json.dumps(
+        {"schema": 1, "environments": {instructions.key(): {"test_copy.py::test_copy": entry}}}))
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run("--perf-smoke")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["perf: loader instructions counted again under valgrind (callgrind) for "
+                                 "test_copy.py::test_copy: tiny.py changed since counted. *", "rootdir: *"])
+    result.stdout.fnmatch_lines(["session: * s (*, tests * s, loader counted again *.* s)"])
 
 
 def test_a_report_without_measurements_says_so(suite):
@@ -734,7 +783,7 @@ def test_a_trace_that_cannot_be_kept_says_where_it_still_is(suite, tmp_path):
     (tmp_path / "test_copy.py_test_copy.json.gz").mkdir()  # a write error after the start
     result = suite.run(f"--perf-trace-dir={tmp_path}")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*expected 0 (a new sync appeared)*", "| copy | FAILED  | *"])
+    result.stdout.fnmatch_lines(["*expected 0 (a new sync appeared)*", "copy  FAILED   *"])
     assert fnmatch.filter(details(result.stdout.str(), "copy: FAILED"),
                           "- trace not kept (*Is a directory*); it is still at *test_copy.py_test_copy.json")
     clean(result)
@@ -886,7 +935,7 @@ def test_a_single_round_records_no_spread(suite, pytester):
     again = suite.run("--perf-rounds=1")  # the file with null spreads reads back, and checks
     again.assert_outcomes(passed=1)
     clean(again)
-    again.stdout.fnmatch_lines(["| copy | passed  | 5,000 +0.0% | 10,000 +0.0% | 20,000 +0.0% |       0.00 |"])
+    again.stdout.fnmatch_lines(["copy  passed   5,000 +0.0%  10,000 +0.0%  20,000 +0.0%        0.00"])
 
 
 def test_a_failing_baseline_write_fails_the_session_and_keeps_the_file(suite, monkeypatch):
@@ -917,8 +966,7 @@ def test_xdist_runs_smoke_scenarios_on_a_cpu_and_merges_their_report(suite, monk
     monkeypatch.setattr(device, "gpu_count", lambda: 0)
     result = suite.run("-n", "2", "--perf-smoke", "--perf-report=out/perf", "--perf-update-baselines")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["| copy | passed  | host side * |", "<details><summary>copy: passed</summary>", "",
-                                 "`test_copy.py::test_copy`", "", "- ran on gw?",
+    result.stdout.fnmatch_lines(["copy  passed   host side *", "copy: passed", "  test_copy.py::test_copy", "  - ran on gw?",
                                  "--perf-update-baselines recorded nothing: *",
                                  "perf report written to out/perf.md, out/perf.json"])
     assert sorted(p.name for p in (suite.path / "out").iterdir()) == ["perf.json", "perf.md"]

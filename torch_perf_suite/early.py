@@ -1,6 +1,7 @@
 """What the plugin does before the session starts: the loader's counting process started as the plugin is registered,
 before the conftest.py files below the rootdir import torch (count_early), from the command line's perf options as
-pytest will read them (KnownArgs)."""
+pytest will read them (KnownArgs); and the line that says, as the session starts, which loader will be counted again
+(recount_line)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,25 @@ class KnownArgs:
 
     def getoption(self, name: str, default=None):
         return getattr(self._known, name.lstrip("-").replace("-", "_"), default)
+
+
+FEW = 3  # the tests a recount line names, at most
+
+
+def recount_line(folder: Path, changed: list[str], env_key: str) -> str:
+    """What a run that counts a loader again says as it starts (its header): which tests' loaders, the files changed
+    since their counts were recorded in `folder` for `env_key`, and that it takes valgrind's start with Python and torch
+    and the count; the counts carry no duration, so the time is the session line's to say at the end ("loader counted
+    again"). "" where nothing changed."""
+    if not changed:
+        return ""
+    try:
+        entries = instructions.InstructionsFile.load(folder / "instructions.json").environments.get(env_key, {})
+    except instructions.InstructionsError:
+        entries = {}
+    tests = [t for t, e in entries.items() if set(e.get("files") or {}) & set(changed)]
+    named = ", ".join(tests[:FEW]) + (f" and {len(tests) - FEW} more" if len(tests) > FEW else "")
+    files = ", ".join(changed[:FEW]) + (f" and {len(changed) - FEW} more" if len(changed) > FEW else "")
+    return (f"perf: loader instructions counted again under valgrind (callgrind) for {named or 'a test'}: {files} "
+            "changed since counted. Valgrind starts Python and torch, then counts the loader: slow (the counts carry no "
+            "duration; the session line at the end says what it took, as 'loader counted again')")

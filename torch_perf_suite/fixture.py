@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import checks, gpu_util, host, loader, ranks, settings
+from . import causes, checks, gpu_util, host, loader, ranks, settings
 from .charts import Chart
 from .checks import parts_line as _parts_line
 from .findings import FAILED, REPORTED, Finding, failures
@@ -44,12 +44,13 @@ class _Claims:
     _judge: Judge
 
     def _fail(self, found: list[Finding], result: Result | None = None) -> None:
-        """Fail the test with its failed findings' texts (checks.py), a line each, naming the test and the kept trace;
-        none failed passes."""
+        """Fail the test with its failed findings' texts (checks.py), a line each, naming the test and the kept trace,
+        under a line of their causes (causes.py: pytest's short summary shows the first line); none failed passes."""
         message = failures(found)
         if message:
             trace = f"\ntrace: {result.trace}" if result is not None and result.trace else ""
-            pytest.fail(f"{self.test_id}: {message}{trace}", pytrace=False)
+            texts = [f.text for f in found if f.outcome == FAILED]
+            pytest.fail(causes.message(self.test_id, f"{self.test_id}: {message}{trace}", texts), pytrace=False)
 
     # --- gains within one run -------------------------------------------------------------------
 
@@ -142,7 +143,7 @@ class Perf(_Claims):
         except ValueError as e:  # a marker applied after collection, which checks the others
             problem = str(e)
         if problem:  # failed outside the handler: the message once, without the ValueError it came from
-            pytest.fail(problem, pytrace=False)
+            pytest.fail(causes.message(self.test_id, problem), pytrace=False)
 
     @property
     def device(self) -> str:
@@ -175,7 +176,7 @@ class Perf(_Claims):
             return
         reason = f"{self._session.device.env.get('gpu')} has no {what}"
         if self.strict:
-            pytest.fail(f"{self.test_id}: --perf-strict: {reason}", pytrace=False)
+            pytest.fail(causes.message(self.test_id, f"{self.test_id}: --perf-strict: {reason}"), pytrace=False)
         pytest.skip(reason)
 
     # --- measuring ------------------------------------------------------------------------------

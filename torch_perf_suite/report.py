@@ -1,4 +1,5 @@
-"""The session report: one row per measured test, as Markdown (terminal, job summary) and JSON."""
+"""The session report: one row per measured test, as Markdown (PATH.md, the job summary; the terminal shows it in plain
+text, plain.py) and JSON."""
 
 from __future__ import annotations
 

@@ -17,9 +17,11 @@ from . import (
     against,
     baselines,
     benchmark,
+    causes,
     checks,
     device,
     early,
+    instructions,
     loader,
     records,
     report,
@@ -31,7 +33,7 @@ from . import (
     timing,
     turns,
 )
-from .findings import failures
+from .findings import FAILED, failures
 from .fixture import PerfWarning, Result
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
@@ -81,12 +83,21 @@ class PerfSession:
         self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
         self.bisecting: tuple | None = session_ref.check_bisect(self, config) if self.settings.bisect else None
         # a process that runs tests here counts its loaders here
-        self.records.prestart_counter(self.settings.baseline_dir, runs_tests=not (shards or self.bisecting or self.as_ref))
+        self._prestart(config, runs_tests=not (shards or self.bisecting or self.as_ref or config.option.collectonly))
         if self.settings.against:
             session_ref.check_against(self.settings.update_baselines)
             session_ref.turns_ahead(self)
             return  # the baselines are REF's, loaded once it was measured (compare_against)
         session_ref.load_records(self.records, self.settings.baseline_dir)
+
+    def _prestart(self, config, runs_tests: bool) -> None:
+        """The counting process started where a loader will be counted again (Records.prestart_counter), and the run's
+        header saying so (`recount`, early.recount_line; "" where none will be)."""
+        changed = self.records.prestart_counter(self.settings.baseline_dir, runs_tests=runs_tests)
+        self.recount = early.recount_line(self.settings.baseline_dir, changed, changed and instructions.key())
+        self.recount_s = 0.0  # waiting at the end for the counting process to stop (`finish`)
+        if self.recount:
+            config.pluginmanager.register(_Header([self.recount]), "perf_recount")
 
     def split(self, config, items) -> None:
         """--perf-split I/N: keep this runner's part of the selected tests (runners.split); the rest deselected."""
@@ -111,20 +122,23 @@ class PerfSession:
         something uncompared that nothing else judged (Result.holes), naming each."""
         result = self.results.get(item.nodeid)
         if self.ref and self.settings.strict and result is not None:
-            failure = failures(checks.holes(result.holes(), self.ref.label))
-            if failure:
-                pytest.fail(f"{item.nodeid}: {failure}", pytrace=False)
+            found = checks.holes(result.holes(), self.ref.label)
+            if failure := failures(found):
+                texts = [f.text for f in found if f.outcome == FAILED]
+                pytest.fail(causes.message(item.nodeid, f"{item.nodeid}: {failure}", texts), pytrace=False)
 
     def laps_of(self, test_id: str) -> timing.Laps:
         return self.laps.setdefault(test_id, timing.Laps())
 
     def seconds(self) -> dict:
         """The session's seconds: in all since the process started, the imports before the session, measuring REF, and
-        in the perf tests' calls."""
+        in the perf tests' calls (their counts of the loader's instructions among them), and, where a loader was counted
+        again, waiting at the end for the counting process (valgrind) to stop."""
         tests = sum(sum(laps.seconds.values()) for laps in self.laps.values())
         imports = {} if self.imports_s is None else {"imports": round(self.imports_s, 1)}
+        recount = {"loader counted again": round(self.recount_s, 1)} if self.recount else {}
         return {"total": round(time.perf_counter() - self.started, 1), **imports, "REF": round(self.ref_s, 1),
-                "tests": round(tests, 1)}
+                "tests": round(tests, 1), **recount}
 
     @property
     def reference(self) -> str:
@@ -199,14 +213,18 @@ class PerfSession:
             result.notes.append(session_report.keep_trace(self.settings.trace_dir, result.trace))
         if passed and result.trace and result.trace.exists():
             result.trace.unlink()  # a failed test's stays in its tmp_path
-        result.outcome, result.failure = ("FAILED", failure) if failed else ("passed", None)
+        # the report keeps the whole text: a failure's first line is its causes again, for pytest's short summary
+        result.outcome, result.failure = ("FAILED", failure and causes.whole(failure, test_id)) if failed else ("passed", None)
         session_report.write_report(self)
 
     def finish(self, config) -> bool:
         """At the session's end: the callgrind process and the turns' processes stopped; an xdist worker hands its
         report, lines and records to its controller; a sharded run's controller merges the workers' reports. True where
         something asked to be written (a baseline, the report) was not."""
+        stopping = time.perf_counter()
         self.records.counter.close()
+        if self.recount:  # valgrind's end, after the count: time the session line says
+            self.recount_s = time.perf_counter() - stopping
         if self.turns:
             self.turns.close()
         if self.loader_dir:
@@ -217,6 +235,16 @@ class PerfSession:
             self.written = session_report.merge_reports(self)
         workers_failed = any(out.get("failed") for out in self.worker_outputs.values())
         return bool(self.records.save_error or self.report_error or workers_failed)
+
+
+class _Header:
+    """Lines the run's header shows (pytest_report_header), registered by the session that has them."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+
+    def pytest_report_header(self) -> list[str]:
+        return self.lines
 
 
 def _sees_its_gpu_only(worker: str, gpu: str) -> None:

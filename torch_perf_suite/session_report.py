@@ -10,7 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from . import host, report, runners, store
+from . import host, plain, report, runners, store
 
 
 def document(perf) -> dict:
@@ -92,9 +92,9 @@ def worker_output(perf) -> dict:
 
 
 def summary(perf) -> tuple[str | None, list[tuple[str, dict]]]:
-    """The end of the terminal output: the report (None where nothing was measured) and lines as (line, markup):
-    what went wrong writing, what was recorded, where the report was written. An xdist worker's controller reports
-    for it: a worker says nothing."""
+    """The end of the terminal output: the report in plain text (plain.py; None where nothing was measured) and lines
+    as (line, markup): what went wrong writing, what was recorded, where the report was written. An xdist worker's
+    controller reports for it: a worker says nothing."""
     if perf.worker:
         return None, []
     doc = perf.merged if perf.shards else document(perf)
@@ -111,7 +111,7 @@ def summary(perf) -> tuple[str | None, list[tuple[str, dict]]]:
                 else "no CUDA GPU and no --perf-smoke"
             empty = "" if measured else f" (no test was measured: {why})"
             out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
-    return (report.render(doc) if measured else None), out
+    return (plain.text(report.render(doc)) if measured else None), out
 
 
 def _recorded_lines(perf, outputs) -> list[tuple[str, dict]]:
