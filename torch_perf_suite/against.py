@@ -32,11 +32,12 @@ from pathlib import Path
 
 import pytest
 
-from . import host, settings
+from . import host, ref_imports, settings
 
 FLAGS = {o.flag for o in settings.OPTIONS if o.args.get("action") == "store_true"}  # options that take no value
 STATUS = "ref-status.json"  # test id -> "passed", or why REF did not record it
 COLLECTED = "ref-collected.json"  # every test id REF's suite collected in the files its run took
+SAID = "ref-imports.txt"  # what REF's processes said of their imports (ref_imports.py): errors, notes
 REF_CACHE = "ref-pytest-cache"  # pytest's cache of every REF's run, beside the commits' folders (compiled models kept)
 # set in REF's run: its loader-fed pipelines are host-bound readings the head never gates against REF, so it times them
 # only enough to warm the profiled steps (parts.Windows); a REF from before this variable times them whole. Not read
@@ -59,6 +60,8 @@ class Ref:
     args: list[str] = field(default_factory=list)  # the perf options REF's run takes (`forwarded`)
     collected: set[str] = field(default_factory=set)  # REF's test ids in the files its runs took (COLLECTED)
     seconds: float = 0.0  # how long measuring REF took in this job: a cold REF's cost beside the head's run
+    worktree: Path | None = None  # the working tree's top, which REF's processes map onto REF's tree (ref_imports)
+    notes: list[str] = field(default_factory=list)  # what REF's run said of its imports (the code under test installed)
 
     @property
     def label(self) -> str:
@@ -69,7 +72,7 @@ class Ref:
         how = f"{len(self.measured)} test(s) measured at REF in this job" + (
             f" ({self.seconds:.0f} s)" if self.measured else "") + (
             f", {len(self.cached)} from the cache ({self.folder})" if self.cached else "")
-        return f"against {self.label} on this device: {how}"
+        return f"against {self.label} on this device: {how}" + "".join(f"; {n}" for n in self.notes)
 
     def wanted_in(self, files: set[str] | None) -> list[str]:
         """The tests still to be measured, of `files` only where given."""
@@ -149,7 +152,7 @@ def prepare(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
     collected = set(json.loads((folder / COLLECTED).read_text())) if (folder / COLLECTED).exists() else set()
     root = written_out(sha, top, folder) / rootdir.relative_to(top)
     return Ref(ref, sha, folder, root, status, cached=[t for t in test_ids if t in status],
-               wanted=[t for t in test_ids if t not in status], args=args, collected=collected)
+               wanted=[t for t in test_ids if t not in status], args=args, collected=collected, worktree=top)
 
 
 def run(ref: Ref, files: set[str] | None = None) -> None:
@@ -159,7 +162,9 @@ def run(ref: Ref, files: set[str] | None = None) -> None:
     if not tests:
         return
     start = time.perf_counter()
-    ref.status.update(_run_at(ref.sha, ref.root, tests, ref.folder, ref.args))
+    ref.status.update(_run_at(ref.sha, ref.root, tests, ref.folder, ref.args,
+                              **({"worktree": ref.worktree} if ref.worktree else {})))
+    ref.notes += [n for n in ref_imports.read_said(ref.folder / SAID)[1] if n not in ref.notes]
     run_collected = ref.folder / "collected.json"  # this run's, which ref_select wrote
     if run_collected.exists():
         ref.collected |= set(json.loads(run_collected.read_text()))
@@ -195,9 +200,12 @@ def written_out(sha: str, top: Path, folder: Path) -> Path:
     return tree
 
 
-def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[str]) -> dict[str, str]:
+def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[str],
+            worktree: Path | None = None) -> dict[str, str]:
     """Run `test_ids` in REF's files (`cwd`), recording into `folder`; each test's status there. Those REF lacks (a test
-    new in this change) are left out by `ref_select`, in the same pytest process: none is collected beforehand."""
+    new in this change) are left out by `ref_select`, in the same pytest process: none is collected beforehand. Its
+    processes import the project's code from REF's tree where an install points at the working tree `worktree`
+    (ref_imports.py); one that cannot is a usage error in its one line."""
     files = sorted({t.split("::")[0] for t in test_ids if (cwd / t.split("::")[0]).exists()})
     if not files:
         return {}
@@ -206,7 +214,8 @@ def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[s
     shutil.copyfile(Path(__file__).with_name("ref_select.py"), plugin / "perf_against_select.py")
     wanted.write_text(json.dumps(test_ids))
     kept.unlink(missing_ok=True)
-    report = folder / "ref-report"
+    report, said = folder / "ref-report", folder / SAID
+    said.unlink(missing_ok=True)
     # the rootdir named, and no conftest.py above it: REF's files lie inside the cache folder, which may be inside the
     # working tree's rootdir, and pytest takes the folders given as options' values into the rootdir's search too
     # pytest's cache one for every REF (beside their folders), not REF's tree's: compiled models are kept from one REF
@@ -221,7 +230,12 @@ def _run_at(sha: str, cwd: Path, test_ids: list[str], folder: Path, args: list[s
                                "COLUMNS": "1000",  # pytest's summary lines whole, not cut at 80
                                "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
                                "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(kept),
-                               "PERF_AGAINST_COLLECTED": str(collected), AS_REF: "1"})
+                               "PERF_AGAINST_COLLECTED": str(collected), AS_REF: "1",
+                               **ref_imports.child_env(worktree, folder / "tree", f"REF ({sha[:12]})", said)})
+    errors = ref_imports.read_said(said)[0]
+    if errors:
+        more = f" (and {len(errors) - 1} more in {said})" if len(errors) > 1 else ""
+        raise pytest.UsageError(f"--perf-against: {errors[0]}{more}")
     if proc.returncode not in (0, 1, 5) or not kept.exists():  # 5: none of them is in REF's suite
         raise pytest.UsageError(f"--perf-against: REF's tests did not run at {sha[:12]} (pytest exit {proc.returncode}):\n"
                                 + _tail(proc))

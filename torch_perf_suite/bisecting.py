@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from . import against, charts, store
+from . import against, charts, ref_imports, store
 
 PARTS = ("gpu", "pipeline", "loader")
 
@@ -206,7 +206,8 @@ class Runner:
             # its files, the selected tests kept and the rest of them deselected (ref_select), as -k would: a claim over
             # a test left out is then said, not failed, as in the merge gate. The rootdir named, and no conftest.py
             # above it: the worktree may lie inside the working tree's rootdir
-            plugin, wanted = work / "plugin", work / "wanted.json"
+            plugin, wanted, said = work / "plugin", work / "wanted.json", work / against.SAID
+            said.unlink(missing_ok=True)
             plugin.mkdir(exist_ok=True)
             shutil.copyfile(Path(against.__file__).with_name("ref_select.py"), plugin / "perf_against_select.py")
             wanted.write_text(json.dumps(self.test_ids))
@@ -219,8 +220,10 @@ class Runner:
                 env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_") and k != against.AS_REF},
                      "COLUMNS": "1000", "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
                      "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(work / "kept.json"),
-                     "PERF_AGAINST_COLLECTED": str(work / "collected.json")})
-            return judged(proc, self.test_ids, report_path.with_suffix(".json"))
+                     "PERF_AGAINST_COLLECTED": str(work / "collected.json"),
+                     **ref_imports.child_env(self.top, tree, commit.short, said)})  # its code, not the checkout's
+            errors = ref_imports.read_said(said)[0]
+            return Outcome("skip", errors[:1]) if errors else judged(proc, self.test_ids, report_path.with_suffix(".json"))
         finally:
             self._remove(tree)
 

@@ -13,6 +13,7 @@ import json
 import select
 import sys
 
+from . import ref_imports
 from .instructions import SAMPLES, STRIDE, load_factory
 
 LIKELY = ("torchvision.transforms",)  # what a loader most often imports, a third of valgrind's start: imported while
@@ -33,6 +34,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
         torch.set_num_threads(1)
     except ImportError:
         pass
+    finder = ref_imports.install_from_env()  # counting REF's loader (in REF's run): REF's code, from REF's tree
     say("started")
     if not _asked(stdin):
         for name in LIKELY:
@@ -44,6 +46,8 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
             dataset, collate = load_factory(request["factory"])(**request["kwargs"])
             indices = [i * STRIDE % len(dataset) for i in range(SAMPLES)]
             collate([dataset[i] for i in indices[:2]])
+            if finder is not None and (leaked := ref_imports.leaks(finder.mapping)):
+                raise ImportError("; ".join(leaked))
         except Exception as e:  # the parent shows it as the reason nothing was counted
             say("error " + json.dumps(f"{request['factory']}: {type(e).__name__}: {e}"))
             continue

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from . import device, hooks, session_ref, session_report, settings, sharding, syncs
+from . import device, hooks, ref_imports, session_ref, session_report, settings, sharding, syncs
 from .benchmark import (
     check_benchmark_options,
     check_saved_runs,
@@ -50,6 +50,8 @@ def pytest_plugin_registered(plugin, manager):
     """The plugin's first moment, by its entry point, -p or a conftest.py (then too late for the hook above): before
     the conftest.py files below the rootdir, which often import torch."""
     config = manager.get_plugin("pytestconfig")
+    if plugin is sys.modules[__name__]:
+        ref_imports.install_from_env()  # REF's process: REF's code from REF's tree, before any conftest.py imports it
     if plugin is sys.modules[__name__] and hasattr(config, "known_args_namespace"):  # pytest read its command line
         count_early(config)
 
@@ -164,6 +166,11 @@ def pytest_sessionfinish(session):
     perf = session.config.stash.get(SESSION, None)
     if perf and perf.finish(session.config) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what the user asked to be written was not
+    errors, notes = ref_imports.finish()  # REF's process: a module still imported from the working tree fails it
+    for line in errors + notes:
+        print(line, file=sys.stderr)
+    if errors:
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -101,7 +101,7 @@ def compare_against(perf, config, items) -> None:
     started = time.perf_counter()
     perf.ref = against.prepare(perf.settings.against, config, test_ids, perf.device.env, against_cache(perf, config))
     perf.turns = perf.turns or turns.Turns()  # started with the session where it runs tests (PerfSession)
-    perf.turns.aim(perf.ref.root, Path(config.rootpath))
+    perf.turns.aim(perf.ref.root, Path(config.rootpath), (perf.ref.worktree, perf.ref.folder / "tree"))
     if perf.worker:  # it measures REF file by file, and counts those cached of the tests it runs (ref_before)
         perf.ref.cached = []
     else:

@@ -25,6 +25,7 @@ import time
 PROTOCOL = sys.stdout  # the parent's pipe (the main block moves a loader's prints to stderr)
 AIMED = None  # the tree this process builds loaders from, named by its first request
 ME = os.path.realpath(__file__)  # this script, which lies in the working tree where the harness is the project's own
+HERE = os.path.dirname(ME)
 
 
 def say(line: str) -> None:
@@ -49,11 +50,24 @@ def aim(root: str) -> None:
         raise ValueError(f"asked for the tree {root}, but this process builds {AIMED}'s loaders")
 
 
+def mapped(request: dict) -> None:
+    """REF's side (a request with "map"): its code imported from REF's tree where an install points at the working
+    tree (ref_imports.py, loaded by its path: nothing of the harness's package is imported here)."""
+    if request.get("map"):
+        spec = importlib.util.spec_from_file_location("_perf_ref_imports", os.path.join(HERE, "ref_imports.py"))
+        module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+        if not hasattr(module, "install"):
+            spec.loader.exec_module(module)
+        module.install(module.Mapping(tuple(request["map"]["worktrees"]), request["map"]["ref_tree"],
+                                      request["map"].get("label", "REF")))
+
+
 def build(request: dict):
     """The loader's (dataset, collate), from ROOT's tree; ValueError where the factory's module is not ROOT's, or where
     a module of the project's own comes from OTHER's tree (outside the interpreter's folders)."""
     root, other = request["root"], request["other"]
     aim(root)
+    mapped(request)
     module, _, name = request["factory"].partition(":")
     found = importlib.import_module(module)
     where = os.path.realpath(getattr(found, "__file__", None) or "?")
@@ -102,8 +116,7 @@ def serve(core: int, stride: int, chunk: int) -> None:
 
 if __name__ == "__main__":
     core_, stride_, chunk_ = map(int, sys.argv[1:4])
-    here = os.path.dirname(os.path.realpath(__file__))  # this file's folder, the harness's package: not on the path
-    sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != here]
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != HERE]  # the harness's package: not on the path
     PROTOCOL = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import ref_imports
 from .findings import FAILED, PASSED, Finding
 from .instructions import STRIDE
 from .stats import median_ci
@@ -106,6 +107,7 @@ class Turns:
 
     def __init__(self, ref_root: Path | None = None, head_root: Path | None = None, seconds: float = TURNS_S):
         self.roots = {"REF": ref_root, "the working tree": head_root}
+        self.maps: dict[str, dict | None] = {}  # a side's imports mapped onto its tree (ref_imports.as_request)
         self.seconds = seconds
         self._procs: dict[str, subprocess.Popen] = {}
         self._errors: dict[str, object] = {}  # each process's stderr, a file: a pipe left unread could fill
@@ -126,7 +128,8 @@ class Turns:
         factory, kwargs = source
         for side, root in self.roots.items():
             other = next(r for s, r in self.roots.items() if s != side)
-            self._send(side, json.dumps({"root": str(root), "other": str(other), "factory": factory, "kwargs": kwargs}))
+            self._send(side, json.dumps({"root": str(root), "other": str(other), "factory": factory, "kwargs": kwargs,
+                                         "map": self.maps.get(side)}))
         why_not = {side: self._ready(side) for side in self._procs}
         if any(why_not.values()):
             self._end_request([side for side, why in why_not.items() if why is None])
@@ -141,8 +144,12 @@ class Turns:
         self._end_request(list(self._procs))
         return from_pairs(pairs)
 
-    def aim(self, ref_root: Path, head_root: Path) -> None:
+    def aim(self, ref_root: Path, head_root: Path, trees: tuple[Path, Path] | None = None) -> None:
+        """`trees`: (the working tree's top, REF's tree's top): REF's side imports REF's code where an install points
+        at the working tree; the head's side maps what this process maps (a bisected commit's run), if anything."""
         self.roots = {"REF": ref_root, "the working tree": head_root}
+        self.maps = {"REF": ref_imports.as_request(ref_imports.child_mapping(*trees)) if trees else None,
+                     "the working tree": ref_imports.as_request(ref_imports.from_env())}
 
     def start(self) -> None:
         """The two processes started, and a reserve pair beside them, not waited for: each imports torch (about 20 s on
