@@ -139,3 +139,51 @@ def test_hugging_face_trains_one_optimizer_step_a_step_in_its_own_loop(tmp_path)
 def test_a_hugging_face_trainer_without_max_steps_is_refused(tmp_path):
     with pytest.raises(ValueError, match="give its TrainingArguments max_steps=10"):
         frameworks.hf_train(tiny_hf_trainer(tmp_path, max_steps=-1))
+
+
+def test_a_read_in_lightnings_training_step_is_counted_in_its_thread_at_its_line():
+    class Reading(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            loss = torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+            loss.item()  # READ
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.TensorDataset(torch.randn(12, 4), torch.randn(12, 1))
+    trainer = pl.Trainer(accelerator="cpu", max_steps=-1, max_epochs=-1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    loop = frameworks.lightning_fit(trainer, Reading(), torch.utils.data.DataLoader(data, batch_size=4), "cpu")
+    loop.step()
+    counted = loop.count_reads(2)
+    loop.step()  # the watch left in the loop's thread: this step is not counted
+    loop.close()
+    [(source, n)] = counted.sources.items()
+    assert (n, counted.steps, source.ops) == (2, 2, "aten::_local_scalar_dense")
+    assert source.user_line == f"tests/test_frameworks.py:{line_of('# READ')} in training_step"
+
+
+def test_a_read_in_a_hugging_face_callback_is_counted_at_its_line(tmp_path):
+    class Reading(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            model.classifier.weight.sum().item()  # READ IN CALLBACK
+
+    trainer = tiny_hf_trainer(tmp_path, logging_nan_inf_filter=False)
+    trainer.add_callback(Reading())
+    loop = frameworks.hf_train(trainer)
+    loop.step()
+    counted = loop.count_reads(2)
+    loop.close()
+    [(source, n)] = counted.sources.items()
+    assert (n, source.ops) == (2, "aten::_local_scalar_dense")
+    assert source.user_line == f"tests/test_frameworks.py:{line_of('# READ IN CALLBACK')} in on_step_end"
+
+
+def line_of(marker: str) -> int:
+    with open(__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if line.rstrip().endswith(marker))

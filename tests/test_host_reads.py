@@ -123,3 +123,124 @@ def test_a_read_in_the_datasets_item_is_the_hosts():
 
     batches = iter(torch.utils.data.DataLoader(Items(), batch_size=4))
     assert host_reads.count(lambda: next(batches), 3).total == 0
+
+
+# Reads a GPU makes that the CPU shows only as calls, or as reads of tensors it took for the host's
+
+LAYER = torch.nn.Linear(4, 1)
+
+
+def loss_of():
+    """A loss computed from the model's parameters: the device's."""
+    return LAYER(X[:4].reshape(1, 4)).pow(2).mean()
+
+
+def read_at(step, steps=2):
+    """(ops, user line, fix's kind) of the one read `step` makes a step."""
+    counted = host_reads.count(step, steps)
+    source, n = only(counted)
+    assert n == steps
+    return source.ops, source.user_line, source.advice.kind
+
+
+def test_printing_a_loss_is_a_read_at_its_line(capsys):
+    lines = []
+
+    def step():
+        lines.append(here(1))
+        print(loss_of())
+
+    assert read_at(step) == ("Tensor.__repr__ > aten::_local_scalar_dense", lines[0], "tensor read on the host")
+
+
+def test_formatting_a_loss_is_one_read_at_its_line():
+    lines = []
+
+    def step():
+        lines.append(here(1))
+        return f"loss {loss_of():.3f}", str(loss_of().detach()), repr(loss_of())
+
+    counted = host_reads.count(step, 2)
+    assert sorted((s.ops, s.user_line, n) for s, n in counted.sources.items()) == [
+        ("Tensor.__format__ > aten::_local_scalar_dense", lines[0], 2),  # its .item() inside not counted again
+        ("Tensor.__repr__ > aten::_local_scalar_dense", lines[0], 4)]
+
+
+def test_copies_of_the_loss_to_the_host_are_reads_at_their_lines():
+    for copy in (lambda t: t.tolist(), lambda t: t.cpu(), lambda t: t.to("cpu"), lambda t: t.detach().numpy()):
+        ops, user, kind = read_at(lambda: copy(loss_of().detach()))
+        assert ops.endswith(" > aten::copy_") and kind == "blocking copy"
+        assert user.startswith("tests/test_host_reads.py:") and user.endswith("in <lambda>")
+
+
+def test_copies_that_do_not_wait_or_move_to_the_device_are_not_reads():
+    batch = torch.randn(4, 4)  # not computed from the model: a batch, moved to the device ("cpu" here)
+    counted = host_reads.count(lambda: (batch.to("cpu"), loss_of().to("cpu", non_blocking=True),
+                                        loss_of().to(torch.float64), loss_of().cpu().item()), 2)
+    assert [(s.ops, n) for s, n in counted.sources.items()] == [("Tensor.cpu > aten::copy_", 2)]  # the copy's read: 0
+
+
+def test_a_value_made_with_device_and_read_is_a_read():
+    def accumulated():
+        acc = torch.tensor(0.0, device="cpu")
+        acc += loss_of().detach()
+        return acc.item()
+
+    def compared():
+        if torch.tensor(2.0, device="cpu") > 1:
+            return 1
+
+    assert read_at(accumulated)[0] == read_at(compared)[0] == "aten::_local_scalar_dense"
+
+
+def test_a_host_value_updated_in_place_by_the_device_is_the_devices():
+    def step():
+        acc = torch.tensor(0.0)  # the host's
+        acc += loss_of().detach()
+        return acc.item()
+
+    assert read_at(step)[0] == "aten::_local_scalar_dense"
+
+
+def test_a_host_value_updated_in_place_by_host_values_stays_the_hosts():
+    def step():
+        acc = torch.tensor(0.0)
+        acc += torch.tensor(1.0)
+        acc.mul_(2)
+        return acc.item(), print(acc, end=""), acc.cpu().tolist()
+
+    assert host_reads.count(step, 2).total == 0
+
+
+def test_a_read_inside_torch_optim_that_is_not_a_step_counter_is_a_read():
+    p = torch.nn.Parameter(torch.ones(4))
+    opt = torch.optim.SGD([p], lr=0.1)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+    counted = host_reads.count(lambda: scheduler.step(loss_of().detach()), 2)
+    source, n = only(counted)
+    assert (n, source.ops) == (2, "aten::_local_scalar_dense")
+    assert source.library_line.startswith("torch/optim/lr_scheduler.py:") and source.user_line.endswith("in <lambda>")
+
+
+def test_an_optimizers_step_counters_made_in_the_counted_steps_are_not_reads():
+    p = torch.nn.Parameter(torch.ones(4))
+    opt = torch.optim.AdamW([p], foreach=True)
+
+    def step():
+        opt.zero_grad()
+        (p * 2).sum().backward()
+        opt.step()
+
+    assert host_reads.count(step, 2).total == 0  # its state made in the first step, read in both
+
+
+def test_comparisons_and_outputs_sized_by_their_values_are_reads():
+    labels = (LAYER(X[:4].reshape(1, 4)).detach() * 0).long().reshape(1).abs()
+    for read, op, kind in ((lambda: torch.equal(loss_of(), loss_of()), "aten::equal", "comparison read on the host"),
+                           (lambda: torch.allclose(loss_of(), loss_of()), "aten::allclose", "comparison read on the host"),
+                           (lambda: torch.bincount(labels, minlength=3), "aten::bincount", "output sized on the host"),
+                           (lambda: X[:1].repeat_interleave(labels + 1), "aten::repeat_interleave",
+                            "output sized on the host")):
+        ops, user, advice = read_at(read)
+        assert (ops, advice) == (op, kind) and user.endswith("in <lambda>")
+    assert host_reads.count(lambda: X[:1].repeat_interleave(labels + 1, output_size=1), 2).total == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Iterable
 
+from . import host_reads
 from .workload import loader_pacing
 
 
@@ -50,7 +51,8 @@ class DrivenLoop:
     """A workload whose steps are a framework's loop, run in a thread and held between steps.
 
     `run()` runs the loop (it does not return while steps are wanted); the framework's callback calls `batch_done()`
-    at the end of each batch, which returns False once the harness is done (stop the loop there).
+    at the end of each batch, which returns False once the harness is done (stop the loop there). `count_reads(n)`:
+    n steps whose host reads the loop's own thread counts (a dispatch mode is its thread's own).
     """
 
     all_threads = True
@@ -64,16 +66,34 @@ class DrivenLoop:
         self._go, self._done = threading.Semaphore(0), threading.Semaphore(0)
         self._stop, self._error, self._steps = False, None, 0
         self._thread_ended, self._batches = False, None
+        self._watch, self._watching, self._watch_left = None, None, 0  # host reads: to count, counting, steps left
 
     # the framework's side
     def batch_done(self) -> bool:
         self._steps += 1
+        self._watch_step()
         self._done.release()
         self._go.acquire()
+        self._watch_begin()
         return not self._stop
+
+    def _watch_begin(self):
+        """In the loop's thread, as a step begins: the host reads' watch entered where one was asked for."""
+        if self._watch is not None:
+            self._watching, self._watch = self._watch, None
+            self._watching.__enter__()
+
+    def _watch_step(self):
+        """In the loop's thread, as a step ends: the watch left after its last step, before the harness goes on."""
+        if self._watching is not None:
+            self._watch_left -= 1
+            if self._watch_left <= 0:
+                self._watching.__exit__(None, None, None)
+                self._watching = None
 
     def _target(self):
         try:
+            self._watch_begin()
             self._run()
         except BaseException as e:  # noqa: BLE001 - handed to the harness's thread, which raises it
             self._error = e
@@ -85,6 +105,15 @@ class DrivenLoop:
     def step(self):
         self.source.resident = False
         return self._one()
+
+    def count_reads(self, steps: int):
+        """`steps` steps (as `step`) with their host reads counted in the loop's own thread, as host_reads.count
+        counts a step run in the harness's: entered as the first begins, left as the last ends."""
+        watch = host_reads.Watch(steps)
+        self._watch, self._watch_left = watch, steps
+        for _ in range(steps):
+            self.step()
+        return watch.counted
 
     def gpu_step(self):
         self.source.resident = True

@@ -229,11 +229,14 @@ def measured_again(result: Result, part: str, windows: Windows | None, again: Ca
 
 
 def count_reads(result: Result, workload, members, steps: int) -> None:
-    """A smoke run's syncs without a GPU: the steps' host reads, which the dispatcher sees (host_reads.count)."""
-    if members.all_threads:  # a dispatch mode is the calling thread's own
+    """A smoke run's syncs without a GPU: the steps' host reads, which the dispatcher sees (host_reads.count); a loop
+    on a thread of its own counts them in that thread (a mode is its thread's own: frameworks.DrivenLoop.count_reads)."""
+    if not members.all_threads:
+        result.reads = host_reads.count(workload.step, steps)
+    elif callable(getattr(workload, "count_reads", None)):
+        result.reads = workload.count_reads(steps)
+    else:
         result.notes.append(f"{READS_NOT_COUNTED}: the loop runs its steps on a thread of its own")
-        return
-    result.reads = host_reads.count(workload.step, steps)
 
 
 def count_host(result: Result, workload, members, steps: int, smoke: bool, settle: Callable[[], None]) -> None:

@@ -98,6 +98,28 @@ KNOWN_SOURCES: list[Advice] = [
         "https://docs.pytorch.org/vision/stable/generated/torchvision.io.decode_jpeg.html",
         op="image::decode_jpegs_cuda",
     ),
+    *(Advice(
+        "comparison read on the host",
+        "torch.equal and torch.allclose answer with a Python bool, read from the GPU: keep the answer on the device "
+        "((a == b).all(), torch.isclose(a, b).all()) and read it every k steps",
+        "https://pytorch.org/docs/stable/generated/torch.isclose.html",
+        op=op,
+    ) for op in ("aten::equal", "aten::allclose")),
+    Advice(
+        "output sized on the host",
+        "repeat_interleave with a tensor of repeats reads their sum on the host to size its output: pass "
+        "output_size= (the total, where the step knows it)",
+        "https://pytorch.org/docs/stable/generated/torch.repeat_interleave.html",
+        op="aten::repeat_interleave",
+    ),
+    Advice(
+        "output sized on the host",
+        "bincount reads its input's largest value on the host to size its output, whatever its minlength: count into "
+        "a tensor of known size instead (torch.zeros(n, dtype=torch.long, device=x.device).scatter_add_(0, x, "
+        "torch.ones_like(x)))",
+        "https://pytorch.org/docs/stable/generated/torch.bincount.html",
+        op="aten::bincount",
+    ),
     Advice(
         "tensor read on the host",
         ".item(), float(t), bool(t), `if t:` or printing a GPU tensor waits for the GPU: read it every k steps, "
