@@ -251,7 +251,8 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
             records=NS(load=lambda folder: None, loaders_file=loaders), ref=None, turns=None, ref_s=0.0, deselected=set())
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
     session_ref.compare_against(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
-    assert begun == [(tmp_path / "tree", tmp_path), "start" if started else "close"]
+    aimed = (tmp_path / "tree", tmp_path, (ref.worktree, tmp_path / "tree"))  # and the trees REF's side imports from
+    assert begun == [aimed, "start" if started else "close"]
 
 
 @pytest.mark.parametrize("role, ahead", [({}, True), ({"smoke": True}, False), ({"worker": "gw0"}, False),
@@ -343,3 +344,47 @@ def test_the_strict_gate_fails_a_test_at_its_end_naming_what_ref_left_uncompared
     result.stdout.fnmatch_lines(["*test_toy.py::test_fed: --perf-strict: * check(s) not made against REF HEAD (*), and "
                                  "nothing else judged what they cover:",
                                  "*loader settings not compared: REF HEAD (*) recorded none for this test*"])
+
+
+PLANTED = """
+import time
+import pytest
+import torch
+
+def loss_of(x):
+    {plant}
+    return float(x.sum())
+
+class Work:
+    batch_size = 10
+    def __init__(self):
+        self.x = torch.ones(4)
+    def step(self):
+        loss_of(self.x * 2)
+
+@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
+def test_step(perf):
+    result = perf.measure(Work())
+    perf.assert_baseline(result)
+"""
+
+LINES = "for _ in range(300):\n        x = x + 0 if False else x"  # 300 turns of a Python statement, no tensor op
+
+
+def test_a_smoke_run_against_ref_fails_more_python_lines_a_sleep_and_a_host_read_a_step_naming_each(repo):
+    """CI's job against the base, on a CPU: the step's host side and its host reads against REF's smoke run's, which
+    keeps them (smoke-counts.json). The same code passes clean; the plants fail, each naming its function or line."""
+    repo.makepyfile(test_toy=PLANTED.format(plant="pass"))
+    git(repo.path, "add", ".")
+    git(repo.path, "commit", "-qm", "a step")
+    run(repo, "--perf-against", "HEAD", "--perf-strict").assert_outcomes(passed=1)  # REF measured first, nothing left
+    plants = f"{LINES}\n    time.sleep(0.005)\n    x.sum().item()"
+    repo.makepyfile(test_toy=PLANTED.format(plant=plants))
+    result = run(repo, "--perf-against", "HEAD")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the host runs * Python lines a step to issue it, * at REF HEAD (*) (+6*, *",
+                                 "*test_toy.py:loss_of (* -> *)"])
+    result.stdout.fnmatch_lines(["*the host blocks 1.* times a step while issuing it, 0.* at REF HEAD (*) (allowed +0.5)*",
+                                 "*test_toy.py:8 in loss_of (0.00 -> 1.*, new)"])
+    result.stdout.fnmatch_lines(["*measured 2.00 host reads per step with no GPU, 1.00 at REF HEAD (*) (+1.00)*",
+                                 "*+1.00 aten::_local_scalar_dense at test_toy.py:9 in loss_of (0.00 -> 1.00, new)"])

@@ -210,3 +210,102 @@ def test_a_library_block_whose_caller_moved_is_the_same_block():
     grown["blocks_per_step"] = 2.0
     rows = failures(host_side.failure(grown, recorded, "REF main")).splitlines()[1:]
     assert rows == ["    +1.00 fixtures/recipes.py:315 in train_step (0.00 -> 1.00, new)"]
+
+
+# --- a smoke run against REF (judging.smoke_counted): the same counts, on any machine -------------------------------
+
+
+def smoke_judge(tmp_path, recorded: dict | None, strict: bool = False):
+    from types import SimpleNamespace
+
+    from torch_perf_suite import smoke_counts
+    from torch_perf_suite.judging import Judge
+    from torch_perf_suite.settings import Measure
+
+    kept = smoke_counts.SmokeFile(tmp_path / smoke_counts.FILE, {})
+    if recorded is not None:
+        kept.save({"t.py::test": recorded})
+    session = SimpleNamespace(ref=SimpleNamespace(label="HEAD~1 (abc)", status={"t.py::test": "passed"}),
+                              settings=SimpleNamespace(strict=strict, smoke=True), against_label="REF HEAD~1 (abc)",
+                              records=SimpleNamespace(smoke_file=smoke_counts.SmokeFile.load(kept.path)))
+    return Judge(session, "t.py::test", Measure(), confirm=None)
+
+
+def smoke_result(lines: float, blocks: float, reads: dict[str, int] | None = None):
+    """A smoke run's result without a GPU: its host side (train_step's lines, a sleep's blocks) and its host reads."""
+    from torch_perf_suite.parts import Parts
+    from torch_perf_suite.result import Result
+    from torch_perf_suite.syncs import SyncCount, SyncSource
+    from torch_perf_suite.timing import Throughput
+
+    host = host_side.HostCount(2, {"torch/nn/modules/module.py:_call_impl": 400.0, "fixtures/training.py:train_step": lines},
+                               {"fixtures/training.py:131 in train_step": blocks} if blocks else {})
+    counted = None if reads is None else SyncCount(steps=2)
+    for line, n in (reads or {}).items():
+        counted.sources[SyncSource("host read", "aten::_local_scalar_dense", line, "")] += n
+    parts = Parts(batch_size=4, pipeline=Throughput(4, (0.1,)))
+    return Result("t.py::test", parts, None, None, None, host=host, reads=counted, compared=True)
+
+
+def smoke_ref(**kwargs) -> dict:
+    from torch_perf_suite import smoke_counts
+
+    return smoke_counts.entry(smoke_result(**kwargs))
+
+
+def test_against_ref_a_smoke_run_passes_the_same_counts_and_judges_the_host_side(tmp_path):
+    ref = smoke_ref(lines=39.0, blocks=0.0, reads={"fixtures/training.py:140 in train_step": 2})
+    r = smoke_result(lines=39.0, blocks=0.0, reads={"fixtures/training.py:140 in train_step": 2})
+    from torch_perf_suite.judging import smoke_counted
+
+    assert smoke_counted(smoke_judge(tmp_path, ref), r) == [] and "host" in r.judged and r.holes() == []
+
+
+def test_against_ref_a_smoke_run_fails_more_lines_and_a_block_a_step_naming_the_function_and_the_line(tmp_path):
+    """The CPU's plants: 300 lines more a step and a 5 ms sleep a step in the step, which a smoke run without REF's
+    counts passed."""
+    from torch_perf_suite.judging import smoke_counted
+
+    found = failures(smoke_counted(smoke_judge(tmp_path, smoke_ref(lines=39.0, blocks=0.0)),
+                                   smoke_result(lines=643.0, blocks=1.0)))
+    assert "the host runs 1,043 Python lines a step to issue it, 439 at REF HEAD~1 (abc) (+604, +137.6%" in found
+    assert "    +604.00 fixtures/training.py:train_step (39.00 -> 643.00)" in found
+    assert "the host blocks 1.00 times a step while issuing it, 0.00 at REF HEAD~1 (abc) (allowed +0.5)" in found
+    assert "    +1.00 fixtures/training.py:131 in train_step (0.00 -> 1.00, new)" in found
+
+
+def test_against_ref_a_smoke_run_fails_more_host_reads_naming_the_line_not_a_read_moved_by_an_edit(tmp_path):
+    from torch_perf_suite.judging import smoke_counted
+
+    ref = smoke_ref(lines=39.0, blocks=0.0, reads={"fixtures/training.py:140 in train_step": 2})
+    moved = smoke_result(lines=39.0, blocks=0.0, reads={"fixtures/training.py:141 in train_step": 2})
+    assert smoke_counted(smoke_judge(tmp_path, ref), moved) == []
+    more = smoke_result(lines=39.0, blocks=0.0, reads={"fixtures/training.py:140 in train_step": 2,
+                                                       "fixtures/training.py:150 in train_step": 2})
+    found = failures(smoke_counted(smoke_judge(tmp_path, ref), more))
+    assert found.startswith("measured 2.00 host reads per step with no GPU, 1.00 at REF HEAD~1 (abc) (+1.00)")
+    assert "    +1.00 aten::_local_scalar_dense at fixtures/training.py:150 in train_step (0.00 -> 1.00, new)" in found
+
+
+@pytest.mark.parametrize("recorded, hole", [
+    (None, "host side and host reads not compared: REF HEAD~1 (abc) recorded no smoke counts for this test (its suite "
+           "is older than them)"),
+    ({"counts": {}, "reads": None}, "host side not compared: REF HEAD~1 (abc) recorded none for this test"),
+])
+def test_against_ref_a_count_refs_smoke_run_lacks_is_a_hole_never_a_silent_pass(tmp_path, recorded, hole):
+    from torch_perf_suite.judging import smoke_counted
+
+    r = smoke_result(lines=39.0, blocks=0.0, reads={} if recorded is None else None)
+    assert smoke_counted(smoke_judge(tmp_path, recorded), r) == []
+    assert r.holes() == [hole] and "host" not in r.judged  # --perf-strict fails the test on it when it ends
+
+
+def test_a_smoke_counts_file_is_kept_whole_and_a_malformed_one_is_named(tmp_path):
+    from torch_perf_suite import smoke_counts
+
+    path = tmp_path / smoke_counts.FILE
+    smoke_counts.SmokeFile(path, {}).save({"t.py::test": smoke_ref(lines=1.0, blocks=0.0, reads={})})
+    assert smoke_counts.SmokeFile.load(path).get("t.py::test")["counts"]["host"]["lines_per_step"] == 401.0
+    path.write_text('{"schema": 1, "tests": {"t.py::test": {"counts": {"host": {"lines_per_step": -1}}}}}')
+    with pytest.raises(smoke_counts.SmokeCountsError, match="'t.py::test': 'counts' 'host': host counts' lines_per_step"):
+        smoke_counts.SmokeFile.load(path)

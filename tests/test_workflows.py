@@ -204,3 +204,11 @@ def test_a_file_that_pytest_opens_as_it_reads_its_options_has_its_folder_made_fi
                     folder = os.path.dirname(file)
                     made = re.search(rf"mkdir -p [^\n]*\b{re.escape(folder)}\b", script.split(file, 1)[0])
                     assert not folder or made, f"{path.name} job {name}: --benchmark-json {file} before `mkdir -p {folder}`"
+
+
+def test_the_job_against_the_base_is_held_to_strict():
+    """CI's job against the change's base: a count the base did not record (the host side, host reads, a loader's
+    settings) fails the test under --perf-strict, rather than passing as a note."""
+    job = load(ROOT / ".github" / "workflows" / "ci.yml")["jobs"]["against-base"]
+    runs = [step["run"] for step in job["steps"] if "--perf-against" in step.get("run", "")]
+    assert runs and all("--perf-strict" in run and "--perf-smoke" in run for run in runs), runs

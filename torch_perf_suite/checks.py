@@ -11,7 +11,7 @@ checked only against a baseline recorded on this host (`host_scope`).
 from __future__ import annotations
 
 from . import host_side
-from .findings import FAILED, Finding
+from .findings import FAILED, NOT_COMPARED, Finding
 from .parts import Parts
 
 TOP_CHANGES = 5  # kernel families named in a failure, most changed first
@@ -73,6 +73,32 @@ def host_reads(counted, *, per_step: float | None = None) -> list[Finding]:
                             f"steps) with no GPU, expected at most {per_step:g}: each reads a tensor's value on the host, "
                             f"which on a GPU is a host-device sync:\n{counted.describe()}")]
 
+
+
+def host_reads_against(now: dict, recorded: dict, against: str, listing: str) -> list[Finding]:
+    """A smoke run's host reads a step (smoke_counts.reads_entry) against REF's smoke run's: more reads a step than
+    REF's fails, naming the lines whose reads grew, most first (a read that an edit above it moved, with none added,
+    does not); `listing`: the head's reads as the syncs' check lists them (SyncCount.describe)."""
+    mine, was = now["per_step"], recorded["per_step"]
+    if mine <= was + 1e-9:
+        return []
+    rows = host_side.grown(now["lines"], recorded["lines"], complete=True)
+    return [Finding(FAILED, f"measured {mine:.2f} host reads per step with no GPU, {was:.2f} at {against} ({mine - was:+.2f}): "
+                            "each reads a tensor's value on the host, which on a GPU is a host-device sync; reads a "
+                            "step by line, most grown first:\n" + "\n".join(rows) + f"\n{listing}")]
+
+
+def smoke_holes(now: dict, reads: dict | None, recorded: dict | None, against: str) -> list[Finding]:
+    """A smoke run against REF: what it counted (Result.counts, its host reads) that REF's smoke run's record of the
+    test (smoke_counts.entry) lacks, NOT_COMPARED each: a hole that --perf-strict fails on, never a silent pass."""
+    had = [("host side", "host" in now, recorded and "host" in recorded["counts"]),
+           ("host reads", reads is not None, recorded and recorded.get("reads") is not None)]
+    if recorded is None and any(has for _, has, _ in had):
+        what = " and ".join(name for name, has, _ in had if has)
+        return [Finding(NOT_COMPARED, f"{what} not compared: {against} recorded no smoke counts for this test (its "
+                                      "suite is older than them)")]
+    return [Finding(NOT_COMPARED, f"{name} not compared: {against} recorded none for this test")
+            for name, has, at_ref in had if has and not at_ref]
 
 # --- kernels, from the profiled window -------------------------------------------------------------
 

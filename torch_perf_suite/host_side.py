@@ -164,7 +164,7 @@ def why_uncountable(members, has_loader: bool) -> str | None:
     return None
 
 
-def _grown(now: dict[str, float], recorded: dict[str, float], complete: bool) -> list[str]:
+def grown(now: dict[str, float], recorded: dict[str, float], complete: bool) -> list[str]:
     """Rows of what grew, most first: '+248.0 fixtures/recipes.py:train_step (12.0 -> 260.0)'. A block in a library is
     matched by its own line, not by the project line that called it, which moves with any edit above it."""
     def own(name: str) -> str:
@@ -199,14 +199,14 @@ def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_M
             f"{100 * (lines / was - 1) if was else float('inf'):+.1f}%; allowed +{margin_pct:g}% or +{LINES_FLOOR}): "
             "per-step Python (a hook, a callback, a logging helper, a library's wrapper, a part run eagerly); "
             "lines a step by function, most grown first:\n"
-            + "\n".join(_grown(now["lines"], recorded["lines"], len(recorded["lines"]) < KEPT)))
+            + "\n".join(grown(now["lines"], recorded["lines"], len(recorded["lines"]) < KEPT)))
     blocks, blocked = now["blocks_per_step"], recorded["blocks_per_step"]
     if blocks > blocked + BLOCKS_MARGIN:
         problems.append(
             f"the host blocks {blocks:.2f} times a step while issuing it, {blocked:.2f} at {against} (allowed "
             f"+{BLOCKS_MARGIN:g}): a sleep, a lock, I/O or a wait on another thread (voluntary context switches), "
             "at these lines, most grown first:\n"
-            + "\n".join(_grown(now["blocks"], recorded["blocks"], len(recorded["blocks"]) < KEPT)))
+            + "\n".join(grown(now["blocks"], recorded["blocks"], len(recorded["blocks"]) < KEPT)))
     return [Finding(FAILED, problem) for problem in problems]
 
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from . import checks, compiled, gates, host, instructions, loader, ranks, turns
+from . import checks, compiled, gates, host, instructions, loader, ranks, smoke_counts, turns
 from .checks import parts_line
 from .findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, REPORTED, Finding, failures
 from .parts import BRIEF
@@ -60,9 +60,9 @@ class Judge:
         """(every failed finding against the baseline; the entry compared with, None where none was)."""
         result.compared = True
         found = self._instructions(result) + self._loader_settings(result, loader_changes)
-        if self.session.settings.smoke and self.session.ref:  # CI's job against the base: the loader's blocks a sample
-            recorded = (self.session.records.loader_record(self.test_id) or {}).get("unit")
-            found += self._unit(result, {"loader_unit": recorded}, why_not_timed=SMOKE_WAITING)
+        if self.session.settings.smoke and self.session.ref:  # CI's job against the base: the loader's blocks a sample,
+            recorded = (self.session.records.loader_record(self.test_id) or {}).get("unit")  # and every count it has
+            found += self._unit(result, {"loader_unit": recorded}, why_not_timed=SMOKE_WAITING) + smoke_counted(self, result)
         entry = self._entry(result)
         if entry is not None:
             found += (self._counts(result, entry) + self._scaling(result, entry) + self._unit(result, entry)
@@ -245,6 +245,28 @@ class Judge:
         result.notes.append("no baseline")
         warn(msg)
 
+
+def smoke_counted(judge: Judge, result: Result) -> list[Finding]:
+    """A smoke run against REF, on any machine: every count it has against REF's smoke run's record of the test
+    (smoke_counts.py): the host side (lines and blocks a step), compile graphs where it compiled, on a GPU what the
+    profiled window counted (checks.counted, as against a baseline entry), and without a GPU its host reads a step.
+    What REF's record lacks is a hole (checks.smoke_holes). Without a GPU there are no kernels, copies or GPU memory to
+    count: the smoke report says so once (report.NOT_WITHOUT_GPU)."""
+    session = judge.session
+    if session.ref.status.get(judge.test_id) != "passed":  # said where its entry is looked for (Judge._entry)
+        return []
+    kept = session.records.smoke_file
+    recorded = kept.get(judge.test_id) if kept is not None else None
+    now, reads, label = result.counts(), smoke_counts.reads_entry(result.reads), session.against_label
+    found = checks.smoke_holes(now, reads, recorded, label)
+    if recorded is not None:
+        found += (ranks.counted if "ranks" in now else checks.counted)(
+            now, recorded["counts"], judge.settings.count_margin, result.compile or compiled.CompileCount(), label)
+        if reads is not None and recorded.get("reads") is not None:
+            found += checks.host_reads_against(reads, recorded["reads"], label, result.reads.describe())
+        if "host" in now and "host" in recorded["counts"]:
+            result.judged.add("host")
+    return judge.take(result, found)
 
 def gain(judge: Judge, result: Result, other: Result | None, over: str, part: str, over_part: str, *, at_least=None,
          at_most=None) -> None:

@@ -8,7 +8,7 @@ import contextlib
 from dataclasses import replace
 from pathlib import Path
 
-from . import baselines, instructions, loader, loader_code
+from . import baselines, instructions, loader, loader_code, smoke_counts
 
 
 class Records:
@@ -26,6 +26,8 @@ class Records:
         self.committed_instructions: instructions.InstructionsFile | None = None  # reusable counts, under --perf-against
         self.instructions_recorded = 0
         self.counter = counter or instructions.Counter()  # the loader's instructions, counted in a callgrind process
+        self.smoke_file: smoke_counts.SmokeFile | None = None  # a smoke run's counts, where REF's smoke run keeps them
+        self.as_ref = False  # this process is REF's run (session.PerfSession): only it records a smoke run's counts
         self.code: dict[str, tuple] = {}  # a loader's source -> the files of the code it runs, with their hashes (read once
         # a session); its digest is derived from them (loader_code.digest_of)
 
@@ -35,6 +37,8 @@ class Records:
         self.loaders_file = loader.SettingsFile.load(folder / "loaders.json")
         if self.settings.instructions and (self.device.is_gpu or self.settings.smoke):
             self._load_instructions(folder)
+        if self.settings.smoke:
+            self.smoke_file = smoke_counts.SmokeFile.load(folder / smoke_counts.FILE)
         if self.device.is_gpu and not self.settings.smoke:
             self._load_baseline_file(folder / f"{baselines.gpu_slug(self.device.env['gpu'])}.json")
 
@@ -126,6 +130,11 @@ class Records:
                 self.loaders_recorded += 1
             except (OSError, loader.SettingsError) as e:
                 self.save_error = f"loader settings NOT recorded into {self.loaders_file.path}: {e}"
+        if self.as_ref and self.smoke_file is not None:
+            try:
+                self.smoke_file.save({result.baseline_key: smoke_counts.entry(result)})
+            except (OSError, smoke_counts.SmokeCountsError) as e:
+                self.save_error = f"smoke counts NOT recorded into {self.smoke_file.path}: {e}"
         if result.instructions is not None and self.instructions_file is not None:
             try:
                 self.instructions_file.save(self.instructions_key, {test_id: instructions.entry(result.instructions)})

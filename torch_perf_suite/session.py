@@ -81,6 +81,7 @@ class PerfSession:
         self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns
         self.ref_failed: dict[str, str] = {}  # a sharded worker's: test file -> why REF's tests of it could not run
         self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
+        self.records.as_ref = self.as_ref
         self.bisecting: tuple | None = session_ref.check_bisect(self, config) if self.settings.bisect else None
         # a process that runs tests here counts its loaders here
         self._prestart(config, runs_tests=not (shards or self.bisecting or self.as_ref or config.option.collectonly))
