@@ -214,15 +214,13 @@ class Counter:
         return Unavailable(self._broken)
 
     def close(self) -> None:
-        proc, started, self._proc, self._started, self._pending = self._proc, self._started, None, False, None
-        if proc is not None:
-            if not started:  # starting (valgrind importing torch), or its count never collected: not waited for
-                proc.kill()
-            try:
+        proc, self._proc, self._started, self._pending = self._proc, None, False, None
+        if proc is not None:  # every count is read from a dump made while it ran: its exit is not waited for (a session
+            # waited a minute for it, then killed it)
+            proc.kill()
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
                 proc.stdin.close()
-                proc.wait(timeout=60)
-            except (OSError, subprocess.SubprocessError):
-                proc.kill()
+                proc.wait(timeout=10)
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
