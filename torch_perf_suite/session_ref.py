@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from . import against, bisecting, durations, store, turns
+from . import against, bisecting, durations, plain, store, turns
 
 
 def load_records(records, folder: Path) -> None:
@@ -65,7 +65,7 @@ def bisect(perf, session) -> bool:
     if why := bisecting.nothing_found(finding, bad_name):
         raise pytest.UsageError(why)
     text = bisecting.describe(finding, good.short, bad_name)
-    say(text)
+    say(plain.text(text))  # the terminal's plain text; the Markdown goes to the report's .bisect.md
     if perf.settings.report:
         perf.settings.report.parent.mkdir(parents=True, exist_ok=True)
         store.write_atomic(perf.settings.report.with_suffix(".bisect.md"), text)
