@@ -164,3 +164,8 @@ def test_a_failure_starts_with_a_line_of_its_causes_then_says_each_whole(monkeyp
     assert causes.whole(str(failed.value), "t.py::test_x") == whole
     assert causes.whole(whole, "t.py::test_x") == whole  # an older failure, or one without a cause line, as it is
     assert causes.brief("--perf-strict: no baseline: none recorded") == "--perf-strict: no baseline"
+    counted = ("counted at this GPU model's baseline (REF HEAD (1daa72af0bcc), measured on this GPU):\n"
+               "the host runs 1,013 Python lines a step to issue it, 712 at REF HEAD (1daa72af0bcc) (+301, +42.3%; "
+               "allowed +1% or +20): per-step Python\n    +303.00 userproj/data.py:loss_fn (0.00 -> 303.00)")
+    assert causes.brief(counted) == ("the host runs 1,013 Python lines a step to issue it, 712 at REF HEAD "
+                                     "(+301, +42.3%; allowed +1% or +20)")  # the change kept, the record's heading not

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+WHERE_COUNTED = "counted at "  # a heading that says only which record the counts below were compared with
 BRIEF = 120  # characters at most of one finding's brief
 _ASIDE = re.compile(r" \((?![+-]\d)[^()]*\)")  # a parenthesis: how many in how many steps, which file, why; not
 # the change against the record ("(+301, +32.4%; allowed +1% or +20)"), which says how far it went
@@ -28,7 +29,8 @@ def brief(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()] or [""]
     said = _ASIDE.sub("", _statement(lines[0])).removeprefix("measured ").strip()
     if lines[0].endswith(":") and not re.search(r"\d", said) and len(lines) > 1:  # a heading: its numbers are below
-        said += ": " + _ASIDE.sub("", _statement(lines[1])).strip()
+        below = _ASIDE.sub("", _statement(lines[1])).strip()
+        said = below if said.startswith(WHERE_COUNTED) else f"{said}: {below}"  # where it was counted: the line says
     where = _WHERE.search(text)
     if where and where[1] not in said:
         said += f", from {where[1]}"
