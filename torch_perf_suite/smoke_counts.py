@@ -10,8 +10,6 @@ library only, as the stores are."""
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
-from pathlib import Path
 
 from . import host_side, store
 
@@ -23,24 +21,14 @@ class SmokeCountsError(store.Unusable):
     """A smoke counts file that cannot be used; the message names the file and what to do."""
 
 
-@dataclass
-class SmokeFile:
+class SmokeFile(store.TestsFile):
     """{"schema": 1, "tests": {test id: {"counts": {...}, "reads": {...} or null, "date": ...}}}, read-merge-write."""
 
-    path: Path
-    tests: dict
+    Error = SmokeCountsError
 
-    @classmethod
-    def load(cls, path: Path) -> "SmokeFile":
-        data = store.read_checked(path, _validate, SmokeCountsError)
-        return cls(path, data["tests"] if data else {})
-
-    def get(self, test_id: str) -> dict | None:
-        return self.tests.get(test_id)
-
-    def save(self, updates: dict[str, dict]) -> None:
-        self.tests = store.update(self.path, lambda: {"schema": SCHEMA, "tests": dict(sorted(
-            {**SmokeFile.load(self.path).tests, **updates}.items()))})["tests"]
+    @staticmethod
+    def validate(data) -> str | None:
+        return _validate(data)
 
 
 def entry(result) -> dict:

@@ -12,6 +12,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -87,6 +88,34 @@ def update(path: Path, merged: Callable[[], dict]) -> dict:
         data = merged()
         write_json(path, data)
     return data
+
+
+@dataclass
+class TestsFile:
+    """A store of one entry a test: {"schema": 1, "tests": {test id: entry}}, read-merge-write. A store of this shape
+    names its `validate` (what is wrong with the data, or None) and its `Error`."""
+
+    path: Path
+    tests: dict
+
+    SCHEMA = 1
+    Error = Unusable
+
+    @staticmethod
+    def validate(data) -> str | None:
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, path: Path):
+        data = read_checked(path, cls.validate, cls.Error)
+        return cls(path, data["tests"] if data else {})
+
+    def get(self, test_id: str) -> dict | None:
+        return self.tests.get(test_id)
+
+    def save(self, updates: dict[str, dict]) -> None:
+        self.tests = update(self.path, lambda: {"schema": self.SCHEMA, "tests": dict(sorted(
+            {**type(self).load(self.path).tests, **updates}.items()))})["tests"]
 
 
 def quoted(value, limit: int = 60) -> str:

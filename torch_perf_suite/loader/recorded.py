@@ -4,8 +4,6 @@ every machine, read and written through the one store."""
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
-from pathlib import Path
 
 from .. import store
 from .cost import UnitCost
@@ -18,25 +16,15 @@ class SettingsError(store.Unusable):
     """A loaders file that cannot be used; the message names the file and what to do."""
 
 
-@dataclass
-class SettingsFile:
+class SettingsFile(store.TestsFile):
     """baselines/loaders.json: {"schema": 1, "tests": {test id: {"settings": {...}, "workers": N, "date": ...}}}, one
     file for every machine (settings do not depend on the host). Written atomically, read-merge-write."""
 
-    path: Path
-    tests: dict
+    Error = SettingsError
 
-    @classmethod
-    def load(cls, path: Path) -> "SettingsFile":
-        data = store.read_checked(path, _validate, SettingsError)
-        return cls(path, data["tests"] if data else {})
-
-    def get(self, test_id: str) -> dict | None:
-        return self.tests.get(test_id)
-
-    def save(self, updates: dict[str, dict]) -> None:
-        self.tests = store.update(self.path, lambda: {"schema": SCHEMA, "tests": dict(sorted(
-            {**SettingsFile.load(self.path).tests, **updates}.items()))})["tests"]
+    @staticmethod
+    def validate(data) -> str | None:
+        return _validate(data)
 
 
 def entry(settings: dict, workers: int, unit: UnitCost | None = None) -> dict:
