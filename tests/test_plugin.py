@@ -647,8 +647,8 @@ def test_report_is_written_as_markdown_and_json(suite):
 
 
 def test_a_run_that_counts_a_loader_again_says_so_as_it_starts_and_times_it(suite, pytester, monkeypatch):
-    """A file a recorded count ran changed: the header names the test and the file; the session line the seconds spent
-    waiting for the counting process at the end."""
+    """A file a recorded count ran changed: the header names the test and the file; the session line the seconds the
+    count took."""
     monkeypatch.setattr(instructions.Counter, "prestart", lambda self: None)  # no valgrind: the line is what is tested
     pytester.makepyfile(tiny="X = 1\n")
     entry = {"per_sample": 5.0, "samples": 16, "source": "tiny:loader_parts({})", "files": {"tiny.py": "0" * 16}}
@@ -660,7 +660,7 @@ def test_a_run_that_counts_a_loader_again_says_so_as_it_starts_and_times_it(suit
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["perf: loader instructions counted again under valgrind (callgrind) for "
                                  "test_copy.py::test_copy: tiny.py changed since counted. *", "rootdir: *"])
-    result.stdout.fnmatch_lines(["session: * s (*, tests * s, loader counted again *.* s)"])
+    result.stdout.fnmatch_lines(["session: * s (*, tests * s, of them loader counted again *.* s)"])
 
 
 def test_a_report_without_measurements_says_so(suite):

@@ -63,8 +63,8 @@ FEW = 3  # the tests a recount line names, at most
 def recount_line(folder: Path, changed: list[str], env_key: str) -> str:
     """What a run that counts a loader again says as it starts (its header): which tests' loaders, the files changed
     since their counts were recorded in `folder` for `env_key`, and that it takes valgrind's start with Python and torch
-    and the count; the counts carry no duration, so the time is the session line's to say at the end ("loader counted
-    again"). "" where nothing changed."""
+    and the count; the counts carry no duration, so the time is the session line's to say at the end ("of them loader
+    counted again"). "" where nothing changed."""
     if not changed:
         return ""
     try:
@@ -76,4 +76,4 @@ def recount_line(folder: Path, changed: list[str], env_key: str) -> str:
     files = ", ".join(changed[:FEW]) + (f" and {len(changed) - FEW} more" if len(changed) > FEW else "")
     return (f"perf: loader instructions counted again under valgrind (callgrind) for {named or 'a test'}: {files} "
             "changed since counted. Valgrind starts Python and torch, then counts the loader: slow (the counts carry no "
-            "duration; the session line at the end says what it took, as 'loader counted again')")
+            "duration; the session line at the end says what it took, as 'of them loader counted again')")

@@ -96,7 +96,7 @@ class PerfSession:
         header saying so (`recount`, early.recount_line; "" where none will be)."""
         changed = self.records.prestart_counter(self.settings.baseline_dir, runs_tests=runs_tests)
         self.recount = early.recount_line(self.settings.baseline_dir, changed, changed and instructions.key())
-        self.recount_s = 0.0  # waiting at the end for the counting process to stop (`finish`)
+        self.recount_s = 0.0  # stopping the counting process at the end (`finish`)
         if self.recount:
             config.pluginmanager.register(_Header([self.recount]), "perf_recount")
 
@@ -133,11 +133,12 @@ class PerfSession:
 
     def seconds(self) -> dict:
         """The session's seconds: in all since the process started, the imports before the session, measuring REF, and
-        in the perf tests' calls (their counts of the loader's instructions among them), and, where a loader was counted
-        again, waiting at the end for the counting process (valgrind) to stop."""
+        in the perf tests' calls, and, where a loader was counted again, what the tests spent on the count (valgrind's
+        start and the count: their "instructions" laps) and stopping it at the end."""
         tests = sum(sum(laps.seconds.values()) for laps in self.laps.values())
         imports = {} if self.imports_s is None else {"imports": round(self.imports_s, 1)}
-        recount = {"loader counted again": round(self.recount_s, 1)} if self.recount else {}
+        counting = sum(laps.seconds.get("instructions", 0.0) for laps in self.laps.values()) + self.recount_s
+        recount = {"of them loader counted again": round(counting, 1)} if self.recount else {}
         return {"total": round(time.perf_counter() - self.started, 1), **imports, "REF": round(self.ref_s, 1),
                 "tests": round(tests, 1), **recount}
 
