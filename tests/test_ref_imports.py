@@ -205,7 +205,7 @@ from torch_perf_suite import TrainingStep
 
 def test_step(perf):
     model = torch.nn.Linear(1, 1)
-    step = TrainingStep(model, torch.optim.SGD(model.parameters(), lr=0.01), torch.nn.functional.mse_loss,
+    step = TrainingStep(model, torch.optim.SGD(model.parameters(), lr=0.01), data.loss_fn,
                         data.make_loader(), torch.device("cpu"), loader_source=("{pkg}.data:loader_parts", {{}}))
     perf.assert_baseline(perf.measure(step))
     step.close()
@@ -227,8 +227,17 @@ def loader_parts():
 
 def make_loader():
     return torch.utils.data.DataLoader(Items(), batch_size=8, num_workers=2, persistent_workers=True)
+
+
+def loss_fn(out, target):
+    return torch.nn.functional.mse_loss(out, target)
 """
-PLANT = ("num_workers=2, persistent_workers=True", "num_workers=0")
+# in the working tree at once: a loader setting, 300 Python lines and a 5 ms sleep a step in the loss
+PLANTS = [("num_workers=2, persistent_workers=True", "num_workers=0"),
+          ("    return torch.nn.functional.mse_loss", "    for _ in range(150):\n        pass\n"
+           "    __import__('time').sleep(0.005)\n    return torch.nn.functional.mse_loss")]
+CAUSES = ["num_workers 2 -> 0", "Python lines a step to issue it", "data.py:loss_fn (0.00 -> 303.00)",
+          "the host blocks 1.00 times a step while issuing it, 0.00 at REF"]
 
 
 @pytest.fixture
@@ -262,15 +271,18 @@ def perf_against(root: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("installed", ["pth", "finder"], indirect=True)
-def test_an_editable_installs_settings_change_fails_against_head(installed, request):
-    """REF measured cold with the change planted: without the mapping REF's run imported the working tree's package and
-    compared the head with itself, and passed. The unchanged project then passes (REF's results from the cache), in
-    one mode only: each run here costs pytest processes that import torch."""
+def test_an_editable_installs_planted_changes_fail_against_head(installed, request):
+    """REF measured cold with the changes planted: without the mapping REF's run imported the working tree's package
+    and compared the head with itself, and passed. Each plant is named. The unchanged project then passes (REF's
+    results from the cache), in one mode only: each run here costs pytest processes that import torch."""
     root, data = installed
-    original = data.read_text()
-    data.write_text(original.replace(*PLANT))
+    original = planted_text = data.read_text()
+    for old, new in PLANTS:
+        planted_text = planted_text.replace(old, new)
+    data.write_text(planted_text)
     planted = perf_against(root)
-    assert planted.returncode == 1 and "num_workers 2 -> 0" in planted.stdout, planted.stdout[-3000:]
+    assert planted.returncode == 1, planted.stdout[-3000:]
+    assert [c for c in CAUSES if c not in planted.stdout] == [], planted.stdout[-3000:]
     if request.node.callspec.params["installed"] == "pth":
         data.write_text(original)
         same = perf_against(root)
