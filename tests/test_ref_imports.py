@@ -263,11 +263,11 @@ def installed(tmp_path, request):
     subprocess.run([*pip, "uninstall", "-y", pkg], capture_output=True)
 
 
-def perf_against(root: Path) -> subprocess.CompletedProcess:
+def perf_against(root: Path, *how: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TORCH_PERF_SUITE_"))}
     return subprocess.run([sys.executable, "-m", "pytest", "tests", "-p", "no:randomly", "-p", "no:xdist",
-                           "--perf-smoke", "--perf-strict", "--perf-against", "HEAD", "--perf-instructions", "off"],
-                          cwd=root, capture_output=True, text=True, env=env)
+                           "--perf-smoke", "--perf-strict", *(how or ("--perf-against", "HEAD")),
+                           "--perf-instructions", "off"], cwd=root, capture_output=True, text=True, env=env)
 
 
 @pytest.mark.parametrize("installed", ["pth", "finder"], indirect=True)
@@ -287,3 +287,21 @@ def test_an_editable_installs_planted_changes_fail_against_head(installed, reque
         data.write_text(original)
         same = perf_against(root)
         assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-2000:]
+
+
+@pytest.mark.parametrize("installed", ["pth"], indirect=True)
+def test_a_bisection_of_an_editable_install_names_the_commit_that_planted_the_sleep(installed):
+    """Each commit's run imports that commit's code, not the checkout's (which holds the sleep): without the mapping
+    every commit, GOOD too, measured the checkout and none was first bad."""
+    root, data = installed
+    for i in range(1, 4):
+        if i == 2:
+            data.write_text(data.read_text().replace(*PLANTS[1]))
+        else:
+            (root / "notes.txt").write_text(f"change {i}\n")
+        git(root, "add", str(data if i == 2 else root / "notes.txt"))
+        git(root, "commit", "-qm", f"change {i}")
+    planted = git(root, "rev-parse", "HEAD~1")
+    found = perf_against(root, "--perf-bisect", "HEAD~3..HEAD")
+    assert f"first bad commit: {planted[:12]} 'change 2'" in found.stdout, found.stdout[-3000:]
+    assert "the host blocks 1.00 times a step while issuing it, 0.00 at REF" in found.stdout, found.stdout[-3000:]
