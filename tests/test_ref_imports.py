@@ -117,6 +117,8 @@ def test_the_harness_the_refs_cache_folder_and_the_interpreter_are_never_mapped(
     assert mapping.counterpart(str(r.parent / "plugin" / "perf_against_select.py")) is None  # beside REF's tree
     assert mapping.counterpart(str(w / ".venv" / "lib" / "site-packages" / "torch" / "__init__.py")) is None
     assert mapping.counterpart(str(w / "src" / "m.py")) == (str(w), str(r / "src" / "m.py"))
+    kernel = w / ".pytest_cache" / "d" / "perf-against" / "ref-pytest-cache" / "d" / "perf-compile" / "c2f.main.so"
+    assert mapping.counterpart(str(kernel)) is None  # torch.compile's kernel, loaded by path from a cache in W
 
 
 def test_a_conftest_that_puts_refs_src_first_keeps_working(trees):

@@ -9,7 +9,8 @@ maps too; a namespace package's folders), returns the spec of the same path in R
 static `.pth` path of a src layout, setuptools' link tree (`editable_mode=strict`) and its import finder (a
 `package-dir` mapping), and a folder put on the path by hand. Not mapped: the harness's own package `torch_perf_suite`
 (the harness that measures both sides is the head's), what lies in R already or in the folder that holds it (REF's
-cached results and the selection plugin), and the interpreter's folders (a virtual environment inside W, site-packages).
+cached results and the selection plugin), what lies under a dot-folder of W (a cache's generated code: torch.compile's
+kernels under `.pytest_cache`), and the interpreter's folders (a virtual environment inside W, site-packages).
 
 A module with no counterpart in R (deleted or never committed at REF, or generated) fails the run in one line. At the
 end of REF's process `finish` names any module still imported from W (imported before the finder was installed, or by
@@ -60,7 +61,15 @@ class Mapping:
         if _under(path, os.path.dirname(self.ref_tree)) or _under(path, HERE) or _interpreter(path):
             return None
         tree = max((w for w in self.worktrees if _under(path, w)), key=len, default=None)
-        return None if tree is None else (tree, os.path.join(self.ref_tree, os.path.relpath(path, tree)))
+        if tree is None or _hidden(os.path.relpath(path, tree)):
+            return None
+        return tree, os.path.join(self.ref_tree, os.path.relpath(path, tree))
+
+
+def _hidden(relative: str) -> bool:
+    """A path under a dot-folder of the working tree: a cache's generated code (torch.compile's kernels under
+    `.pytest_cache`, REF's own pytest cache beside REF's tree), not the project's."""
+    return any(part.startswith(".") and part not in (".", "..") for part in relative.split(os.sep)[:-1])
 
 
 def _interpreter(path: str) -> bool:
