@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from . import checks, compiled, gates, host, instructions, loader, ranks, smoke_counts, turns
+from . import causes, checks, compiled, gates, host, instructions, loader, ranks, smoke_counts, turns
 from .checks import parts_line
 from .findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, REPORTED, Finding, failures
 from .parts import BRIEF
@@ -33,6 +33,12 @@ class PerfWarning(UserWarning):
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def fail(test_id: str, whole: str) -> None:
+    """The test failed with `whole`, its causes in a line above it (causes.message: pytest's short summary shows that
+    line; the report keeps `whole`)."""
+    pytest.fail(causes.message(test_id, whole), pytrace=False)
 
 
 def warn(message: str) -> None:
@@ -103,7 +109,7 @@ class Judge:
         if session.ref and session.ref.status.get(self.test_id) != "passed":  # new in this change, or failed at REF
             why = session.ref.why_missing(self.test_id, session.collected)
             if self.strict:  # the merge gate: a test compared with nothing is a hole in it, renamed or not
-                pytest.fail(f"{self.test_id}: {why} (--perf-strict: nothing of it was compared with REF)", pytrace=False)
+                fail(self.test_id, f"{self.test_id}: {why} (--perf-strict: nothing of it was compared with REF)")
             self.left(result, why)
             return None
         if session.settings.smoke:
@@ -198,7 +204,7 @@ class Judge:
                  for why, parts in why_not.items()]
         holes = [text for text, _, moved in found if not moved]
         if holes and self.strict:
-            pytest.fail(f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(holes), pytrace=False)
+            fail(self.test_id, f"{self.test_id}: --perf-strict: no comparable baseline: " + "; ".join(holes))
         for text, parts, moved in found:
             self.left(result, text, covered_by=result.cover_of(parts[0]) if moved else "")
 
@@ -232,7 +238,7 @@ class Judge:
     def not_checked(self, result: Result, why: str) -> None:
         """A check that could not be made: a failure under --perf-strict, else a note and a warning."""
         if self.strict:
-            pytest.fail(f"{self.test_id}: --perf-strict: {why}", pytrace=False)
+            fail(self.test_id, f"{self.test_id}: --perf-strict: {why}")
         result.notes.append(why)
         warn(f"{self.test_id}: {why}")
 
@@ -241,7 +247,7 @@ class Judge:
         if self.session.sharded:  # a worker's loader and pipeline numbers are its share of the cores': recorded without -n, all
             msg += " -n <as now> --dist loadfile (run sharded, as this run: a worker's host is its share of the cores)"
         if self.strict:
-            pytest.fail(msg, pytrace=False)
+            fail(self.test_id, msg)
         result.notes.append("no baseline")
         warn(msg)
 
@@ -295,10 +301,10 @@ def gain(judge: Judge, result: Result, other: Result | None, over: str, part: st
     if again is not None and not second.reproduces:
         result.notes.append(f"{label}: {ratio:.3f}x at first, {again.median / ref.median:.3f}x measured again: not confirmed")
     elif again is not None:
-        pytest.fail(f"{judge.test_id}: {part} {mine.median:,.0f} samples/s is {ratio:.3f}x the {over_part} number of "
-                    f"{name} ({ref.median:,.0f} samples/s in this run), expected {wanted} ({first.method}); measured "
-                    f"again: {again.median / ref.median:.3f}x ({second.method}).\n  this test's rounds: {rounds(mine)}\n"
-                    f"  {name}'s rounds: {rounds(ref)}", pytrace=False)
+        fail(judge.test_id, f"{judge.test_id}: {part} {mine.median:,.0f} samples/s is {ratio:.3f}x the {over_part} number "
+                            f"of {name} ({ref.median:,.0f} samples/s in this run), expected {wanted} ({first.method}); "
+                            f"measured again: {again.median / ref.median:.3f}x ({second.method}).\n  this test's rounds: "
+                            f"{rounds(mine)}\n  {name}'s rounds: {rounds(ref)}")
 
 
 def _not_compared(judge: Judge, result: Result, over: str, name: str, label: str, part: str, over_part: str) -> None:
@@ -308,7 +314,7 @@ def _not_compared(judge: Judge, result: Result, over: str, name: str, label: str
     if left_out:  # -k or -m chose a subset (the merge gate's, say): not a failure, even under --perf-strict
         msg = f"{judge.test_id}: {over} was deselected (-k or -m) in this run, so {label} is not checked"
     elif judge.strict:
-        pytest.fail(msg, pytrace=False)
+        fail(judge.test_id, msg)
     judge.left(result, f"not compared with {name}" + (" (deselected)" if left_out else ""), covered_by=part)
     warn(msg)
 
