@@ -63,6 +63,7 @@ def test_logging_the_loss(perf, measure, way):
     perf.assert_baseline(result)
 
 
+@pytest.mark.cuda
 def test_the_pinned_log_reads_what_item_reads(perf_session):
     """The same CUDA values logged both ways, every third step: equal, in order, and all of them."""
     if not perf_session.device.is_gpu:

@@ -99,6 +99,7 @@ def test_ddp_metric_placement(perf, measure, placement):
     perf.assert_baseline(result)
 
 
+@pytest.mark.cuda
 def test_ddp_cpu_metric_fails_at_compute(perf_session):
     """Seed 004: a CPU metric under DDP with NCCL cannot be reduced across ranks."""
     if not perf_session.device.is_gpu:

@@ -212,3 +212,16 @@ def test_the_job_against_the_base_is_held_to_strict():
     job = load(ROOT / ".github" / "workflows" / "ci.yml")["jobs"]["against-base"]
     runs = [step["run"] for step in job["steps"] if "--perf-against" in step.get("run", "")]
     assert runs and all("--perf-strict" in run and "--perf-smoke" in run for run in runs), runs
+
+
+def test_the_strict_job_on_a_cpu_deselects_every_scenario_that_needs_a_cuda_gpu():
+    """Under --perf-strict a test that cannot run here fails: CI's job against the base has no GPU, so it deselects the
+    scenarios marked cuda, and every scenario that skips without a GPU in smoke mode carries that mark."""
+    job = load(ROOT / ".github" / "workflows" / "ci.yml")["jobs"]["against-base"]
+    runs = [step["run"] for step in job["steps"] if "--perf-against" in step.get("run", "")]
+    assert runs and all("not cuda" in run for run in runs), runs
+    for path in (ROOT / "perf_tests").glob("test_*.py"):
+        text = path.read_text()
+        for name in re.findall(r"def (test_\w+)\(perf_session\):\n(?:    \"\"\".*\"\"\"\n)?    if not perf_session\.device"
+                               r"\.is_gpu:", text):
+            assert f"@pytest.mark.cuda\ndef {name}(" in text, f"{path.name}::{name} skips without a GPU, unmarked"

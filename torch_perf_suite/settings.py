@@ -190,6 +190,8 @@ def markers() -> tuple[str, ...]:
         f"perf(**settings): per-test measurement settings by name ({', '.join(MEASURE_TYPES)}); function over class "
         "over module, over the command line and the ini file",
         "multi_gpu: needs every GPU of the node (skipped in a sharded run, where each worker holds one)",
+        "cuda: needs a CUDA GPU even in smoke mode (skipped without one, failed under --perf-strict): a strict job on a "
+        "CPU deselects it (-m 'not cuda')",
         "gate: the merge gate's timed subset (pytest perf_tests -m gate): the GPU's optimizations, whose claims are on "
         "GPU-side numbers; the gate's sync pass checks every other scenario's syncs",
     )
