@@ -44,7 +44,8 @@ def reads_entry(counted) -> dict | None:
         return None
     lines: dict[str, float] = {}
     for source, n in counted.sources.items():
-        lines[read_at(source)] = lines.get(read_at(source), 0.0) + n / counted.steps
+        at = read_at(source)
+        lines[at] = lines.get(at, 0.0) + n / counted.steps
     return {"per_step": round(counted.per_step, 3), "lines": {k: round(v, 3) for k, v in sorted(lines.items())}}
 
 
