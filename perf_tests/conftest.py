@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from fixtures import compile_cache, disk, recipes, training
-from torch_perf_suite import PerfWarning, host
+from torch_perf_suite import PerfWarning
+from torch_perf_suite.machine import host
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -10,7 +10,7 @@ gradient_as_bucket_view=True (past the article: no copy of the gradients into th
 the first GPU unevenly and DDP takes about 20% less time (on 4 GPUs). Each reports samples/s in all and per
 GPU, scaling efficiency against one GPU measured in this run, peak memory per GPU and the syncs per step on
 every rank's own trace. The claims are ratios within the run; each scenario is then compared with its baseline entry,
-keyed by the GPUs' count and topology (torch_perf_suite/ranks.py): each rank's kernels, bytes copied and step memory
+keyed by the GPUs' count and topology (torch_perf_suite/fixture/ranks.py): each rank's kernels, bytes copied and step memory
 exactly, the samples/s of all GPUs within their scope, the scaling efficiency over one GPU in this run.
 
 Skipped where fewer than two GPUs are visible (failed under --perf-strict), and in a sharded run

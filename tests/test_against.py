@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from test_xdist import under_mutmut  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
-from torch_perf_suite import against
+from torch_perf_suite.against import ref as against
 
 pytest_plugins = ["pytester"]
 
@@ -209,7 +209,7 @@ def test_a_run_is_refs_only_where_it_records_with_the_variable_set(monkeypatch, 
 def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
-    from torch_perf_suite import session_ref
+    from torch_perf_suite.against import steps as session_ref
 
     runs = []
 
@@ -237,7 +237,7 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
     has a loader: there they are ended, their cores given back."""
     from types import SimpleNamespace as NS
 
-    from torch_perf_suite import session_ref
+    from torch_perf_suite.against import steps as session_ref
 
     ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", status={"a.py::t": "passed"}, cached=["a.py::t"])
     monkeypatch.setattr(against, "prepare", lambda *args: ref)
@@ -260,7 +260,7 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
 def test_the_turns_processes_start_with_a_session_that_times_loaders_itself(monkeypatch, role, ahead):
     from types import SimpleNamespace as NS
 
-    from torch_perf_suite import session_ref
+    from torch_perf_suite.against import steps as session_ref
 
     started = []
     monkeypatch.setattr(session_ref.turns, "Turns", lambda: NS(start=lambda: started.append(True)))

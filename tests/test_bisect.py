@@ -7,8 +7,8 @@ import subprocess
 import pytest
 from test_against import git
 
-from torch_perf_suite import bisecting
-from torch_perf_suite.bisecting import Commit, Outcome
+from torch_perf_suite.against import bisecting
+from torch_perf_suite.against.bisecting import Commit, Outcome
 
 pytest_plugins = ["pytester"]
 

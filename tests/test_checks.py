@@ -4,33 +4,37 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import checks, gpu_util
-from torch_perf_suite.compiled import CompileCount, Event
+from torch_perf_suite.counts import checks as count_checks
+from torch_perf_suite.counts.compiled import CompileCount, Event
+from torch_perf_suite.counts.kernels import Kernel, KernelStats
 from torch_perf_suite.findings import FAILED, PASSED, REPORTED, Finding, failures
-from torch_perf_suite.kernels import Kernel, KernelStats
-from torch_perf_suite.nvml import Utilization
-from torch_perf_suite.parts import Parts
+from torch_perf_suite.loader import checks as loader_checks
+from torch_perf_suite.machine.nvml import Utilization
 from torch_perf_suite.syncs import SyncCount, SyncSource
-from torch_perf_suite.timing import Throughput
+from torch_perf_suite.syncs import checks as sync_checks
+from torch_perf_suite.throughput import checks as throughput_checks
+from torch_perf_suite.throughput import gpu_util
+from torch_perf_suite.throughput.parts import Parts
+from torch_perf_suite.throughput.timing import Throughput
 
 # ladder[bf16]'s families on an H200 (abridged), and the foreach optimizer planted in its place
 FUSED = {"at::native::multi_tensor_apply_kernel": 2.0, "triton_poi_fused_add_0": 40.0, "sm90_xmma_fprop": 13.0}
 
 
 def test_kernel_launches_as_recorded_pass():
-    assert failures(checks.kernel_launches(dict(FUSED), FUSED)) is None
+    assert failures(count_checks.kernel_launches(dict(FUSED), FUSED)) is None
 
 
 def test_one_more_launch_a_step_fails_naming_its_family():
     planted = {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0}
-    assert failures(checks.kernel_launches(planted, FUSED)) == (
+    assert failures(count_checks.kernel_launches(planted, FUSED)) == (
         "56 kernel launches per step, 55 recorded (+1): a swapped optimizer implementation, a lost fusion or a changed "
         "kernel choice; launches per step by family:\n  +1 at::native::multi_tensor_apply_kernel (2 -> 3)")
 
 
 def test_new_and_gone_families_are_named_most_changed_first_and_the_rest_counted():
     now = {"bf16_conv": 14.0, "triton_poi_fused_add_0": 40.0, **{f"k{i}": 1.0 for i in range(6)}}
-    message = failures(checks.kernel_launches(now, FUSED))
+    message = failures(count_checks.kernel_launches(now, FUSED))
     lines = message.splitlines()
     assert lines[1] == "  +14 bf16_conv (0 -> 14, new)" and lines[2] == "  -13 sm90_xmma_fprop (13 -> 0, gone)"
     assert lines[-1] == "  ... and 4 more famil(ies)"  # 9 changed: 2 named above, 3 more shown, 4 counted
@@ -38,19 +42,19 @@ def test_new_and_gone_families_are_named_most_changed_first_and_the_rest_counted
 
 def test_bytes_copied_within_the_margin_pass_and_beyond_it_fail():
     recorded = {"HtoD Pinned": 154_140_672}
-    assert failures(checks.copies({"HtoD Pinned": 154_140_672 * 1.009}, recorded, 1.0)) is None
-    assert failures(checks.copies({"HtoD Pinned": 154_140_672 * 1.02}, recorded, 1.0)) == (
+    assert failures(count_checks.copies({"HtoD Pinned": 154_140_672 * 1.009}, recorded, 1.0)) is None
+    assert failures(count_checks.copies({"HtoD Pinned": 154_140_672 * 1.02}, recorded, 1.0)) == (
         "bytes copied per step changed:\n  HtoD Pinned: 157.22 MB a step, 154.14 MB recorded (+2.0%; allowed +-1%)")
 
 
 def test_a_copy_of_a_kind_never_recorded_fails_by_its_kind():
-    message = failures(checks.copies({"HtoD Pinned": 1e6, "HtoD Pageable": 2e6}, {"HtoD Pinned": 1e6}, 1.0))
+    message = failures(count_checks.copies({"HtoD Pinned": 1e6, "HtoD Pageable": 2e6}, {"HtoD Pinned": 1e6}, 1.0))
     assert message == "bytes copied per step changed:\n  HtoD Pageable: 2.00 MB a step, none recorded (a new kind of copy)"
 
 
 def test_step_memory_names_the_peak_before_and_after():
-    assert failures(checks.step_memory(11_700_000_000, 11_590_000_000, 1.0)) is None  # +0.95%
-    assert failures(checks.step_memory(11_859_000_000, 11_590_000_000, 1.0)) == (
+    assert failures(count_checks.step_memory(11_700_000_000, 11_590_000_000, 1.0)) is None  # +0.95%
+    assert failures(count_checks.step_memory(11_859_000_000, 11_590_000_000, 1.0)) == (
         "the steps' peak GPU memory is 11.859 GB above what they started with, 11.590 GB recorded (+2.3%; allowed +1%): "
         "an extra allocation or a tensor kept alive in the step")
 
@@ -62,29 +66,29 @@ ONE_GRAPH = {"graphs": 1, "graph_breaks": 0, "recompilations": 0, "compile_s": 1
 
 def test_compile_counts_as_recorded_pass():
     # compile time: reported only
-    assert failures(checks.compile_counts(CompileCount(graphs=1, compile_s=30.0), ONE_GRAPH)) is None
+    assert failures(count_checks.compile_counts(CompileCount(graphs=1, compile_s=30.0), ONE_GRAPH)) is None
 
 
 def test_a_new_graph_break_fails_with_its_reason_and_line():
-    assert failures(checks.compile_counts(CompileCount(graphs=2, events=[BREAK, BREAK]), ONE_GRAPH)) == (
+    assert failures(count_checks.compile_counts(CompileCount(graphs=2, events=[BREAK, BREAK]), ONE_GRAPH)) == (
         "1 graph break(s), 0 recorded:\n  graph break at fixtures/recipes.py:197: User-inserted graph break")
 
 
 def test_a_recompilation_fails_naming_the_guard():
-    assert failures(checks.compile_counts(CompileCount(graphs=2, events=[GUARD]), ONE_GRAPH)) == (
+    assert failures(count_checks.compile_counts(CompileCount(graphs=2, events=[GUARD]), ONE_GRAPH)) == (
         "1 recompilation(s), 0 recorded (a guard failed):\n  recompilation at fixtures/model.py:3 in f: 0/0: tensor 'x' "
         "size mismatch at index 0. expected 8, actual 9")
 
 
 def test_other_graph_counts_and_fewer_breaks_fail_too():
-    assert failures(checks.compile_counts(CompileCount(graphs=0), ONE_GRAPH)) == "0 graph(s) compiled, 1 recorded"
-    message = failures(checks.compile_counts(CompileCount(graphs=1), {**ONE_GRAPH, "graph_breaks": 1}))
+    assert failures(count_checks.compile_counts(CompileCount(graphs=0), ONE_GRAPH)) == "0 graph(s) compiled, 1 recorded"
+    message = failures(count_checks.compile_counts(CompileCount(graphs=1), {**ONE_GRAPH, "graph_breaks": 1}))
     assert message.startswith("fewer graph breaks or recompilations than recorded (0 and 0, 1 and 0 recorded)")
 
 
 def test_loader_instructions_within_the_margin_pass_and_a_plant_fails():
-    assert failures(checks.instructions(6_400_000, 6_353_205.7, 1.0)) is None  # +0.7%
-    assert failures(checks.instructions(7_348_639, 6_353_205.7, 1.0)) == (
+    assert failures(loader_checks.instructions(6_400_000, 6_353_205.7, 1.0)) is None  # +0.7%
+    assert failures(loader_checks.instructions(7_348_639, 6_353_205.7, 1.0)) == (
         "the loader runs 7,348,639 instructions per sample (dataset item, transforms, collate; callgrind), 6,353,206 "
         "recorded (+15.7%; allowed +1%): more CPU work per sample in the dataset, its transforms or the collate")
 
@@ -95,29 +99,29 @@ def parts(pipeline, gpu, loader):
 
 def test_efficiency_of_the_slowest_part_and_in_turns():
     p = parts(5_000, 10_000, 20_000)  # efficiency 0.5; in turns 5,000 of 6,667: 0.75
-    assert failures(checks.efficiency(p, 0.5)) is None and failures(checks.efficiency(p, 0.7, in_turns=True)) is None
-    assert failures(checks.efficiency(p, 0.6)).startswith(
+    assert failures(throughput_checks.efficiency(p, 0.5)) is None and failures(throughput_checks.efficiency(p, 0.7, in_turns=True)) is None
+    assert failures(throughput_checks.efficiency(p, 0.6)).startswith(
         "pipeline efficiency 0.50, expected at least 0.6: the pipeline delivers 5,000 samples/s while its bottleneck (GPU) "
         "allows 10,000.")
-    assert failures(checks.efficiency(p, 0.8, in_turns=True)).startswith(
+    assert failures(throughput_checks.efficiency(p, 0.8, in_turns=True)).startswith(
         "the pipeline delivers 5,000 samples/s, 0.75 of the 6,667")
 
 
 def test_bottleneck():
     p = parts(5_000, 10_000, 20_000)
-    assert failures(checks.bottleneck(p, "GPU")) is None
-    assert failures(checks.bottleneck(p, "loader")) == ("bottleneck GPU, expected loader. parts (samples/s): pipeline 5,000, "
+    assert failures(throughput_checks.bottleneck(p, "GPU")) is None
+    assert failures(throughput_checks.bottleneck(p, "loader")) == ("bottleneck GPU, expected loader. parts (samples/s): pipeline 5,000, "
                                                         "GPU-side 10,000, loader 20,000; bottleneck: GPU")
 
 
 def test_a_host_bound_claim_is_checked_only_on_the_host_that_recorded_the_baseline():
     entry = {"env": {}}
-    assert checks.host_scope(entry, "", updating=False) == ""
-    assert checks.host_scope(entry, "recorded on machine a, this is machine b", updating=False) == (
+    assert throughput_checks.host_scope(entry, "", updating=False) == ""
+    assert throughput_checks.host_scope(entry, "recorded on machine a, this is machine b", updating=False) == (
         "not checked: recorded on machine a, this is machine b")
-    assert checks.host_scope(None, "", updating=False).startswith("not checked: no baseline from this host")
-    assert checks.host_scope(entry, "", updating=True).startswith("recorded as measured on this host, not checked")
-    assert checks.host_scope(entry, "", updating=False, against=True).startswith("reported, not gated against REF")
+    assert throughput_checks.host_scope(None, "", updating=False).startswith("not checked: no baseline from this host")
+    assert throughput_checks.host_scope(entry, "", updating=True).startswith("recorded as measured on this host, not checked")
+    assert throughput_checks.host_scope(entry, "", updating=False, against=True).startswith("reported, not gated against REF")
 
 
 def counted(n, library=""):
@@ -127,19 +131,19 @@ def counted(n, library=""):
 
 
 def test_syncs_exact_at_least_and_from_a_library():
-    assert checks.syncs(counted(0), per_step=0) == []  # nothing failed: no finding
-    assert [f.outcome for f in checks.syncs(counted(2), per_step=0)] == [FAILED]
-    assert failures(checks.syncs(counted(2), per_step=0)).startswith(
+    assert sync_checks.syncs(counted(0), per_step=0) == []  # nothing failed: no finding
+    assert [f.outcome for f in sync_checks.syncs(counted(2), per_step=0)] == [FAILED]
+    assert failures(sync_checks.syncs(counted(2), per_step=0)).startswith(
         "measured 1.00 host-device syncs per step (2 in 2 profiled steps), expected 0 (a new sync appeared):")
-    assert failures(checks.syncs(counted(2), per_step=2)).endswith("(fewer syncs than this scenario documents):\n"
+    assert failures(sync_checks.syncs(counted(2), per_step=2)).endswith("(fewer syncs than this scenario documents):\n"
                                                                    + counted(2).describe())
-    assert "the pitfall this scenario documents no longer syncs with torch 9" in failures(checks.syncs(
+    assert "the pitfall this scenario documents no longer syncs with torch 9" in failures(sync_checks.syncs(
         counted(0), at_least=1, versions="torch 9"))
-    assert failures(checks.syncs(counted(2, "torchmetrics/x.py:1"), at_least=1, from_library="torchmetrics/")) is None
-    assert "expected every sync to come from 'torchmetrics/'" in failures(checks.syncs(counted(2), at_least=1,
+    assert failures(sync_checks.syncs(counted(2, "torchmetrics/x.py:1"), at_least=1, from_library="torchmetrics/")) is None
+    assert "expected every sync to come from 'torchmetrics/'" in failures(sync_checks.syncs(counted(2), at_least=1,
                                                                                        from_library="torchmetrics/"))
     with pytest.raises(TypeError):
-        checks.syncs(counted(0))
+        sync_checks.syncs(counted(0))
 
 
 def test_utilization_fails_below_its_floor_and_notes_what_nvml_cannot_say():
@@ -165,9 +169,9 @@ def test_a_utilization_shortfall_fails_only_where_its_second_measurement_falls_s
 
 
 def test_syncs_as_many_as_documented_pass_and_a_wrong_call_names_both_options():
-    assert failures(checks.syncs(counted(2), per_step=1)) is None  # 2 syncs in 2 steps
+    assert failures(sync_checks.syncs(counted(2), per_step=1)) is None  # 2 syncs in 2 steps
     with pytest.raises(TypeError, match=r"^assert_syncs takes exactly one of per_step= and at_least=$"):
-        checks.syncs(counted(0), per_step=0, at_least=1)
+        sync_checks.syncs(counted(0), per_step=0, at_least=1)
 
 
 def test_syncs_from_another_library_are_listed_one_a_line():
@@ -175,7 +179,7 @@ def test_syncs_from_another_library_are_listed_one_a_line():
     c.sources[SyncSource("cudaMemcpyAsync", "aten::copy_", "train.py:12 in step", "")] = 2
     c.sources[SyncSource("cudaStreamSynchronize", "aten::nonzero", "train.py:14 in step", "")] = 2
     stray = [s for s in c.sources if not s.library_line]
-    assert failures(checks.syncs(c, at_least=1, from_library="torchmetrics/")) == (
+    assert failures(sync_checks.syncs(c, at_least=1, from_library="torchmetrics/")) == (
         "measured 3.00 host-device syncs per step (6 in 2 profiled steps); expected every sync to come from "
         f"'torchmetrics/', these do not:\n{stray[0].describe()}\n{stray[1].describe()}")
 
@@ -190,50 +194,50 @@ FP32_CONV = Kernel("implicit_convolve_sgemm<float>", 100.0, 13.0, 0.2, False)
 
 
 def test_layout_conversions_none_pass_and_each_is_listed():
-    assert failures(checks.layout_conversions(stats(BF16_CONV))) is None
+    assert failures(count_checks.layout_conversions(stats(BF16_CONV))) is None
     k = stats(BF16_CONV, CONVERSION, CONVERSION)
-    assert failures(checks.layout_conversions(k)) == (
+    assert failures(count_checks.layout_conversions(k)) == (
         "4 layout conversion kernel(s) per step, expected 0 (is the model or its input no longer channels_last?):\n"
         f"  {CONVERSION.describe()}\n  {CONVERSION.describe()}\n{k.describe()}")
 
 
 def test_tensor_core_share_within_its_bounds_passes_and_outside_them_fails():
     k = stats(BF16_CONV, FP32_CONV)  # 300 of 400 us: 75%
-    assert failures(checks.tensor_cores(k, at_least=0.75)) is None and failures(checks.tensor_cores(k, at_most=0.75)) is None
-    assert failures(checks.tensor_cores(k, at_least=0.5, at_most=0.9)) is None
-    assert failures(checks.tensor_cores(k, at_least=0.8)) == (
+    assert failures(count_checks.tensor_cores(k, at_least=0.75)) is None and failures(count_checks.tensor_cores(k, at_most=0.75)) is None
+    assert failures(count_checks.tensor_cores(k, at_least=0.5, at_most=0.9)) is None
+    assert failures(count_checks.tensor_cores(k, at_least=0.8)) == (
         "75.0% of convolution and matmul GPU time ran on Tensor Cores, expected at least 80% (TF32 and autocast flags, "
         f"cuDNN's choice of kernels):\n{k.describe()}")
-    assert failures(checks.tensor_cores(k, at_least=0.1, at_most=0.5)).startswith(
+    assert failures(count_checks.tensor_cores(k, at_least=0.1, at_most=0.5)).startswith(
         "75.0% of convolution and matmul GPU time ran on Tensor Cores, expected at least 10% and at most 50% (")
-    assert failures(checks.tensor_cores(k, at_most=0.7)).startswith(
+    assert failures(count_checks.tensor_cores(k, at_most=0.7)).startswith(
         "75.0% of convolution and matmul GPU time ran on Tensor Cores, expected at most 70% (")
 
 
 def test_without_a_convolution_or_matmul_there_is_no_tensor_core_share():
     k = stats(CONVERSION)
-    assert failures(checks.tensor_cores(k, at_least=0.5)) == (
+    assert failures(count_checks.tensor_cores(k, at_least=0.5)) == (
         f"no convolution or matmul kernel in the steps, so no Tensor Core share\n{k.describe()}")
 
 
 def test_families_changed_by_as_many_launches_are_listed_by_name():
     swapped = {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0, "sm90_xmma_fprop": 12.0}
-    assert failures(checks.kernel_launches(swapped, FUSED)).splitlines()[1:] == [
+    assert failures(count_checks.kernel_launches(swapped, FUSED)).splitlines()[1:] == [
         "  +1 at::native::multi_tensor_apply_kernel (2 -> 3)", "  -1 sm90_xmma_fprop (13 -> 12)"]
 
 
 def test_five_changed_families_are_all_named_with_nothing_more_counted():
     now = {f"k{i}": 1.0 for i in range(5)}
-    assert failures(checks.kernel_launches(now, {})).splitlines()[-1] == "  +1 k4 (0 -> 1, new)"
+    assert failures(count_checks.kernel_launches(now, {})).splitlines()[-1] == "  +1 k4 (0 -> 1, new)"
 
 
 def test_bytes_copied_exactly_at_the_margin_pass():
-    assert failures(checks.copies({"HtoD Pinned": 1_010_000.0}, {"HtoD Pinned": 1_000_000.0}, 1.0)) is None
+    assert failures(count_checks.copies({"HtoD Pinned": 1_010_000.0}, {"HtoD Pinned": 1_000_000.0}, 1.0)) is None
 
 
 def test_each_changed_kind_of_copy_has_its_line():
     recorded = {"HtoD Pinned": 100e6, "DtoH Pinned": 4.0, "DtoD": 0.0}
-    assert failures(checks.copies({"HtoD Pinned": 200e6, "DtoD": 1e6}, recorded, 1.0)) == (
+    assert failures(count_checks.copies({"HtoD Pinned": 200e6, "DtoD": 1e6}, recorded, 1.0)) == (
         "bytes copied per step changed:\n"
         "  DtoD: 1.00 MB a step, 0.00 MB recorded (+inf%; allowed +-1%)\n"
         "  DtoH Pinned: 0.00 MB a step, 0.00 MB recorded (-100.0%; allowed +-1%)\n"  # a scalar no longer read back
@@ -241,17 +245,17 @@ def test_each_changed_kind_of_copy_has_its_line():
 
 
 def test_step_memory_exactly_at_the_margin_passes_and_against_nothing_recorded_fails():
-    assert failures(checks.step_memory(3_000_000_000, 2_000_000_000, 50.0)) is None
-    assert "(+60.0%; allowed +50%)" in failures(checks.step_memory(3_200_000_000, 2_000_000_000, 50.0))
-    assert failures(checks.step_memory(1_000_000, 0, 1.0)).startswith(
+    assert failures(count_checks.step_memory(3_000_000_000, 2_000_000_000, 50.0)) is None
+    assert "(+60.0%; allowed +50%)" in failures(count_checks.step_memory(3_200_000_000, 2_000_000_000, 50.0))
+    assert failures(count_checks.step_memory(1_000_000, 0, 1.0)).startswith(
         "the steps' peak GPU memory is 0.001 GB above what they started with, 0.000 GB recorded (+inf%; allowed +1%)")
 
 
 def test_loader_instructions_exactly_at_the_margin_pass():
-    assert failures(checks.instructions(1_500_000, 1_000_000, 50.0)) is None
-    assert failures(checks.instructions(1_500_001, 1_000_000, 50.0)) is not None
-    assert failures(checks.instructions(49_035 + 2_000, 49_035, 1.0)) is None  # a light loader: the floor, not the percent
-    assert failures(checks.instructions(49_035 + 2_001, 49_035, 1.0)) is not None
+    assert failures(loader_checks.instructions(1_500_000, 1_000_000, 50.0)) is None
+    assert failures(loader_checks.instructions(1_500_001, 1_000_000, 50.0)) is not None
+    assert failures(loader_checks.instructions(49_035 + 2_000, 49_035, 1.0)) is None  # a light loader: the floor, not the percent
+    assert failures(loader_checks.instructions(49_035 + 2_001, 49_035, 1.0)) is not None
 
 
 BREAK_2 = Event("graph break", "Dynamic control flow is not supported", "fixtures/recipes.py:203")
@@ -260,45 +264,45 @@ GUARD_2 = Event("recompilation", "0/1: tensor 'x' size mismatch at index 0. expe
 
 def test_compile_counts_with_breaks_and_recompilations_as_recorded_pass():
     now = CompileCount(graphs=3, events=[BREAK, GUARD])
-    assert failures(checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1})) is None
+    assert failures(count_checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1})) is None
 
 
 def test_more_breaks_and_recompilations_than_recorded_are_each_listed():
     now = CompileCount(graphs=5, events=[BREAK, BREAK_2, GUARD, GUARD_2])
-    assert failures(checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1})) == (
+    assert failures(count_checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1})) == (
         f"2 graph break(s), 1 recorded:\n  {BREAK.describe()}\n  {BREAK_2.describe()}\n"
         f"2 recompilation(s), 1 recorded (a guard failed):\n  {GUARD.describe()}\n  {GUARD_2.describe()}")
 
 
 def test_a_workload_that_starts_compiling_against_a_baseline_without_compile_counts():
     """The fixture passes {} where the baseline entry has no compile counts: all of them count as zero."""
-    assert failures(checks.compile_counts(CompileCount(), {})) is None
-    assert failures(checks.compile_counts(CompileCount(graphs=1), {})) == "1 graph(s) compiled, 0 recorded"
-    assert failures(checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), {})) == (
+    assert failures(count_checks.compile_counts(CompileCount(), {})) is None
+    assert failures(count_checks.compile_counts(CompileCount(graphs=1), {})) == "1 graph(s) compiled, 0 recorded"
+    assert failures(count_checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), {})) == (
         f"1 graph break(s), 0 recorded:\n  {BREAK.describe()}\n1 recompilation(s), 0 recorded (a guard failed):\n"
         f"  {GUARD.describe()}")
 
 
 def test_fewer_recompilations_than_recorded_fail_naming_both_counts():
     recorded = {"graphs": 2, "graph_breaks": 1, "recompilations": 2}
-    assert failures(checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), recorded)) == (
+    assert failures(count_checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), recorded)) == (
         "fewer graph breaks or recompilations than recorded (1 and 1, 1 and 2 recorded): re-record the baseline to "
         "keep the gain")
-    assert failures(checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "recompilations": 1})).startswith(
+    assert failures(count_checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "recompilations": 1})).startswith(
         "fewer graph breaks or recompilations than recorded (0 and 0, 0 and 1 recorded)")
-    assert failures(checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "graph_breaks": 1})).startswith(
+    assert failures(count_checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "graph_breaks": 1})).startswith(
         "fewer graph breaks or recompilations than recorded (0 and 0, 1 and 0 recorded)")
 
 
 def test_in_turns_exactly_at_the_floor_passes():
     p = parts(2048, 4096, 4096)  # in turns: 1 / (1/4096 + 1/4096) = 2048 samples/s, all of it delivered
-    assert failures(checks.efficiency(p, 1.0, in_turns=True)) is None
+    assert failures(throughput_checks.efficiency(p, 1.0, in_turns=True)) is None
 
 
 def test_the_parts_line_gives_the_loaders_samples_per_cpu_second_where_measured():
     loader = Throughput(10, (10 / 20_000,), cpu_s=(10 / 4_000,))
     p = Parts(10, Throughput(10, (10 / 5_000,)), Throughput(10, (10 / 10_000,)), loader)
-    assert checks.parts_line(p) == ("parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU; "
+    assert throughput_checks.parts_line(p) == ("parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU; "
                                     "loader 4,000 samples per worker CPU second")
 
 
@@ -313,13 +317,13 @@ def test_utilization_not_sampled_or_not_readable_is_noted():
 
 def test_every_count_of_a_test_is_checked_against_its_entry_and_said_together():
     recorded = {"kernels_per_step": dict(FUSED), "copies_per_step": {"HtoD Pinned": 1000}, "step_peak_bytes": 10**9}
-    assert failures(checks.counted({}, recorded, 1.0, CompileCount())) is None  # nothing counted (a loader alone)
-    assert failures(checks.counted(dict(recorded), None, 1.0, CompileCount())) is None  # nothing recorded: said by the caller
-    assert failures(checks.counted(dict(recorded), recorded, 1.0, CompileCount())) is None
+    assert failures(count_checks.counted({}, recorded, 1.0, CompileCount())) is None  # nothing counted (a loader alone)
+    assert failures(count_checks.counted(dict(recorded), None, 1.0, CompileCount())) is None  # nothing recorded: said by the caller
+    assert failures(count_checks.counted(dict(recorded), recorded, 1.0, CompileCount())) is None
     now = {**recorded, "kernels_per_step": {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0},
            "step_peak_bytes": 2 * 10**9}
-    lines = failures(checks.counted(now, recorded, 1.0, CompileCount())).splitlines()
+    lines = failures(count_checks.counted(now, recorded, 1.0, CompileCount())).splitlines()
     assert lines[0].startswith("56 kernel launches per step, 55 recorded (+1)") and "peak GPU memory" in lines[-1]
-    gone = failures(checks.counted(dict(recorded), {**recorded, "compile": {"graphs": 1, "breaks": 0, "recompiles": 0}}, 1.0,
+    gone = failures(count_checks.counted(dict(recorded), {**recorded, "compile": {"graphs": 1, "breaks": 0, "recompiles": 0}}, 1.0,
                                    CompileCount()))
     assert gone is not None and "graph" in gone  # compiled when recorded, not now

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch._inductor.utils import fresh_cache
 
-from torch_perf_suite import compiled
+from torch_perf_suite.counts import compiled
 
 HERE = f"tests/{Path(__file__).name}"
 

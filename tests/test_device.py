@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from torch_perf_suite import device, syncs
+from torch_perf_suite import syncs
+from torch_perf_suite.machine import device
 
 
 @pytest.fixture

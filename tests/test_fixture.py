@@ -4,10 +4,10 @@ from types import SimpleNamespace
 
 from torch_perf_suite import loader
 from torch_perf_suite.findings import failures
-from torch_perf_suite.parts import Parts
-from torch_perf_suite.result import Result
-from torch_perf_suite.result import power_note as _power_note
-from torch_perf_suite.timing import Throughput
+from torch_perf_suite.fixture.result import Result
+from torch_perf_suite.fixture.result import power_note as _power_note
+from torch_perf_suite.throughput.parts import Parts
+from torch_perf_suite.throughput.timing import Throughput
 
 
 def test_a_baseline_entry_rounds_each_number_to_its_places():
@@ -65,8 +65,8 @@ def test_the_power_note_starts_at_95_percent_of_the_limit():
 
 
 def test_a_loaders_cost_is_judged_only_by_the_test_that_timed_its_window():
-    from torch_perf_suite.judging import Judge
-    from torch_perf_suite.settings import Measure
+    from torch_perf_suite.fixture.judging import Judge
+    from torch_perf_suite.session.settings import Measure
 
     unit = loader.UnitCost(100, 1000.0, 900.0, 400.0, 0.9, 5, 1.0, 1200.0)  # waiting and blocks far above the entry's
     entry = {"loader_unit": {"wall_us": 1000.0, "cpu_us": 900.0, "wait_us": 100.0, "blocks": 0.0, "crowd_us": 1200.0},
@@ -83,8 +83,8 @@ def test_a_loaders_cost_is_judged_only_by_the_test_that_timed_its_window():
 def test_a_loader_the_suite_cannot_describe_fails_the_test_saying_so_once(monkeypatch):
     import pytest
 
-    from torch_perf_suite import fixture
-    from torch_perf_suite.settings import Measure
+    from torch_perf_suite.fixture import perf as fixture
+    from torch_perf_suite.session.settings import Measure
 
     class Unreadable:
         def __init__(self, *args):
@@ -108,9 +108,9 @@ def test_a_loader_the_suite_cannot_describe_fails_the_test_saying_so_once(monkey
 def test_a_gpu_util_shortfall_fails_only_where_measured_again_it_falls_short_too(monkeypatch):
     import pytest
 
-    from torch_perf_suite import fixture
-    from torch_perf_suite.nvml import Utilization
-    from torch_perf_suite.settings import Measure
+    from torch_perf_suite.fixture import perf as fixture
+    from torch_perf_suite.machine.nvml import Utilization
+    from torch_perf_suite.session.settings import Measure
 
     node = SimpleNamespace(nodeid="t.py::test_x", iter_markers=lambda name: iter(()))
     session = SimpleNamespace(settings=SimpleNamespace(measure=Measure(), smoke=False), results={})
@@ -147,9 +147,10 @@ def test_a_failure_starts_with_a_line_of_its_causes_then_says_each_whole(monkeyp
     below it the whole texts, as they were; the report keeps those only."""
     import pytest
 
-    from torch_perf_suite import causes, fixture
     from torch_perf_suite.findings import FAILED, PASSED, Finding
-    from torch_perf_suite.settings import Measure
+    from torch_perf_suite.fixture import perf as fixture
+    from torch_perf_suite.report import causes
+    from torch_perf_suite.session.settings import Measure
 
     node = SimpleNamespace(nodeid="t.py::test_x", iter_markers=lambda name: iter(()))
     session = SimpleNamespace(settings=SimpleNamespace(measure=Measure(), smoke=False), results={})

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from torch_perf_suite import flops
+from torch_perf_suite.counts import flops
 
 
 def linear_step(model, x, dtype=None):
@@ -70,7 +70,7 @@ def test_a_peak_comes_from_the_suites_table_then_lightnings_and_on_the_cpu_from_
 
     import torch
 
-    from torch_perf_suite import flops
+    from torch_perf_suite.counts import flops
 
     assert flops.peak_flops("NVIDIA H200", "bfloat16") == (989.4e12, flops.OWN_SOURCE)
     monkeypatch.setitem(sys.modules, "lightning.fabric.utilities.throughput", None)  # an import of it fails

@@ -2,11 +2,11 @@
 
 import pytest
 
-from torch_perf_suite import gates
-from torch_perf_suite.parts import Parts
-from torch_perf_suite.settings import Measure
-from torch_perf_suite.stats import Comparison
-from torch_perf_suite.timing import Throughput
+from torch_perf_suite.session.settings import Measure
+from torch_perf_suite.throughput import gates
+from torch_perf_suite.throughput.parts import Parts
+from torch_perf_suite.throughput.stats import Comparison
+from torch_perf_suite.throughput.timing import Throughput
 
 HOST = {"cpu": "Xeon 8480+", "cores": 16, "machine": "m1"}
 NO_HOST_INFO = ("not comparable: the baseline was recorded without host information (an old file); "

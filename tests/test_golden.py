@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_perf_suite import report
+from torch_perf_suite.report import markdown as report
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -23,7 +23,7 @@ def test_a_recorded_run_renders_as_its_golden_report(name):
 @pytest.mark.parametrize("name", ["gate", "multi_gpu"])
 def test_the_terminal_shows_the_same_report_in_plain_text(name):
     """What the terminal shows (plain.py): the golden report's content without Markdown or HTML, in `<name>.txt`."""
-    from torch_perf_suite import plain
+    from torch_perf_suite.report import plain
 
     shown = plain.text(report.render(json.loads((GOLDEN / f"{name}.json").read_text(encoding="utf-8"))))
     golden = GOLDEN / f"{name}.txt"

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from torch_perf_suite import guard
-from torch_perf_suite.loop_guard import SyncInLoop
+from torch_perf_suite.syncs.loop_guard import SyncInLoop
 
 
 def debug_mode_sync():

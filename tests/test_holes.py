@@ -6,13 +6,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import checks, gates
+from torch_perf_suite.against import checks as ref_checks
 from torch_perf_suite.findings import failures
-from torch_perf_suite.judging import Judge, gain
-from torch_perf_suite.parts import BRIEF, Parts
-from torch_perf_suite.result import Result
-from torch_perf_suite.settings import Measure
-from torch_perf_suite.timing import Throughput
+from torch_perf_suite.fixture.judging import Judge, gain
+from torch_perf_suite.fixture.result import Result
+from torch_perf_suite.session.settings import Measure
+from torch_perf_suite.throughput import gates
+from torch_perf_suite.throughput.parts import BRIEF, Parts
+from torch_perf_suite.throughput.timing import Throughput
 
 READING = "+47.0% (host-bound, a reading)"
 
@@ -99,14 +100,14 @@ def test_a_part_not_comparable_because_the_host_changed_is_no_failure_under_stri
 
 
 def test_the_failure_names_each_hole_and_ref():
-    assert failures(checks.holes([], "HEAD")) is None
-    text = failures(checks.holes(["gpu +47.0% (a reading)", "not compared with over (deselected)"], "HEAD (abc)"))
+    assert failures(ref_checks.holes([], "HEAD")) is None
+    text = failures(ref_checks.holes(["gpu +47.0% (a reading)", "not compared with over (deselected)"], "HEAD (abc)"))
     assert text.splitlines() == ["--perf-strict: 2 check(s) not made against REF HEAD (abc), and nothing else judged "
                                  "what they cover:", "  gpu +47.0% (a reading)", "  not compared with over (deselected)"]
 
 
 def test_the_session_fails_a_test_with_holes_only_under_strict_against_ref():
-    from torch_perf_suite.session import PerfSession
+    from torch_perf_suite.session.core import PerfSession
 
     r = result()
     r.unjudged.append(("gpu +47.0% (a reading)", "host"))

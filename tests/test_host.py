@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import host
+from torch_perf_suite.machine import host
 
 
 def test_host_class_names_the_cpu_its_cores_and_the_machine():

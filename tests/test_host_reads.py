@@ -2,9 +2,9 @@
 
 import torch
 
-from torch_perf_suite import checks, host_reads
 from torch_perf_suite.findings import failures
-from torch_perf_suite.syncs import PERIODIC_PREFIX
+from torch_perf_suite.syncs import PERIODIC_PREFIX, host_reads
+from torch_perf_suite.syncs import checks as sync_checks
 
 X = torch.arange(8.0)
 
@@ -85,12 +85,12 @@ def test_an_optimizers_step_counter_is_not_a_read():
 
 def test_the_smoke_verdict_fails_a_read_where_no_sync_is_expected_naming_it():
     counted = host_reads.count(lambda: X.sum().item(), 2)
-    message = failures(checks.host_reads(counted, per_step=0))
+    message = failures(sync_checks.host_reads(counted, per_step=0))
     assert message.startswith("measured 1.00 host reads per step (2 in 2 steps) with no GPU, expected at most 0:")
     assert "user code: tests/test_host_reads.py:" in message and "in <lambda>" in message
-    assert failures(checks.host_reads(counted, per_step=1)) is None  # the pitfall's sync, as documented
-    assert failures(checks.host_reads(counted, per_step=None)) is None  # at_least: no upper bound to hold
-    assert failures(checks.host_reads(host_reads.count(lambda: None, 2), per_step=0)) is None
+    assert failures(sync_checks.host_reads(counted, per_step=1)) is None  # the pitfall's sync, as documented
+    assert failures(sync_checks.host_reads(counted, per_step=None)) is None  # at_least: no upper bound to hold
+    assert failures(sync_checks.host_reads(host_reads.count(lambda: None, 2), per_step=0)) is None
 
 
 def test_a_periodic_phase_that_runs_every_step_fails_as_per_step_syncs():
@@ -99,10 +99,10 @@ def test_a_periodic_phase_that_runs_every_step_fails_as_per_step_syncs():
             X.max().item()
 
     counted = host_reads.count(step, 3)
-    message = failures(checks.host_reads(counted, per_step=0))
+    message = failures(sync_checks.host_reads(counted, per_step=0))
     assert message.startswith("a phase marked periodic ran in every one of the 3 profiled steps (perf_periodic:metrics)")
-    assert message == failures(checks.syncs(counted, per_step=0))  # the GPU's verdict says the same
-    assert failures(checks.periodic_every_step(host_reads.count(step, 1))) is None  # one step cannot tell
+    assert message == failures(sync_checks.syncs(counted, per_step=0))  # the GPU's verdict says the same
+    assert failures(sync_checks.periodic_every_step(host_reads.count(step, 1))) is None  # one step cannot tell
 
 
 def test_a_value_made_on_the_host_is_not_a_read_and_what_it_touches_on_the_device_is():

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from torch_perf_suite import host_side
+from torch_perf_suite.counts import host_side
 from torch_perf_suite.findings import failures
 from torch_perf_suite.workload import Members
 
@@ -175,7 +175,7 @@ def test_a_step_that_cannot_be_counted_says_why():
 
 
 def test_paths_are_named_from_their_sys_path_entry():
-    assert host_side.short_path(host_side.__file__) == "torch_perf_suite/host_side.py"
+    assert host_side.short_path(host_side.__file__) == "torch_perf_suite/counts/host_side.py"
     assert host_side.short_path("/nowhere/x.py") == "/nowhere/x.py"
 
 
@@ -218,9 +218,9 @@ def test_a_library_block_whose_caller_moved_is_the_same_block():
 def smoke_judge(tmp_path, recorded: dict | None, strict: bool = False):
     from types import SimpleNamespace
 
-    from torch_perf_suite import smoke_counts
-    from torch_perf_suite.judging import Judge
-    from torch_perf_suite.settings import Measure
+    from torch_perf_suite.against import smoke_counts
+    from torch_perf_suite.fixture.judging import Judge
+    from torch_perf_suite.session.settings import Measure
 
     kept = smoke_counts.SmokeFile(tmp_path / smoke_counts.FILE, {})
     if recorded is not None:
@@ -233,10 +233,10 @@ def smoke_judge(tmp_path, recorded: dict | None, strict: bool = False):
 
 def smoke_result(lines: float, blocks: float, reads: dict[str, int] | None = None):
     """A smoke run's result without a GPU: its host side (train_step's lines, a sleep's blocks) and its host reads."""
-    from torch_perf_suite.parts import Parts
-    from torch_perf_suite.result import Result
+    from torch_perf_suite.fixture.result import Result
     from torch_perf_suite.syncs import SyncCount, SyncSource
-    from torch_perf_suite.timing import Throughput
+    from torch_perf_suite.throughput.parts import Parts
+    from torch_perf_suite.throughput.timing import Throughput
 
     host = host_side.HostCount(2, {"torch/nn/modules/module.py:_call_impl": 400.0, "fixtures/training.py:train_step": lines},
                                {"fixtures/training.py:131 in train_step": blocks} if blocks else {})
@@ -248,7 +248,7 @@ def smoke_result(lines: float, blocks: float, reads: dict[str, int] | None = Non
 
 
 def smoke_ref(**kwargs) -> dict:
-    from torch_perf_suite import smoke_counts
+    from torch_perf_suite.against import smoke_counts
 
     return smoke_counts.entry(smoke_result(**kwargs))
 
@@ -256,7 +256,7 @@ def smoke_ref(**kwargs) -> dict:
 def test_against_ref_a_smoke_run_passes_the_same_counts_and_judges_the_host_side(tmp_path):
     ref = smoke_ref(lines=39.0, blocks=0.0, reads={"fixtures/training.py:140 in train_step": 2})
     r = smoke_result(lines=39.0, blocks=0.0, reads={"fixtures/training.py:140 in train_step": 2})
-    from torch_perf_suite.judging import smoke_counted
+    from torch_perf_suite.fixture.judging import smoke_counted
 
     assert smoke_counted(smoke_judge(tmp_path, ref), r) == [] and "host" in r.judged and r.holes() == []
 
@@ -264,7 +264,7 @@ def test_against_ref_a_smoke_run_passes_the_same_counts_and_judges_the_host_side
 def test_against_ref_a_smoke_run_fails_more_lines_and_a_block_a_step_naming_the_function_and_the_line(tmp_path):
     """The CPU's plants: 300 lines more a step and a 5 ms sleep a step in the step, which a smoke run without REF's
     counts passed."""
-    from torch_perf_suite.judging import smoke_counted
+    from torch_perf_suite.fixture.judging import smoke_counted
 
     found = failures(smoke_counted(smoke_judge(tmp_path, smoke_ref(lines=39.0, blocks=0.0)),
                                    smoke_result(lines=643.0, blocks=1.0)))
@@ -275,7 +275,7 @@ def test_against_ref_a_smoke_run_fails_more_lines_and_a_block_a_step_naming_the_
 
 
 def test_against_ref_a_smoke_run_fails_more_host_reads_naming_the_line_not_a_read_moved_by_an_edit(tmp_path):
-    from torch_perf_suite.judging import smoke_counted
+    from torch_perf_suite.fixture.judging import smoke_counted
 
     ref = smoke_ref(lines=39.0, blocks=0.0, reads={"fixtures/training.py:140 in train_step": 2})
     moved = smoke_result(lines=39.0, blocks=0.0, reads={"fixtures/training.py:141 in train_step": 2})
@@ -293,7 +293,7 @@ def test_against_ref_a_smoke_run_fails_more_host_reads_naming_the_line_not_a_rea
     ({"counts": {}, "reads": None}, "host side not compared: REF HEAD~1 (abc) recorded none for this test"),
 ])
 def test_against_ref_a_count_refs_smoke_run_lacks_is_a_hole_never_a_silent_pass(tmp_path, recorded, hole):
-    from torch_perf_suite.judging import smoke_counted
+    from torch_perf_suite.fixture.judging import smoke_counted
 
     r = smoke_result(lines=39.0, blocks=0.0, reads={} if recorded is None else None)
     assert smoke_counted(smoke_judge(tmp_path, recorded), r) == []
@@ -301,7 +301,7 @@ def test_against_ref_a_count_refs_smoke_run_lacks_is_a_hole_never_a_silent_pass(
 
 
 def test_a_smoke_counts_file_is_kept_whole_and_a_malformed_one_is_named(tmp_path):
-    from torch_perf_suite import smoke_counts
+    from torch_perf_suite.against import smoke_counts
 
     path = tmp_path / smoke_counts.FILE
     smoke_counts.SmokeFile(path, {}).save({"t.py::test": smoke_ref(lines=1.0, blocks=0.0, reads={})})

@@ -15,9 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import count_worker, instructions, loader_code, store
 from torch_perf_suite.findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
-from torch_perf_suite.instructions import Counter, InstructionsError, InstructionsFile, Unavailable
+from torch_perf_suite.loader import count_worker, instructions
+from torch_perf_suite.loader import digest as loader_code
+from torch_perf_suite.loader.instructions import Counter, InstructionsError, InstructionsFile, Unavailable
+from torch_perf_suite.records import store
 
 pytest_plugins = ["pytester"]
 
@@ -228,7 +230,7 @@ def test_one_callgrind_process_counts_each_loader_once_per_sample(fake, tmp_path
     folder = Path(fake._dir)
     assert folder.name.startswith("perf-callgrind-") and started["valgrind"] == [
         "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--dump-instr=no",
-        f"--callgrind-out-file={folder}/callgrind.out", sys.executable, "-m", "torch_perf_suite.count_worker"]
+        f"--callgrind-out-file={folder}/callgrind.out", sys.executable, "-m", "torch_perf_suite.loader.count_worker"]
     assert started["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
                               "PYTHONPATH": f"{os.getcwd()}{os.pathsep}{tmp_path}"}
     assert [c["control"] for c in controls] == [["-i", "on"], ["-i", "off"], ["-d"]] * 2
@@ -668,8 +670,8 @@ def test_the_count_starts_after_the_timed_windows_where_the_gpu_side_step_is_lau
     entry compared with (REF's, or the baseline) says the step is launch-bound, the count waits for the windows."""
     from types import SimpleNamespace as NS
 
-    from torch_perf_suite import measuring
-    from torch_perf_suite.timing import Laps
+    from torch_perf_suite.fixture import measuring
+    from torch_perf_suite.throughput.timing import Laps
 
     events = []
     entry = None if gpu_busy_pct is None else {"gpu_busy_pct": gpu_busy_pct}
@@ -692,7 +694,7 @@ def test_the_count_starts_after_the_timed_windows_where_the_gpu_side_step_is_lau
 
 
 def test_a_session_whose_recorded_loader_code_changed_starts_its_counting_process_at_once(tmp_path, monkeypatch):
-    from torch_perf_suite import records
+    from torch_perf_suite.records import files as records
 
     monkeypatch.setattr(instructions, "key", lambda: "k")
     started, closed = [], []

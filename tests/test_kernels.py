@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from torch_perf_suite import kernels, syncs
+from torch_perf_suite import syncs
+from torch_perf_suite.counts import kernels
 
 TRACES = Path(__file__).parent / "traces"
 

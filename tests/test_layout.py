@@ -104,8 +104,8 @@ def test_the_verdicts_import_neither_torch_nor_pytest_and_return_findings():
 def test_measuring_judging_and_the_fixture_read_only_what_the_session_view_names_and_the_session_has_it():
     import inspect
 
-    from torch_perf_suite.session import PerfSession
-    from torch_perf_suite.session_view import SessionView
+    from torch_perf_suite.fixture.view import SessionView
+    from torch_perf_suite.session.core import PerfSession
 
     named = {n for n in vars(SessionView) if not n.startswith("_")} | set(SessionView.__annotations__)
     for module in ("judging", "measuring", "fixture"):

@@ -58,7 +58,7 @@ def test_a_log_keeps_every_kth_step(mode):
 
 
 def test_the_pinned_log_reads_nothing_in_the_step_on_a_cpu_either():
-    from torch_perf_suite import host_reads
+    from torch_perf_suite.syncs import host_reads
 
     log = LossLog("pinned", 1, "cpu")
     assert host_reads.count(lambda: log(torch.tensor(2.0)), 3).total == 0

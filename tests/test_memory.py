@@ -1,4 +1,4 @@
-"""Host memory (torch_perf_suite.host.memory, memory_line) and the batch's bytes (fixtures.training.batch_bytes):
+"""Host memory (torch_perf_suite.machine.host.memory, memory_line) and the batch's bytes (fixtures.training.batch_bytes):
 this process's resident set, the DataLoader workers' proportional and resident sets, and seed 003's arithmetic."""
 
 import gc
@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from fixtures import recipes, training
-from torch_perf_suite import host
+from torch_perf_suite.machine import host
 
 MB = 2**20
 DEAD_PID = 2**22 + 12345  # above Linux's largest pid_max (2**22): no process has it

@@ -9,7 +9,7 @@ import torch
 
 from fixtures import multi_gpu, recipes, training
 from fixtures.multi_gpu import Rank, Spread
-from torch_perf_suite.timing import Throughput
+from torch_perf_suite.throughput.timing import Throughput
 
 STEP = recipes.for_smoke(recipes.resnet50_ladder()["fused_optimizer"])
 

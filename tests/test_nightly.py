@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from torch_perf_suite import bisecting, nightly
+from torch_perf_suite.against import bisecting
+from torch_perf_suite.report import nightly
 
 RUNS = Path(__file__).parent / "nightly"
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +85,7 @@ def test_the_alert_and_the_summary_chart_the_tests_numbers_night_by_night(tmp_pa
 def test_the_alert_half_needs_only_the_standard_library():
     """It runs on a hosted runner with nothing installed: without site-packages (python -S), only the standard library
     and the package itself, from the checkout, are imported."""
-    code = ("import sys\nfrom torch_perf_suite import nightly\ntry:\n    nightly.main(['alert', '--help'])\n"
+    code = ("import sys\nfrom torch_perf_suite.report import nightly\ntry:\n    nightly.main(['alert', '--help'])\n"
             "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)))")
     run = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
@@ -227,7 +228,7 @@ def test_the_command_line_says_what_each_half_needs(capsys):
     with pytest.raises(SystemExit):
         nightly.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert out.startswith("usage: python -m torch_perf_suite.nightly [-h] {record,bisect,alert}")
+    assert out.startswith("usage: python -m torch_perf_suite.report.nightly [-h] {record,bisect,alert}")
     assert "Nightly trend: what regressed tonight, and whether to tell anyone." in out
     assert "add tonight's report to the history and decide the alerts (no token needed)" in out
     with pytest.raises(SystemExit):
@@ -341,7 +342,7 @@ def test_the_nightly_bisects_each_regression_on_the_gpu_runner_before_the_alert_
     names = [s.get("name") for s in jobs["merge"]["steps"]]
     assert names.index("bisect each regression") == names.index("trend") + 1
     step = jobs["merge"]["steps"][names.index("bisect each regression")]
-    assert "torch_perf_suite.nightly bisect reports/alerts.json" in step["run"] and "--perf-strict" in step["run"]
+    assert "torch_perf_suite.report.nightly bisect reports/alerts.json" in step["run"] and "--perf-strict" in step["run"]
 
 
 def test_the_nightly_runs_the_suite_in_parts_and_one_job_merges_them_into_the_night():
@@ -360,6 +361,6 @@ def test_the_nightly_runs_the_suite_in_parts_and_one_job_merges_them_into_the_ni
     assert download["with"]["pattern"] == "perf-${{ github.run_id }}-part*"
     names = [s.get("name") for s in jobs["merge"]["steps"]]
     merge = jobs["merge"]["steps"][names.index("merge the parts")]
-    assert "torch_perf_suite.runners merge parts/*/perf.json --out reports/perf" in merge["run"]
+    assert "torch_perf_suite.session.runners merge parts/*/perf.json --out reports/perf" in merge["run"]
     assert names.index("merge the parts") < names.index("trend")
     assert jobs["merge"]["needs"] == "perf" and jobs["alert"]["needs"] == "merge"

@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from torch_perf_suite import nvml
+from torch_perf_suite.machine import nvml
 
 
 class FakeNVML(types.ModuleType):

@@ -18,7 +18,13 @@ from types import SimpleNamespace
 import pytest
 from test_kernels import share_by_hand  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
-from torch_perf_suite import against, baselines, device, instructions, kernels, loader_code, nvml, plain
+from torch_perf_suite.against import ref as against
+from torch_perf_suite.counts import kernels
+from torch_perf_suite.loader import digest as loader_code
+from torch_perf_suite.loader import instructions
+from torch_perf_suite.machine import device, nvml
+from torch_perf_suite.records import baselines
+from torch_perf_suite.report import plain
 from torch_perf_suite.syncs import count_syncs, load_trace
 
 pytest_plugins = ["pytester"]
@@ -1515,7 +1521,7 @@ def test_a_sync_source_that_is_not_advice_is_a_usage_error(suite, pytester):
 
 
 def test_a_charted_section_is_drawn_once_at_the_end(suite, pytester, tmp_path, monkeypatch):
-    from torch_perf_suite import report
+    from torch_perf_suite.report import markdown as report
 
     drawn = []  # drawing stubbed: matplotlib need not be installed
     monkeypatch.setattr(report, "png", lambda path, *args: drawn.append(path.name) or path.write_bytes(b"png") or True)

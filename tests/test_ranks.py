@@ -1,4 +1,4 @@
-"""A test spread over several GPUs judged as one (torch_perf_suite/ranks.py): its entry keyed by the GPUs' count and
+"""A test spread over several GPUs judged as one (torch_perf_suite/fixture/ranks.py): its entry keyed by the GPUs' count and
 topology, each rank's count against that rank's record, its scaling efficiency against the recorded one, the file
 that keeps it valid. On a CPU: the ranks' counts are made here, as a profiled window would give them."""
 
@@ -7,13 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import baselines, ranks
+from torch_perf_suite.counts.kernels import Kernel, KernelStats
 from torch_perf_suite.findings import failures
-from torch_perf_suite.judging import Judge
-from torch_perf_suite.kernels import Kernel, KernelStats
-from torch_perf_suite.settings import Measure
+from torch_perf_suite.fixture import ranks
+from torch_perf_suite.fixture.judging import Judge
+from torch_perf_suite.records import baselines
+from torch_perf_suite.session.settings import Measure
 from torch_perf_suite.syncs import SyncCount
-from torch_perf_suite.timing import Throughput
+from torch_perf_suite.throughput.timing import Throughput
 
 TEST = "perf_tests/test_multi_gpu.py::test_spread[ddp]"
 ENV = {"gpu": "NVIDIA H200", "gpu_uuid": "GPU-aaaa", "host": {"cpu": "x", "cores": 32}, "date": "2026-11-27"}
@@ -121,7 +122,7 @@ def judge_without_entry() -> Judge:
 def test_the_reports_main_row_of_a_spread_test_shows_the_most_syncs_of_any_rank():
     from collections import Counter
 
-    from torch_perf_suite import report
+    from torch_perf_suite.report import markdown as report
 
     one_rank_waits = counted()
     one_rank_waits.sources = Counter({"planted .item()": 8})  # rank 1 only: 1.00 a step

@@ -14,7 +14,8 @@ from fixtures.metrics import MetricCollector, compute_all, loss_and_classificati
 from fixtures.recipes import BASELINE, LADDER_STEPS, LOADER_FIELDS, Recipe, channels_last_pair, for_smoke, ladder
 from fixtures.training import build
 from perf_tests.conftest import compile_cache_root
-from torch_perf_suite import PerfWarning, compiled
+from torch_perf_suite import PerfWarning
+from torch_perf_suite.counts import compiled
 
 CHANGES = {
     "workers": {"num_workers"},

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from torch_perf_suite import instructions, loader_code, recount
+from torch_perf_suite.loader import digest as loader_code
+from torch_perf_suite.loader import instructions, recount
 
 LOADER = "def parts(n, data_dir=None):\n    return list(range(n)), list\n"
 

@@ -1,5 +1,5 @@
 """REF's processes import REF's code from REF's tree, whatever points the interpreter at the working tree
-(torch_perf_suite/ref_imports.py): the finder on small trees, then a src-layout project installed with `pip install -e`
+(torch_perf_suite/against/imports.py): the finder on small trees, then a src-layout project installed with `pip install -e`
 (setuptools' `.pth` path, and its import finder for a `package-dir` mapping) whose loader settings change in the
 working tree, run with `--perf-against HEAD`."""
 
@@ -16,7 +16,8 @@ import pytest
 import torch
 from test_against import git  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
-from torch_perf_suite import count_worker, ref_imports, turn_worker, turns
+from torch_perf_suite.against import imports as ref_imports
+from torch_perf_suite.loader import count_worker, turn_worker, turns
 
 
 @pytest.fixture
@@ -111,7 +112,7 @@ def test_the_harness_the_refs_cache_folder_and_the_interpreter_are_never_mapped(
     w, r, _ = trees
     mapping = ref_imports.Mapping((str(w),), str(r))
     finder = ref_imports.RefFinder(mapping)
-    assert finder.find_spec("torch_perf_suite.against") is None
+    assert finder.find_spec("torch_perf_suite.against.ref") is None
     harness = ref_imports.Mapping((ref_imports.HERE,), str(r))  # the suite's own checkout as the working tree
     assert harness.counterpart(os.path.join(ref_imports.HERE, "against.py")) is None
     assert mapping.counterpart(str(r.parent / "plugin" / "perf_against_select.py")) is None  # beside REF's tree

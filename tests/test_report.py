@@ -10,14 +10,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import charts, host_side, report, store, syncs
-from torch_perf_suite.gates import Verdict
-from torch_perf_suite.nvml import Utilization
-from torch_perf_suite.parts import Parts
-from torch_perf_suite.report import DETAILS, LEGEND  # the words are the module's; the tests check where they stand
-from torch_perf_suite.stats import Comparison
+from torch_perf_suite import syncs
+from torch_perf_suite.counts import host_side
+from torch_perf_suite.machine.nvml import Utilization
+from torch_perf_suite.records import store
+from torch_perf_suite.report import charts
+from torch_perf_suite.report import markdown as report
+from torch_perf_suite.report.markdown import DETAILS, LEGEND  # the words are the module's; the tests check where they stand
 from torch_perf_suite.syncs import SyncCount, SyncSource
-from torch_perf_suite.timing import Throughput
+from torch_perf_suite.throughput.gates import Verdict
+from torch_perf_suite.throughput.parts import Parts
+from torch_perf_suite.throughput.stats import Comparison
+from torch_perf_suite.throughput.timing import Throughput
 
 ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11", "torchvision": "0.26", "torchmetrics": "1.9",
        "host": {"cpu": "Xeon", "cores": 16}, "date": "2026-11-22"}

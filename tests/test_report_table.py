@@ -5,7 +5,10 @@ import json
 
 import pytest
 
-from torch_perf_suite import report, rows, runners, timing
+from torch_perf_suite.report import markdown as report
+from torch_perf_suite.report import rows
+from torch_perf_suite.session import runners
+from torch_perf_suite.throughput import timing
 
 ENV = {"gpu": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0+cu130", "torchvision": "0.26.0",
        "torchmetrics": "1.9.0", "host": {"cpu": "Intel(R) Xeon(R) Processor (family 6 model 207 stepping 2)", "cores": 16},

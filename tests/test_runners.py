@@ -1,14 +1,15 @@
-"""The suite over a matrix of runners (torch_perf_suite/runners.py): `--perf-split I/N` deals whole files longest
+"""The suite over a matrix of runners (torch_perf_suite/session/runners.py): `--perf-split I/N` deals whole files longest
 first, every test in exactly one part; `runners merge` joins the parts' reports and keeps each test's seconds."""
 
 import json
 
 import pytest
 
-from torch_perf_suite import report, runners, settings
-from torch_perf_suite.parts import Parts
-from torch_perf_suite.result import Result
-from torch_perf_suite.timing import Throughput
+from torch_perf_suite.fixture.result import Result
+from torch_perf_suite.report import markdown as report
+from torch_perf_suite.session import runners, settings
+from torch_perf_suite.throughput.parts import Parts
+from torch_perf_suite.throughput.timing import Throughput
 
 pytest_plugins = ["pytester"]
 
@@ -111,9 +112,9 @@ def test_the_split_keeps_this_runners_part_and_deselects_the_rest(pytester):
 def test_the_parts_recorded_baselines_join_into_one_folder_entry_by_entry(tmp_path, capsys):
     """Each runner of a recording in parts records its tests into its own checkout; the folders join test by test,
     the destination's other entries kept."""
-    from torch_perf_suite.baselines import BaselineFile
-    from torch_perf_suite.instructions import InstructionsFile
     from torch_perf_suite.loader import SettingsFile
+    from torch_perf_suite.loader.instructions import InstructionsFile
+    from torch_perf_suite.records.baselines import BaselineFile
 
     env = {"gpu": "NVIDIA H200", "host": None, "date": "2026-11-27"}
 

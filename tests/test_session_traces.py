@@ -2,7 +2,7 @@
 
 import gzip
 
-from torch_perf_suite import session_report
+from torch_perf_suite.session import writing as session_report
 
 
 def keep(trace, trace_dir):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from torch_perf_suite.stats import ALPHA, compare, median_ci
+from torch_perf_suite.throughput.stats import ALPHA, compare, median_ci
 
 BASE = [1000.0, 1001.0, 999.0, 1000.5, 999.5]
 

@@ -2,8 +2,8 @@ import itertools
 
 import pytest
 
-from torch_perf_suite import timing
-from torch_perf_suite.timing import Throughput, measure_throughput, steps_per_round
+from torch_perf_suite.throughput import timing
+from torch_perf_suite.throughput.timing import Throughput, measure_throughput, steps_per_round
 
 
 def test_rounds_are_timed_between_syncs_after_warmup():
@@ -230,7 +230,7 @@ def test_the_monitor_watches_the_timed_rounds_only_and_its_summary_is_kept():
 
 
 def test_laps_add_each_stretch_to_its_phase_and_split_moves_a_known_share():
-    from torch_perf_suite.timing import Laps
+    from torch_perf_suite.throughput.timing import Laps
 
     ticks = iter([0.0, 1.0, 3.5, 4.0, 10.0])
     laps = Laps(clock=lambda: next(ticks))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fixtures import recipes, training
-from torch_perf_suite import torch_state
+from torch_perf_suite.machine import torch_state
 
 pytest_plugins = ["pytester"]
 TF32_FLAGS = ("cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from torch_perf_suite import turns
 from torch_perf_suite.findings import FAILED, PASSED, failures
+from torch_perf_suite.loader import turns
 
 LOADER = '''
 import os
@@ -210,7 +210,7 @@ def test_refs_loader_importing_the_working_trees_own_module_is_refused(tmp_path,
 def test_a_loader_timed_without_a_loader_source_says_it_was_not_timed_by_turns(loader, said):
     from types import SimpleNamespace as NS
 
-    from torch_perf_suite.measuring import Measuring
+    from torch_perf_suite.fixture.measuring import Measuring
 
     session = NS(turns=object(), shared={}, ref=NS(status={"t": "passed"}))  # --perf-against, REF recorded the test
     measuring = Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})
@@ -232,7 +232,7 @@ def test_processes_started_early_are_settled_before_a_window_and_then_time_at_on
 def test_a_process_that_died_importing_is_said_by_the_loaders_note_not_by_the_window(tmp_path, monkeypatch):
     from types import SimpleNamespace as NS
 
-    from torch_perf_suite.measuring import Measuring
+    from torch_perf_suite.fixture.measuring import Measuring
 
     ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head")
     monkeypatch.setattr(turns, "WORKER", tmp_path / "missing_worker.py")

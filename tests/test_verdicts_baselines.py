@@ -3,8 +3,8 @@
 
 import pytest
 
-from torch_perf_suite import baselines, store
-from torch_perf_suite.baselines import FAR, MAX_MEMORY_GB, MAX_SAMPLES_PER_S, SCHEMA
+from torch_perf_suite.records import baselines, store
+from torch_perf_suite.records.baselines import FAR, MAX_MEMORY_GB, MAX_SAMPLES_PER_S, SCHEMA
 
 GPU = "NVIDIA H200"
 ENV = {"gpu": GPU, "driver": "580", "cuda": "13.0", "torch": "2.11", "host": {"cpu": "Xeon", "cores": 16}}

@@ -1,7 +1,7 @@
 """instructions.verdict at its edges: a count recorded only for other environments names each of them."""
 
-from torch_perf_suite import instructions
 from torch_perf_suite.findings import FAILED, NOT_COMPARED, PASSED, Finding
+from torch_perf_suite.loader import instructions
 
 
 def test_a_count_recorded_for_other_environments_names_every_one(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from torch_perf_suite.stats import ci_halfwidth_pct, median_ci
+from torch_perf_suite.throughput.stats import ci_halfwidth_pct, median_ci
 
 
 @pytest.mark.parametrize("n, interval", [(1, (0, 0)), (2, (0, 1)), (3, (0, 2)), (4, (1, 2)), (5, (1, 3)), (6, (2, 3)),

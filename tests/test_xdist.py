@@ -17,8 +17,13 @@ import pytest
 import torch
 from test_plugin import TEST_FILE, FakeGPU, details, suite  # noqa: F401  (suite: the pytester fixture)
 
-from torch_perf_suite import baselines, device, durations, host, nvml, plugin, report, runners, session_report, sharding, store
-from torch_perf_suite.host import cpu_count
+from torch_perf_suite import plugin
+from torch_perf_suite.machine import device, host, nvml
+from torch_perf_suite.machine.host import cpu_count
+from torch_perf_suite.records import baselines, store
+from torch_perf_suite.report import markdown as report
+from torch_perf_suite.session import durations, runners, sharding
+from torch_perf_suite.session import writing as session_report
 
 pytest_plugins = ["pytester"]
 # mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg

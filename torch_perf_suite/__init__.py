@@ -16,10 +16,11 @@ Hooks of the plugin's own: `torch_perf_suite.hooks`.
 import importlib
 
 # name -> the internal module that defines it, imported when first asked for: the command-line tools
-# (`python -m torch_perf_suite.nightly alert` on a runner with nothing installed) import neither pytest nor torch
-_EXPORTS = {"Advice": "syncs", "Chart": "charts", "Perf": "fixture", "PerfWarning": "fixture", "Result": "fixture",
-            "TrainingStep": "workload", "Workload": "workload", "guard": "loop_guard", "hf_train": "frameworks",
-            "lightning_fit": "frameworks", "periodic": "syncs", "torch_settings": "torch_state"}
+# (`python -m torch_perf_suite.report.nightly alert` on a runner with nothing installed) import neither pytest nor torch
+_EXPORTS = {"Advice": "syncs", "Chart": "report.charts", "Perf": "fixture.perf", "PerfWarning": "findings",
+            "Result": "fixture.result", "TrainingStep": "workload", "Workload": "workload", "guard": "syncs.loop_guard",
+            "hf_train": "frameworks", "lightning_fit": "frameworks", "periodic": "syncs",
+            "torch_settings": "machine.torch_state"}
 __all__ = sorted(_EXPORTS)
 
 

@@ -27,3 +27,7 @@ class Finding:
 def failures(found: list[Finding]) -> str | None:
     """The failed findings' texts, a line each; None where none failed."""
     return "\n".join(f.text for f in found if f.outcome == FAILED) or None
+
+
+class PerfWarning(UserWarning):
+    """A check that could not be made: no baseline, no predecessor measured in this run."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Iterable
 
-from . import host_reads
+from .syncs import host_reads
 from .workload import loader_pacing
 
 

@@ -14,8 +14,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from . import device, hooks, ref_imports, session_ref, session_report, settings, sharding, syncs
-from .benchmark import (
+from . import hooks, syncs
+from .against import imports as ref_imports
+from .against import steps as session_ref
+from .findings import PerfWarning
+from .fixture.perf import Perf
+from .fixture.result import Result
+from .machine import device
+from .session import settings, sharding
+from .session import writing as session_report
+from .session.benchmark import (
     check_benchmark_options,
     check_saved_runs,
     cross_gpu,
@@ -24,9 +32,8 @@ from .benchmark import (
     quiet_benchmark_ends,
     smoke_timings_off,
 )
-from .early import count_early
-from .fixture import Perf, PerfWarning, Result
-from .session import STARTED, PerfSession, sync_sources
+from .session.core import STARTED, PerfSession, sync_sources
+from .session.early import count_early
 
 SESSION = pytest.StashKey[PerfSession]()
 CROSS_GPU = pytest.StashKey[str]()  # why --benchmark-compare compares across GPU models, if it does

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Hashable, Iterator, Protocol, runtime_checkable
 
-from .host import workers_cpu_s
+from .machine.host import workers_cpu_s
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from torch_perf_suite.baselines import environment
+from torch_perf_suite.machine.environment import environment
 from torch_perf_suite.syncs import profile_steps
 
 STEPS = 3

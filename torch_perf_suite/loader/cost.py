@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..findings import FAILED, NOT_COMPARED, REPORTED, Finding
-from ..instructions import STRIDE  # the same spread of indices as the instructions are counted over
 from .described import BLOCKS_MARGIN, LOST_PARALLELISM, Undescribable, _name, describe
+from .instructions import STRIDE  # the same spread of indices as the instructions are counted over
 
 RECORD = struct.Struct("<qi6q")  # end (monotonic ns), samples, items wall ns, items CPU ns, collate wall ns,
 # collate CPU ns, the thread's voluntary context switches during the items and the collate, tensors in the batch

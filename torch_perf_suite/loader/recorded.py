@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 
-from .. import store
+from ..records import store
 from .cost import UnitCost
 from .described import SCALARS, _short
 

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..kernels import KernelStats, kernel_stats
+from ..counts.kernels import KernelStats, kernel_stats
 from . import advice as known
 from .advice import PAGEABLE_COPIES
 from .files import _is_harness, _is_library, _short

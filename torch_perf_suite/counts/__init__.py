@@ -1,0 +1,1 @@
+"""The step's counts: its host side, kernels, what torch.compile did, FLOPs; and their verdicts."""

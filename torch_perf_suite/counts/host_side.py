@@ -1,0 +1,226 @@
+"""The step's host side, counted: what the launching thread does to issue one step, in units that do not move with the
+host's speed.
+
+Where the host limits a step (small batches, eager code, per-step Python), the GPU-side number is the host's speed,
+and that moves: on one H200 machine the same step's host CPU time moved 2.5x between processes run one after the
+other with nothing beside them (docs/host-side.md). So the host side is counted, as the loader's work is:
+
+- lines:  the Python lines the thread executes a step (`sys.settrace`), by function: what a hook, a callback, a
+          logging helper, a library's new wrapper or a mode that falls back to eager adds;
+- blocks: the thread's voluntary context switches a step (`getrusage(RUSAGE_THREAD)`), each put on the Python line
+          that was running when it blocked: a sleep, a lock, I/O, a wait on another thread.
+
+Both are counted over a few GPU-side steps (a batch kept on the device: no loader's queue to wait on) after the timed
+windows, and compared with REF's or the baseline's counts of the same test: exact where the code is the same, on any
+host. What the counts cannot see is C++ work that grew without a Python line or a block (a dispatcher's overhead):
+docs/host-side.md says so.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import resource
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from ..findings import FAILED, Finding
+from ..syncs.files import _is_library
+
+LINES_MARGIN_PCT = 1.0  # Python lines a step may grow by before it counts
+LINES_FLOOR = 20  # ... or this many, for a step so light that a percent of it is a line or two
+BLOCKS_MARGIN = 0.5  # blocks a step that may appear before it counts (a sleep a step adds 1.00)
+TOP = 5  # functions or lines named in a failure, most grown first
+KEPT = 40  # functions and lines kept in an entry, busiest first
+
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+BEFORE = "(before the step's first line)"
+
+
+@dataclass(frozen=True)
+class HostCount:
+    steps: int
+    lines: dict[str, float]  # "path:function" -> Python lines a step
+    blocks: dict[str, float]  # "path:line in function" -> voluntary context switches a step
+
+    @property
+    def lines_per_step(self) -> float:
+        return sum(self.lines.values())
+
+    @property
+    def blocks_per_step(self) -> float:
+        return sum(self.blocks.values())
+
+    def entry(self) -> dict:
+        """As a baseline entry's counts keep it: the totals, and the busiest functions and lines."""
+        return {"lines_per_step": round(self.lines_per_step, 1), "blocks_per_step": round(self.blocks_per_step, 2),
+                "lines": _busiest(self.lines), "blocks": _busiest(self.blocks)}
+
+
+def _busiest(counts: dict[str, float]) -> dict[str, float]:
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:KEPT]
+    return {name: round(n, 2) for name, n in top}
+
+
+def _switches() -> int:
+    return resource.getrusage(_RUSAGE_THREAD).ru_nvcsw
+
+
+def short_path(filename: str) -> str:
+    """A file named relative to the longest sys.path entry that holds it: "torch/nn/modules/module.py",
+    "fixtures/recipes.py", "threading.py"."""
+    best = ""
+    for entry in sys.path:
+        root = os.path.join(os.path.abspath(entry or os.curdir), "")
+        if filename.startswith(root) and len(root) > len(best):
+            best = root
+    return filename[len(best):] if best else filename
+
+
+def count(step: Callable[[], object], steps: int, settle: Callable[[], object] | None = None) -> HostCount:
+    """Run one step, then `steps` steps on this thread with a tracer that counts their Python lines by function and
+    their blocks by line, twice. The first step is not counted: it finishes what an earlier window left (a gpu_step
+    drops the loader's iterator, whose workers then shut down). The steps run slower under the tracer: nothing is
+    timed here. A tracer already set (a debugger, coverage) is put back afterwards.
+
+    `settle` (the device's synchronize) runs before each counted step, outside the counts: a step the GPU bounds
+    otherwise leaves its kernels queued for the next, whose launches may then wait for room in CUDA's queue, blocks
+    that follow the GPU's speed, not the code (docs/host-side.md). A line's blocks are the fewer of the two passes: a
+    block the code makes comes back in each (a sleep, a lock, a thread joined); one that comes once does not, such as
+    a wait for the interpreter's lock that another thread of the process held at that moment (`-m gate -n 2` on two
+    H200s counted 0.67 blocks a step at one line of `ladder[bf16]`'s compiled graph, new against its baseline, in
+    one pass; the cause was not established)."""
+    if steps < 1:
+        raise ValueError(f"steps={steps}; expected at least 1")
+    step()
+    lines, first = _pass(step, steps, settle)
+    _, second = _pass(step, steps, settle)
+    blocks = {where: n for where in first if (n := min(first[where], second[where]))}
+    by_function: collections.Counter = collections.Counter()
+    for code, n in lines.items():
+        by_function[f"{short_path(code.co_filename)}:{code.co_name}"] += n / steps
+    return HostCount(steps, dict(by_function), {where: n / steps for where, n in blocks.items()})
+
+
+def _pass(step: Callable[[], object], steps: int, settle) -> tuple[collections.Counter, collections.Counter]:
+    """`steps` steps under the tracer: (lines by code object, blocks by where they happened)."""
+    previous = sys.gettrace()
+    lines: collections.Counter = collections.Counter()  # code object -> lines
+    blocks: collections.Counter = collections.Counter()  # where (_where) -> switches
+    last = [None, 0, _switches()]  # the frame running and its line, the switches counted up to it
+
+    def local(frame, event, arg):
+        now = _switches()
+        if now != last[2]:
+            blocks[_where(last[0], last[1])] += now - last[2]
+            last[2] = now
+        if event == "line":
+            lines[frame.f_code] += 1
+            last[0], last[1] = frame, frame.f_lineno
+        return local
+
+    try:
+        for _ in range(steps):
+            if settle is not None:
+                settle()
+                last[2] = _switches()  # its own waits are not the step's
+            sys.settrace(local)
+            step()
+            sys.settrace(previous)
+            now = _switches()
+            if now != last[2]:
+                blocks[_where(last[0], last[1])] += now - last[2]
+                last[2] = now
+    finally:
+        sys.settrace(previous)
+    return lines, blocks
+
+
+def _where(frame, lineno: int) -> str:
+    """'path:line in function' of the line running when the thread blocked, and, where that is a library's, the line
+    of the project's own code that called into it."""
+    if frame is None:
+        return BEFORE
+    here = f"{short_path(frame.f_code.co_filename)}:{lineno} in {frame.f_code.co_name}"
+    if not _is_library(frame.f_code.co_filename):
+        return here
+    caller = frame.f_back
+    while caller is not None and _is_library(caller.f_code.co_filename):
+        caller = caller.f_back
+    if caller is None:
+        return here
+    return f"{here} (from {short_path(caller.f_code.co_filename)}:{caller.f_lineno} in {caller.f_code.co_name})"
+
+
+def why_uncountable(members, has_loader: bool) -> str | None:
+    """Why this workload's host side cannot be counted (None where it can): its steps on a thread of their own, or
+    only a step that pulls from its loader (whose queue it would wait on)."""
+    if members.all_threads:
+        return "host side not counted: the steps run on a thread of their own, which the tracer does not follow"
+    if members.gpu_step is None and has_loader:
+        return ("host side not counted: the workload's only step pulls from its loader, whose queue it waits on; give it "
+                "a gpu_step() (the same step on a batch kept on the device)")
+    return None
+
+
+def grown(now: dict[str, float], recorded: dict[str, float], complete: bool) -> list[str]:
+    """Rows of what grew, most first: '+248.0 fixtures/recipes.py:train_step (12.0 -> 260.0)'. A block in a library is
+    matched by its own line, not by the project line that called it, which moves with any edit above it."""
+    def own(name: str) -> str:
+        return name.split(" (from ", 1)[0]
+
+    was: dict[str, float] = {}
+    for name, n in recorded.items():
+        was[own(name)] = was.get(own(name), 0.0) + n
+    shown = {own(name): name for name in now}
+    mine: dict[str, float] = {}
+    for name, n in now.items():
+        mine[own(name)] = mine.get(own(name), 0.0) + n
+    changed = {k: mine.get(k, 0.0) - was.get(k, 0.0) for k in {*mine, *was}}
+    rows = []
+    for key, d in sorted(changed.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]:
+        if d <= 0:
+            break
+        new = ", new" if key not in was and complete else ""
+        rows.append(f"    {d:+,.2f} {shown.get(key, key)} ({was.get(key, 0.0):,.2f} -> {mine.get(key, 0.0):,.2f}{new})")
+    return rows
+
+
+def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_MARGIN_PCT) -> list[Finding]:
+    """The host side's counts (HostCount.entry) against recorded ones: more Python lines a step than `margin_pct`
+    (and LINES_FLOOR) allow, or more than BLOCKS_MARGIN more blocks a step; each with the functions or lines that
+    grew, a failed finding each; none where neither rose."""
+    problems = []
+    lines, was = now["lines_per_step"], recorded["lines_per_step"]
+    if lines > max(was * (1 + margin_pct / 100), was + LINES_FLOOR):
+        problems.append(
+            f"the host runs {lines:,.0f} Python lines a step to issue it, {was:,.0f} at {against} ({lines - was:+,.0f}, "
+            f"{100 * (lines / was - 1) if was else float('inf'):+.1f}%; allowed +{margin_pct:g}% or +{LINES_FLOOR}): "
+            "per-step Python (a hook, a callback, a logging helper, a library's wrapper, a part run eagerly); "
+            "lines a step by function, most grown first:\n"
+            + "\n".join(grown(now["lines"], recorded["lines"], len(recorded["lines"]) < KEPT)))
+    blocks, blocked = now["blocks_per_step"], recorded["blocks_per_step"]
+    if blocks > blocked + BLOCKS_MARGIN:
+        problems.append(
+            f"the host blocks {blocks:.2f} times a step while issuing it, {blocked:.2f} at {against} (allowed "
+            f"+{BLOCKS_MARGIN:g}): a sleep, a lock, I/O or a wait on another thread (voluntary context switches), "
+            "at these lines, most grown first:\n"
+            + "\n".join(grown(now["blocks"], recorded["blocks"], len(recorded["blocks"]) < KEPT)))
+    return [Finding(FAILED, problem) for problem in problems]
+
+
+def validate(entry) -> str | None:
+    """Why a recorded host count is malformed, or None."""
+    if not isinstance(entry, dict):
+        return f"host counts must be an object, not {type(entry).__name__}"
+    for key in ("lines_per_step", "blocks_per_step"):
+        value = entry.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            return f"host counts' {key} must be a number of at least 0, not {value!r}"
+    for key in ("lines", "blocks"):
+        table = entry.get(key)
+        if not isinstance(table, dict) or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in table.values()):
+            return f"host counts' {key} must map names to numbers of at least 0"
+    return None

@@ -1,0 +1,396 @@
+"""Nightly trend: what regressed tonight, and whether to tell anyone.
+
+A night is the summary of one nightly run's perf report (`--perf-report`): its date, commit, GPU model
+and the tests that failed, with their numbers. As PyTorch's own dashboard treats them, one bad night
+is "suspicious" and alerts nobody; the same test failing on two consecutive nights (on the same GPU
+model) is a regression: one GitHub issue per test, opened the first time and commented on after, never
+duplicated. A first night, or the first night on a GPU model, says so and alerts nobody.
+
+    python -m torch_perf_suite.report.nightly record --report reports/perf.json --history DIR \
+        --commit SHA --run-url URL --out reports/alerts.json        # on the GPU runner, no token
+    python -m torch_perf_suite.report.nightly bisect reports/alerts.json --out reports/bisect [-- PYTEST_ARGS]
+                                                                  # on the GPU runner: each regression's first bad commit
+    python -m torch_perf_suite.report.nightly alert reports/alerts.json  # elsewhere, GITHUB_TOKEN with issues: write
+
+The two halves are apart so that the job that runs the suite holds no write token, and the job that
+holds one runs no code under test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import sys
+import urllib.request
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from ..records.store import quoted, write_atomic
+from .charts import Chart, mermaid
+from .rows import outcome, own_notes
+
+LABEL = "perf-regression"
+TITLE = "perf regression: {test}"
+
+
+@dataclass
+class Night:
+    date: str
+    commit: str
+    gpu: str
+    failed: dict[str, str] = field(default_factory=dict)  # test id -> its numbers, one line
+    run_url: str = ""
+    samples: dict[str, dict[str, float]] = field(default_factory=dict)  # test id -> part -> samples/s (median)
+
+
+@dataclass
+class Alert:
+    test: str
+    title: str
+    body: str
+    good: str = ""  # the commit of the last night on this GPU model that ran the test and passed it: where to bisect from
+    bad: str = ""  # tonight's commit
+
+
+@dataclass
+class Decision:
+    status: str  # one line for the job summary
+    alerts: list[Alert] = field(default_factory=list)
+    charts: str = ""  # Markdown: each failed test's numbers over the last nights
+
+
+def report_problem(report) -> str | None:
+    """What makes `report` no perf report that `summarize` can read, naming the entry; None where it is one."""
+    if not isinstance(report, dict):
+        return f"the top level is {type(report).__name__}, expected an object"
+    env = report.get("env")
+    if not isinstance(env, dict) or not isinstance(env.get("gpu"), str) or not env["gpu"].strip():
+        return f"'env' is {quoted(env)}, expected the environment with its 'gpu' and 'date'"
+    if not isinstance(env.get("date"), str) or not _is_date(env["date"]):
+        return f"env 'date' is {quoted(env.get('date'))}, expected a date such as 2026-11-22"
+    tests = report.get("tests")
+    if not isinstance(tests, list):
+        return f"'tests' is {quoted(tests)}, expected a list of rows"
+    for i, row in enumerate(tests):
+        problem = _row_problem(row)
+        if problem:
+            name = row.get("test") if isinstance(row, dict) and isinstance(row.get("test"), str) else None
+            return f"tests[{i}]" + (f" {name!r}" if name else "") + f": {problem}"
+    return None
+
+
+def _row_problem(row) -> str | None:
+    if not isinstance(row, dict):
+        return f"is {quoted(row)}, expected an object"
+    if not isinstance(row.get("test"), str) or not row["test"]:
+        return f"'test' is {quoted(row.get('test'))}, expected the test's id"
+    notes = row.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        return f"'notes' is {quoted(notes)}, expected a list of lines"
+    if row.get("outcome") not in (None, "passed", "FAILED"):
+        return f"'outcome' is {quoted(row.get('outcome'))}, expected \"passed\", \"FAILED\" or null"
+    parts = row.get("parts")
+    if not isinstance(parts, dict):
+        return f"'parts' is {quoted(parts)}, expected an object of parts"
+    for name, part in parts.items():
+        if part is not None and (not isinstance(part, dict) or not _is_number(part.get("samples_per_s"))):
+            return f"part {name!r} is {quoted(part)}, expected null or an object with a 'samples_per_s' number"
+    for name in ("syncs_per_step", "efficiency"):
+        if row.get(name) is not None and not _is_number(row[name]):
+            return f"{name!r} is {quoted(row[name])}, expected a number or null"
+    verdicts = row.get("baseline", {})
+    if not isinstance(verdicts, dict):
+        return f"'baseline' is {quoted(verdicts)}, expected an object of parts"
+    for name, v in verdicts.items():
+        if not isinstance(v, dict) or (v.get("compared") and not all(_is_number(v.get(k)) for k in CHANGE)):
+            return f"baseline {name!r} is {quoted(v)}, expected an object with {CHANGE} numbers where compared"
+    return None
+
+
+CHANGE = ("change_pct", "allowed_pct")  # of a part compared with its baseline
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _is_date(text: str) -> bool:
+    try:
+        return datetime.date.fromisoformat(text).isoformat() == text
+    except ValueError:
+        return False
+
+
+
+def summarize(report: dict, commit: str, run_url: str = "") -> Night:
+    """The night of one perf report (the JSON that --perf-report writes; `report_problem` says whether it is one)."""
+    env = report.get("env") or {}
+    tests = report.get("tests", [])
+    failed = {row["test"]: _numbers(row) for row in tests if outcome(row) == "FAILED"}
+    samples = {row["test"]: {name: p["samples_per_s"] for name, p in row["parts"].items() if p} for row in tests}
+    return Night(date=str(env.get("date")), commit=commit, gpu=str(env.get("gpu")), failed=failed, run_url=run_url,
+                 samples=samples)
+
+
+def trend(nights: list[Night], test: str, last: int = 14) -> str:
+    """A Mermaid chart of one test's parts over the last nights (those that measured it)."""
+    table = [{"night": f"{n.date} {n.commit[:7]}", **n.samples[test]} for n in nights if test in n.samples][-last:]
+    parts = tuple(dict.fromkeys(p for row in table for p in row if p != "night"))
+    return mermaid(f"{test} over the last {len(table)} night(s)", table, Chart(x="night", lines=parts)) if table else ""
+
+
+def _numbers(row: dict) -> str:
+    parts = ", ".join(f"{name} {p['samples_per_s']:,.0f}" for name, p in row["parts"].items() if p)
+    changes = ", ".join(f"{name} {v['change_pct']:+.1f}% (allowed {v['allowed_pct']:+.1f}%)"
+                        for name, v in row.get("baseline", {}).items() if v.get("compared"))
+    syncs, efficiency = row.get("syncs_per_step"), row.get("efficiency")
+    return "; ".join(filter(None, [
+        f"samples/s: {parts}" if parts else "",
+        f"efficiency {efficiency:.2f} (bottleneck: {row.get('bottleneck')})" if efficiency is not None else "",
+        f"vs baseline: {changes}" if changes else "",
+        f"syncs/step {syncs:g}" if syncs is not None else "",
+        *own_notes(row),
+    ]))
+
+
+def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision:
+    """Compare tonight with the last night on the same GPU model."""
+    previous = next((n for n in reversed(history) if n.gpu == tonight.gpu), None)
+    if previous is None:
+        first = "first night" if not history else f"first night on {tonight.gpu}"
+        return Decision(f"{first}: {len(tonight.failed)} failed test(s), nothing to compare with, no alert")
+    repeated = [t for t in tonight.failed if t in previous.failed]
+    new = [t for t in tonight.failed if t not in previous.failed]
+    commits = f"{previous.commit[:12]}..{tonight.commit[:12]}"
+    if repo_url:
+        commits = f"[{commits}]({repo_url}/compare/{previous.commit}...{tonight.commit})"
+    same_gpu = [n for n in history if n.gpu == tonight.gpu] + [tonight]
+    alerts = [
+        Alert(t, TITLE.format(test=t), good=last_good(same_gpu, t), bad=tonight.commit, body="\n".join([
+            f"`{t}` failed on two consecutive nights on {tonight.gpu}.",
+            "",
+            f"- {previous.date} ({previous.commit[:12]}): {previous.failed[t]}",
+            f"- {tonight.date} ({tonight.commit[:12]}): {tonight.failed[t]}",
+            "",
+            f"Commits: {commits}. Run and traces: {tonight.run_url or '(no run URL)'}",
+            f"Reproduce: `pytest '{t}' --perf-trace-dir traces` on a {tonight.gpu}.",
+            "",
+            trend(same_gpu, t),
+        ]))
+        for t in repeated
+    ]
+    status = f"{len(repeated)} regression(s) (failed two nights in a row), {len(new)} suspicious (failed tonight only)"
+    charts = "\n".join(trend(same_gpu, t) for t in repeated + new)
+    return Decision(status + (": " + ", ".join(repeated + new) if tonight.failed else ""), alerts, charts)
+
+
+def last_good(nights: list[Night], test: str) -> str:
+    """The commit of the last of `nights` that measured `test` and did not fail it; "" where none did."""
+    return next((n.commit for n in reversed(nights) if test in n.samples and test not in n.failed), "")
+
+
+def load_history(folder: Path) -> list[Night]:
+    """The nights recorded in `folder`, oldest first (their names start with the date)."""
+    nights = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            night, problem = _night(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, RecursionError) as e:
+            night, problem = None, str(e)
+        if problem:
+            raise SystemExit(f"error: {path}: not a night recorded by this tool ({problem}); move it out of {folder}")
+        nights.append(night)
+    return nights
+
+
+def _night(data) -> tuple[Night | None, str | None]:
+    """A night from its JSON, and what is wrong with it (None where nothing is)."""
+    if not isinstance(data, dict):
+        return None, f"{quoted(data)} is not an object"
+    known = {f.name for f in fields(Night)}
+    unknown, missing = sorted(set(data) - known), [k for k in ("date", "commit", "gpu") if k not in data]
+    if unknown or missing:
+        return None, f"unknown key(s) {quoted(unknown)}" if unknown else f"no {quoted(missing)}"
+    night = Night(**data)
+    return night, _night_problem(night)
+
+
+def _night_problem(night: Night) -> str | None:
+    for name in ("date", "commit", "gpu", "run_url"):
+        if not isinstance(getattr(night, name), str):
+            return f"{name!r} is {quoted(getattr(night, name))}, expected a string"
+    if not isinstance(night.failed, dict) or not all(isinstance(v, str) for v in night.failed.values()):
+        return f"'failed' is {quoted(night.failed)}, expected an object of test ids and lines"
+    if not isinstance(night.samples, dict) or not all(
+            isinstance(parts, dict) and all(_is_number(v) for v in parts.values()) for parts in night.samples.values()):
+        return f"'samples' is {quoted(night.samples)}, expected an object of test ids and their parts' samples/s"
+    return None
+
+
+def night_path(folder: Path, night: Night) -> Path:
+    """Where a night is kept: one file a date, commit and GPU model, so that a re-run of a night replaces it."""
+    gpu = re.sub(r"[^a-z0-9]+", "-", night.gpu.lower()).strip("-")
+    return folder / f"{night.date}-{night.commit[:12]}-{gpu}.json"
+
+
+def same_night(a: Night, b: Night) -> bool:
+    return (a.date, a.commit, a.gpu) == (b.date, b.commit, b.gpu)
+
+
+def save_night(folder: Path, night: Night) -> Path:
+    """Record tonight in the history (atomic); a re-run of the same night replaces it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = night_path(folder, night)
+    write_atomic(path, json.dumps(asdict(night), indent=1) + "\n")
+    for other in folder.glob("*.json"):  # the same night under an older name (before the GPU model was in it)
+        if other != path and other.name.startswith(f"{night.date}-{night.commit[:12]}"):
+            try:
+                old, problem = _night(json.loads(other.read_text(encoding="utf-8")))
+            except (OSError, ValueError, RecursionError):
+                continue  # not this night's: load_history names it
+            if not problem and same_night(old, night):
+                other.unlink()
+    return path
+
+
+def _output_problem(path: Path, folder: bool = False) -> str | None:
+    """Why `path` (a file to write, or with `folder` a folder to write in) cannot be written; None where it can."""
+    if path.exists() and path.is_dir() != folder:
+        return "is a folder; give a file" if not folder else "is a file; give a folder"
+    existing = next(p for p in (path if folder else path.parent, *path.parents) if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is a file; give a path under a folder"
+    if not os.access(existing, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{path if path.exists() else existing} cannot be written by this user"
+    return None
+
+
+def record(parser, args) -> int:
+    """The record half: every input and output checked before anything is written; tonight is added to the history
+    last, once its decision is written, so that a failure leaves no half-recorded night (a re-run then would see it
+    as the night before, and alert on one night)."""
+    try:
+        report = json.loads(args.report.read_text(encoding="utf-8"))
+        problem = report_problem(report)
+    except (OSError, ValueError, RecursionError) as e:
+        problem = f"not a readable perf report ({e})"
+    if problem:
+        parser.error(f"--report {args.report}: {problem}; give the JSON that --perf-report wrote")
+    if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z._-]*", args.commit):
+        parser.error(f"--commit {args.commit!r}: expected a commit such as 3f2a9c1 (letters, digits, '.', '_', '-')")
+    outputs = [("--history", args.history, True), ("--out", args.out, False), ("--summary", args.summary, False)]
+    for option, path, folder in outputs:
+        problem = path and _output_problem(path, folder)
+        if problem:
+            parser.error(f"{option} {path}: {problem}")
+    tonight = summarize(report, args.commit, args.run_url)
+    history = [n for n in load_history(args.history) if not same_night(n, tonight)] if args.history.exists() else []
+    decision = decide(history, tonight, args.repo_url)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.out, json.dumps(asdict(decision), indent=1) + "\n")
+    if args.summary:
+        args.summary.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(args.summary, f"Nightly trend: {decision.status}\n\n{decision.charts}")
+    save_night(args.history, tonight)
+    print(decision.status)
+    return 0
+
+
+# --- GitHub: one issue per regressed test ---------------------------------------------------------
+
+
+class GitHub:
+    """The three REST calls the alerts need (urllib: nothing to install on the runner)."""
+
+    def __init__(self, repo: str, token: str, api: str = "https://api.github.com"):
+        self.repo, self.token, self.api = repo, token, api
+
+    def _call(self, method: str, path: str, payload: dict | None = None):
+        request = urllib.request.Request(
+            f"{self.api}/repos/{self.repo}/{path}", method=method,
+            data=None if payload is None else json.dumps(payload).encode(),
+            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/vnd.github+json",
+                     "X-GitHub-Api-Version": "2022-11-28"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+
+    def open_issues(self, label: str) -> dict[str, int]:
+        return {i["title"]: i["number"] for i in self._call("GET", f"issues?state=open&labels={label}&per_page=100")}
+
+    def create_issue(self, title: str, body: str, label: str) -> None:
+        self._call("POST", "issues", {"title": title, "body": body, "labels": [label]})
+
+    def comment(self, number: int, body: str) -> None:
+        self._call("POST", f"issues/{number}/comments", {"body": body})
+
+
+def apply(alerts: list[Alert], github) -> list[str]:
+    """Open an issue per alert, or comment on the open one with the same title. Returns what was done."""
+    existing = github.open_issues(LABEL)
+    done = []
+    for a in alerts:
+        if a.title in existing:
+            github.comment(existing[a.title], a.body)
+            done.append(f"commented on #{existing[a.title]}: {a.title}")
+        else:
+            github.create_issue(a.title, a.body, LABEL)
+            done.append(f"opened: {a.title}")
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_perf_suite.report.nightly", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record", help="add tonight's report to the history and decide the alerts (no token needed)")
+    rec.add_argument("--report", type=Path, required=True, help="the JSON written by --perf-report")
+    rec.add_argument("--history", type=Path, required=True, help="the folder of past nights (kept on the runner)")
+    rec.add_argument("--commit", required=True)
+    rec.add_argument("--run-url", default="")
+    rec.add_argument("--repo-url", default="", help="https://github.com/OWNER/REPO, for the commit range's link")
+    rec.add_argument("--out", type=Path, required=True, help="where to write the decision (alerts.json)")
+    rec.add_argument("--summary", type=Path, help="where to write the status and the failed tests' trends (Markdown)")
+    bis = sub.add_parser("bisect", help="add each regression's first bad commit since its last good night to its "
+                         "alert (pytest --perf-bisect, on this runner's GPU)")
+    bis.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
+    bis.add_argument("--out", type=Path, required=True, help="the folder of the bisections' reports")
+    bis.add_argument("pytest_args", nargs="*", help="after --: more pytest options for each bisection (--perf-strict)")
+    alert = sub.add_parser("alert", help="open or update one issue per regression (GITHUB_TOKEN, GITHUB_REPOSITORY)")
+    alert.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
+    args = parser.parse_args(argv)
+
+    if args.command == "record":
+        return record(rec, args)
+    if args.command == "bisect":
+        if problem := _output_problem(args.out, folder=True) or _output_problem(args.decision):
+            parser.error(f"{args.decision} or --out {args.out}: {problem}")
+        args.out.mkdir(parents=True, exist_ok=True)
+        try:
+            from ..against.bisecting import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
+
+            print("\n".join(bisect_alerts(args.decision, args.out, args.pytest_args)))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            parser.error(f"{args.decision}: not a decision written by `record` ({e!r}); run `record` again")
+        return 0
+    try:
+        decision = json.loads(args.decision.read_text(encoding="utf-8"))
+        status, alerts = decision["status"], [Alert(**a) for a in decision["alerts"]]
+        if not isinstance(status, str) or not all(isinstance(v, str) for a in alerts for v in asdict(a).values()):
+            raise TypeError("'status' and each alert's 'test', 'title' and 'body' must be strings")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        parser.error(f"{args.decision}: not a decision written by `record` ({e!r}); run `record` again")
+    print(status)
+    if alerts:
+        repo, token = os.environ.get("GITHUB_REPOSITORY"), os.environ.get("GITHUB_TOKEN")
+        if not repo or not token:
+            parser.error("alerts to file, but GITHUB_REPOSITORY or GITHUB_TOKEN is not set")
+        print("\n".join(apply(alerts, GitHub(repo, token))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""One pytest session of the suite: its settings, device and baseline files, the results the `perf` fixture hands
+back, and what is recorded, kept and reported at the end. plugin.py's hooks delegate here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from .. import loader, syncs
+from ..against import checks as ref_checks
+from ..against import ref as against
+from ..against import steps as session_ref
+from ..findings import FAILED, PerfWarning, failures
+from ..fixture.result import Result
+from ..loader import instructions, turns
+from ..machine import device
+from ..machine.environment import Mismatched
+from ..records import files as records
+from ..report import causes
+from ..report import markdown as report
+from ..throughput import timing
+from . import benchmark, early, runners, settings
+from . import writing as session_report
+
+STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
+
+
+class PerfSession:
+    def __init__(self, config, shards: int = 0):
+        """`shards`: the pytest-xdist workers this process starts, as the controller of a sharded run (sharding.py)."""
+        self.settings = settings.SessionSettings.from_config(config)
+        # the session's seconds count from pytest's start (the plugin's first hook), so the imports before the session
+        # (conftest.py, the plugins', torch where one imports it) are measured; without that hook (the plugin registered
+        # by a conftest.py, too late for it), from now
+        now = time.perf_counter()
+        started = config.stash.get(STARTED, None)
+        self.imports_s = None if started is None else now - started
+        self.started = now if started is None else started
+        self.ref_s = 0.0  # what measuring REF took (--perf-against), cached or not
+        self.laps: dict[str, timing.Laps] = {}  # test id -> where its call's seconds went
+        workerinput = getattr(config, "workerinput", {})
+        self.worker: str | None = workerinput.get("workerid")  # the pytest-xdist worker this process is, if one
+        self.gpu: str | None = workerinput.get("perf_gpu")  # the CUDA_VISIBLE_DEVICES its controller gave it, if any
+        self.cores: list[int] = workerinput.get("perf_cores") or []  # the cores its controller gave it, if any
+        self.shards = shards
+        self.worker_outputs: dict[str, dict] = {}  # the controller's: what each worker sent at its end
+        self.merged: dict | None = None  # the controller's: the workers' reports as one
+        self.written: list[Path] = []  # the controller's: the merged report's files
+        try:
+            self.device = device.detect_device()
+        except Mismatched as e:
+            raise pytest.UsageError(str(e)) from None
+        if self.gpu is not None and self.device.is_gpu:
+            _sees_its_gpu_only(self.worker, self.gpu)
+        config.hook.pytest_perf_update_environment(env=self.device.env)
+        self.results: dict[str, Result] = {}
+        # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement of each a session
+        self.shared: dict = {}
+        self.collected: set[str] = set()  # under --perf-against, the tests collected, selected or not
+        self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
+        self.sections: dict[str, list[dict]] = {}
+        self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
+        self.report_error: str | None = None
+        self.records = records.Records(self.settings, self.device, config.rootpath, config.stash.get(early.COUNTER, None))
+        self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
+        self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
+        self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns
+        self.ref_failed: dict[str, str] = {}  # a sharded worker's: test file -> why REF's tests of it could not run
+        self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
+        self.records.as_ref = self.as_ref
+        self.bisecting: tuple | None = session_ref.check_bisect(self, config) if self.settings.bisect else None
+        # a process that runs tests here counts its loaders here
+        self._prestart(config, runs_tests=not (shards or self.bisecting or self.as_ref or config.option.collectonly))
+        if self.settings.against:
+            session_ref.check_against(self.settings.update_baselines)
+            session_ref.turns_ahead(self)
+            return  # the baselines are REF's, loaded once it was measured (compare_against)
+        session_ref.load_records(self.records, self.settings.baseline_dir)
+
+    def _prestart(self, config, runs_tests: bool) -> None:
+        """The counting process started where a loader will be counted again (Records.prestart_counter), and the run's
+        header saying so (`recount`, early.recount_line; "" where none will be)."""
+        changed = self.records.prestart_counter(self.settings.baseline_dir, runs_tests=runs_tests)
+        self.recount = early.recount_line(self.settings.baseline_dir, changed, changed and instructions.key())
+        self.recount_s = 0.0  # stopping the counting process at the end (`finish`)
+        if self.recount:
+            config.pluginmanager.register(_Header([self.recount]), "perf_recount")
+
+    def split(self, config, items) -> None:
+        """--perf-split I/N: keep this runner's part of the selected tests (runners.split); the rest deselected."""
+        try:
+            items[:], dropped = runners.split(items, self.settings.split, self.settings.durations)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+
+    def call_started(self, item) -> None:
+        """A perf test's call starts: its seconds are lapped from here (`laps_of`), the rest of it lapped as checks."""
+        if "perf" in getattr(item, "fixturenames", ()):
+            self.laps[item.nodeid] = timing.Laps()
+
+    def call_ended(self, item) -> None:
+        if item.nodeid in self.laps:
+            self.laps[item.nodeid].lap("checks")
+
+    def call_passed(self, item) -> None:
+        """A test's checks all passed: under --perf-against --perf-strict (the merge gate) it fails where it left
+        something uncompared that nothing else judged (Result.holes), naming each."""
+        result = self.results.get(item.nodeid)
+        if self.ref and self.settings.strict and result is not None:
+            found = ref_checks.holes(result.holes(), self.ref.label)
+            if failure := failures(found):
+                texts = [f.text for f in found if f.outcome == FAILED]
+                pytest.fail(causes.message(item.nodeid, f"{item.nodeid}: {failure}", texts), pytrace=False)
+
+    def laps_of(self, test_id: str) -> timing.Laps:
+        return self.laps.setdefault(test_id, timing.Laps())
+
+    def seconds(self) -> dict:
+        """The session's seconds: in all since the process started, the imports before the session, measuring REF, and
+        in the perf tests' calls, and, where a loader was counted again, what the tests spent on the count (valgrind's
+        start and the count: their "instructions" laps) and stopping it at the end."""
+        tests = sum(sum(laps.seconds.values()) for laps in self.laps.values())
+        imports = {} if self.imports_s is None else {"imports": round(self.imports_s, 1)}
+        counting = sum(laps.seconds.get("instructions", 0.0) for laps in self.laps.values()) + self.recount_s
+        recount = {"of them loader counted again": round(counting, 1)} if self.recount else {}
+        return {"total": round(time.perf_counter() - self.started, 1), **imports, "REF": round(self.ref_s, 1),
+                "tests": round(tests, 1), **recount}
+
+    @property
+    def reference(self) -> str:
+        """What this run's numbers are compared with, as a failure names it."""
+        return f"REF {self.ref.label}, measured on this GPU" if self.ref else str(self.records.baseline_file.path)
+
+    @property
+    def against_label(self) -> str:
+        """What the loader's verdicts compare with, in a few words."""
+        return f"REF {self.ref.label}" if self.ref else "the baseline"
+
+    def loader_folder(self, test_id: str) -> Path:
+        """A folder for one test's per-batch loader timings, under the session's (removed at its end)."""
+        if self.loader_dir is None:
+            self.loader_dir = tempfile.mkdtemp(prefix="perf-loader-")
+        return loader.timer_folder(self.loader_dir, test_id)
+
+    @property
+    def sharded(self) -> bool:
+        """True inside a pytest-xdist worker that was given a GPU of its own: a test that needs every GPU of the
+        node (marker multi_gpu) skips itself there."""
+        return self.gpu is not None
+
+    @property
+    def clock(self) -> str | None:
+        """The table of seconds (durations.py) this run's tests are timed into and a sharded run is ordered by: the
+        GPU model's, or the smoke runs' (None); a run that measures nothing (no GPU, no --perf-smoke) has none."""
+        return self.device.env["gpu"] if self.device.is_gpu and not self.settings.smoke else None
+
+    # --- what the hooks delegate -------------------------------------------------------------------
+
+    def skip(self, reason: str) -> None:
+        """A check that cannot be made in this run: the test skips, or fails under --perf-strict (the nightly's mode)."""
+        if self.settings.strict:
+            pytest.fail(f"--perf-strict: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+    def require_device(self) -> None:
+        """A perf scenario measures GPU training: without a GPU (and without --perf-smoke) it skips, or fails under
+        --perf-strict, saying how to check the recipes on this machine."""
+        if self.settings.smoke or self.device.is_gpu:
+            return
+        reason = (f"{benchmark.NO_GPU} on this machine: a perf test measures GPU training. "
+                  "Run with --perf-smoke to check that it builds and trains on this device.")
+        self.skip(reason)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def torch_settings_kept(test_id: str):
+        """torch's global settings (torch_state.SETTINGS) as the test found them, restored after it with a warning
+        naming any it left changed: the next scenario starts from the same settings."""
+        from ..machine import torch_state  # imports torch: only where a perf test runs
+
+        saved = torch_state.snapshot()
+        yield
+        left = torch_state.restore(saved)
+        if left:
+            changed = ", ".join(f"{name} {now!r} (was {then!r})" for name, (now, then) in left.items())
+            warnings.warn(PerfWarning(f"{test_id} left torch settings changed: {changed}; restored them. "
+                                      "Set them around the step (torch_perf_suite.torch_settings) instead"), stacklevel=1)
+
+    def test_done(self, test_id: str, passed: bool, failed: bool, failure: str | None = None) -> None:
+        """A measured test's call ended: a passed one is recorded under --perf-update-baselines, a failed one's trace
+        kept under --perf-trace-dir (a passed one's removed: traces run to tens of MB), and the report rewritten (an
+        interrupted run keeps what it measured)."""
+        result = self.results.get(test_id)
+        if result is None:
+            return
+        if passed and self.settings.update_baselines:
+            self.records.record(test_id, result)
+        if failed and result.trace and result.trace.exists() and self.settings.trace_dir:
+            result.notes.append(session_report.keep_trace(self.settings.trace_dir, result.trace))
+        if passed and result.trace and result.trace.exists():
+            result.trace.unlink()  # a failed test's stays in its tmp_path
+        # the report keeps the whole text: a failure's first line is its causes again, for pytest's short summary
+        result.outcome, result.failure = ("FAILED", failure and causes.whole(failure, test_id)) if failed else ("passed", None)
+        session_report.write_report(self)
+
+    def finish(self, config) -> bool:
+        """At the session's end: the callgrind process and the turns' processes stopped; an xdist worker hands its
+        report, lines and records to its controller; a sharded run's controller merges the workers' reports. True where
+        something asked to be written (a baseline, the report) was not."""
+        stopping = time.perf_counter()
+        self.records.counter.close()
+        if self.recount:  # valgrind's end, after the count: time the session line says
+            self.recount_s = time.perf_counter() - stopping
+        if self.turns:
+            self.turns.close()
+        if self.loader_dir:
+            shutil.rmtree(self.loader_dir, ignore_errors=True)
+        if self.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers
+            config.workeroutput["perf"] = session_report.worker_output(self)
+        if self.shards:
+            self.written = session_report.merge_reports(self)
+        workers_failed = any(out.get("failed") for out in self.worker_outputs.values())
+        return bool(self.records.save_error or self.report_error or workers_failed)
+
+
+class _Header:
+    """Lines the run's header shows (pytest_report_header), registered by the session that has them."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+
+    def pytest_report_header(self) -> list[str]:
+        return self.lines
+
+
+def _sees_its_gpu_only(worker: str, gpu: str) -> None:
+    """A sharded run's worker sees the one GPU it was given, or the run stops saying why: CUDA's driver read
+    CUDA_VISIBLE_DEVICES before sharding.pin_worker set it (torch.cuda.is_available() at import time starts the driver
+    without torch.cuda.is_initialized() saying so)."""
+    if device.gpu_count() != 1:
+        raise pytest.UsageError(
+            f"xdist worker {worker}: CUDA sees {device.gpu_count()} GPUs, not only GPU {gpu} that it was "
+            "given: CUDA was started before the worker set CUDA_VISIBLE_DEVICES (torch.cuda.is_available() or other "
+            "CUDA work at import time, in a conftest.py or plugin). Move that into a fixture, or run without -n.")
+
+
+def sync_sources(config) -> tuple[syncs.Advice, ...]:
+    """What the project's pytest_perf_sync_sources hooks name (hooks.py), each checked to be an Advice."""
+    found = [a for sources in config.hook.pytest_perf_sync_sources() for a in sources or ()]
+    wrong = [a for a in found if not isinstance(a, syncs.Advice)]
+    if wrong:
+        raise pytest.UsageError(f"pytest_perf_sync_sources returned {wrong[0]!r}; return a list of torch_perf_suite.Advice")
+    return tuple(found)

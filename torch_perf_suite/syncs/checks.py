@@ -1,0 +1,74 @@
+"""The syncs' verdicts: a step's host-device syncs (or, with no GPU, its host reads) against what the test
+expects, and a smoke run's reads against REF's. Plain functions that return findings (findings.py)."""
+
+from __future__ import annotations
+
+from ..counts import host_side
+from ..findings import FAILED, Finding
+
+
+def syncs(counted, *, per_step: float | None = None, at_least: float | None = None, from_library: str | None = None,
+          versions: str = "") -> list[Finding]:
+    """Exactly `per_step` syncs per step, or `at_least` that many (a pitfall), optionally all from `from_library`.
+
+    For a pitfall, fewer syncs than expected fails too: the pitfall is gone, and the workaround the scenario
+    documents can be retired, knowingly. `versions` names the libraries the pitfall was seen with."""
+    if (per_step is None) == (at_least is None):
+        raise TypeError("assert_syncs takes exactly one of per_step= and at_least=")
+    every_step = periodic_every_step(counted)
+    if every_step:
+        return every_step
+    measured = counted.per_step
+    head = f"measured {measured:.2f} host-device syncs per step ({counted.total} in {counted.steps} profiled steps)"
+    where = f"\n{counted.describe()}"
+    if per_step is not None and abs(measured - per_step) > 1e-9:
+        more = "a new sync appeared" if measured > per_step else "fewer syncs than this scenario documents"
+        return [Finding(FAILED, f"{head}, expected {per_step:g} ({more}):{where}")]
+    if at_least is not None and measured < at_least:
+        return [Finding(FAILED, f"{head}, expected at least {at_least:g}: the pitfall this scenario documents no longer "
+                                f"syncs with {versions}. If that is an upgrade's doing, retire the workaround and this "
+                                f"expectation together.{where}")]
+    if from_library is not None:
+        stray = [s for s in counted.sources if from_library not in s.library_line]
+        if stray:
+            listing = "\n".join(s.describe() for s in stray)
+            return [Finding(FAILED, f"{head}; expected every sync to come from {from_library!r}, these do not:\n{listing}")]
+    return []
+
+
+def periodic_every_step(counted) -> list[Finding]:
+    """A phase marked periodic (`periodic()`, a `perf_periodic:` range) whose syncs are counted apart from the steps'
+    must not run on every step: there its syncs are per-step syncs, and marking them would hide them."""
+    steps = counted.steps
+    every = sorted(name for name, runs in counted.periodic_runs.items() if steps > 1 and runs >= steps)
+    if not every:
+        return []
+    return [Finding(FAILED, f"a phase marked periodic ran in every one of the {steps} profiled steps ({', '.join(every)}): "
+                            f"its syncs are per-step syncs. Mark only what runs every k > 1 steps, or count more steps "
+                            f"(--perf-profile-steps) than its period:\n{counted.describe()}")]
+
+
+def host_reads(counted, *, per_step: float | None = None) -> list[Finding]:
+    """A smoke run's syncs: no more host reads a step (host_reads.py) than the syncs the test expects on a GPU.
+
+    Only an upper bound holds: a pitfall's sync that is not a read (a pageable copy) has no read to see, and which
+    reads sync depends on where the tensor would live."""
+    every_step = periodic_every_step(counted)
+    if every_step or per_step is None or counted.per_step <= per_step + 1e-9:
+        return every_step
+    return [Finding(FAILED, f"measured {counted.per_step:.2f} host reads per step ({counted.total} in {counted.steps} "
+                            f"steps) with no GPU, expected at most {per_step:g}: each reads a tensor's value on the host, "
+                            f"which on a GPU is a host-device sync:\n{counted.describe()}")]
+
+
+def host_reads_against(now: dict, recorded: dict, against: str, listing: str) -> list[Finding]:
+    """A smoke run's host reads a step (smoke_counts.reads_entry) against REF's smoke run's: more reads a step than
+    REF's fails, naming the lines whose reads grew, most first (a read that an edit above it moved, with none added,
+    does not); `listing`: the head's reads as the syncs' check lists them (SyncCount.describe)."""
+    mine, was = now["per_step"], recorded["per_step"]
+    if mine <= was + 1e-9:
+        return []
+    rows = host_side.grown(now["lines"], recorded["lines"], complete=True)
+    return [Finding(FAILED, f"measured {mine:.2f} host reads per step with no GPU, {was:.2f} at {against} ({mine - was:+.2f}): "
+                            "each reads a tensor's value on the host, which on a GPU is a host-device sync; reads a "
+                            "step by line, most grown first:\n" + "\n".join(rows) + f"\n{listing}")]

@@ -1,0 +1,29 @@
+"""nvidia-smi's GPU-Util over a test's timed rounds against its floor, as findings: the first window's, and a
+shortfall's second measurement."""
+
+from __future__ import annotations
+
+from ..findings import FAILED, PASSED, REPORTED, Finding
+
+
+def verdict(util, at_least: float, part: str) -> Finding:
+    """nvidia-smi's GPU-Util over `part`'s rounds is at least `at_least` percent. Where NVML cannot say, reported with
+    why, and nothing fails (a GPU without NVML access measures everything else)."""
+    if util is None or util.unavailable or util.gpu_util_pct is None:
+        why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
+        return Finding(REPORTED, f"utilization not checked: {why}")
+    if util.gpu_util_pct < at_least:
+        return Finding(FAILED, f"GPU-Util {util.gpu_util_pct:.0f}% over the {part} rounds (NVML, {util.samples} samples), "
+                               f"expected at least {at_least:g}%: the GPU waits for the host. {util.describe()}")
+    return Finding(PASSED)
+
+
+def confirmed(first: Finding, again, at_least: float, part: str) -> Finding:
+    """A shortfall (`first`, failed) with its second measurement's utilization (`again`): failed only where that falls
+    short too. A burst of a neighbour's host work (another runner or xdist worker on the node) idles the GPU for a
+    window, while a step that waits on the host does so in both. Not confirmed, it is reported."""
+    said = ("measured again" if again is None or again.gpu_util_pct is None
+            else f"measured again: GPU-Util {again.gpu_util_pct:.0f}%")
+    if verdict(again, at_least, part).outcome != FAILED:
+        return Finding(REPORTED, f"{first.text.split('. ', 1)[0]}; {said}: not confirmed")
+    return Finding(FAILED, f"{first.text}; {said}")
