@@ -10,7 +10,7 @@ import pytest
 
 from fixtures.recipes import ladder
 from torch_perf_suite import Chart
-from torch_perf_suite.session.settings import cpu_count, default_workers
+from torch_perf_suite.settings import cpu_count, default_workers
 
 
 def sweep_points(workers: int, cores: int) -> list[int]:

@@ -16,7 +16,7 @@ Hooks of the plugin's own: `torch_perf_suite.hooks`.
 import importlib
 
 # name -> the internal module that defines it, imported when first asked for: the command-line tools
-# (`python -m torch_perf_suite.report.nightly alert` on a runner with nothing installed) import neither pytest nor torch
+# (`python -m torch_perf_suite.nightly alert` on a runner with nothing installed) import neither pytest nor torch
 _EXPORTS = {"Advice": "syncs", "Chart": "report.charts", "Perf": "fixture.perf", "PerfWarning": "findings",
             "Result": "fixture.result", "TrainingStep": "workload", "Workload": "workload", "guard": "syncs.loop_guard",
             "hf_train": "frameworks", "lightning_fit": "frameworks", "periodic": "syncs",

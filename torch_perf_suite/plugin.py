@@ -14,14 +14,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from . import hooks, syncs
-from .against import imports as ref_imports
+from . import hooks, settings
+from . import ref_imports as ref_imports
 from .against import steps as session_ref
 from .findings import PerfWarning
 from .fixture.perf import Perf
 from .fixture.result import Result
 from .machine import device
-from .session import settings, sharding
+from .session import sharding
 from .session import writing as session_report
 from .session.benchmark import (
     check_benchmark_options,
@@ -34,6 +34,7 @@ from .session.benchmark import (
 )
 from .session.core import STARTED, PerfSession, sync_sources
 from .session.early import count_early
+from .syncs import advice
 
 SESSION = pytest.StashKey[PerfSession]()
 CROSS_GPU = pytest.StashKey[str]()  # why --benchmark-compare compares across GPU models, if it does
@@ -69,7 +70,7 @@ def pytest_configure(config):
         config.addinivalue_line("markers", line)
     sharding.pin_worker(config)
     sharding.confine_to_its_gpu(config)
-    syncs.advice.user_sources = sync_sources(config)
+    advice.user_sources = sync_sources(config)
     perf = config.stash[SESSION] = PerfSession(config, sharding.xdist_workers(config))
     sharding.shard(config, perf)
     if not perf.worker and (perf.settings.smoke or perf.device.is_gpu):
@@ -165,7 +166,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_unconfigure(config):
-    syncs.advice.user_sources = ()  # the next session (pytester's, say) asks its own plugins
+    advice.user_sources = ()  # the next session (pytester's, say) asks its own plugins
     quiet_benchmark_ends(config)
 
 

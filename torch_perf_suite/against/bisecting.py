@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from ..records import store
+from .. import ref_imports as ref_imports
+from .. import store
 from ..report import charts
-from . import imports as ref_imports
 from . import ref as against
 
 PARTS = ("gpu", "pipeline", "loader")

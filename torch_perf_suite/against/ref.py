@@ -32,9 +32,9 @@ from pathlib import Path
 
 import pytest
 
+from .. import ref_imports as ref_imports
+from .. import settings
 from ..machine import host
-from ..session import settings
-from . import imports as ref_imports
 
 FLAGS = {o.flag for o in settings.OPTIONS if o.args.get("action") == "store_true"}  # options that take no value
 STATUS = "ref-status.json"  # test id -> "passed", or why REF did not record it

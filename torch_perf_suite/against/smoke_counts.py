@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import datetime
 
+from .. import store
 from ..counts import host_side
-from ..records import store
 
 FILE = "smoke-counts.json"
 SCHEMA = 1

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from .. import store
 from ..loader import turns
-from ..records import store
+from ..records import durations
 from ..report import plain
-from ..session import durations
 from . import bisecting
 from . import ref as against
 

@@ -73,7 +73,7 @@ def parse(kind: str, message: str) -> Event:
 
 
 def _short(where: str) -> str:
-    from ..syncs.files import _short as short
+    from .files import _short as short
 
     return short(where)
 

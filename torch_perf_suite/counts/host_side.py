@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..findings import FAILED, Finding
-from ..syncs.files import _is_library
+from .files import _is_library
 
 LINES_MARGIN_PCT = 1.0  # Python lines a step may grow by before it counts
 LINES_FLOOR = 20  # ... or this many, for a step so light that a percent of it is a line or two

@@ -47,6 +47,7 @@ from .cost import (  # noqa: F401
     timer_folder,
     unit_failure,
     unit_verdict,
+    validate_unit,
 )
 from .described import (  # noqa: F401
     BLOCKS_MARGIN,
@@ -65,5 +66,4 @@ from .recorded import (  # noqa: F401
     SettingsError,
     SettingsFile,
     entry,
-    validate_unit,
 )

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..findings import FAILED, NOT_COMPARED, REPORTED, Finding
-from .described import BLOCKS_MARGIN, LOST_PARALLELISM, Undescribable, _name, describe
+from .described import BLOCKS_MARGIN, LOST_PARALLELISM, Undescribable, _name, _short, describe
 from .instructions import STRIDE  # the same spread of indices as the instructions are counted over
 
 RECORD = struct.Struct("<qi6q")  # end (monotonic ns), samples, items wall ns, items CPU ns, collate wall ns,
@@ -359,3 +359,17 @@ def timer_folder(base: str | os.PathLike, test_id: str) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in test_id)[-150:]
     return Path(base) / safe
 
+
+def validate_unit(unit) -> str | None:
+    """A baseline entry's 'loader_unit' (UnitCost.entry), or None where it is sound."""
+    if unit is None:
+        return None
+    if not isinstance(unit, dict):
+        return f"'loader_unit' is {_short(unit, 60)}, expected an object"
+    for name in ("wall_us", "cpu_us", "blocks", "crowd_us", "cpu_ratio", "shared", "alone_blocks"):
+        value = unit.get(name, 0.0)  # the last three: absent from a record made before they were measured
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e12:
+            return f"'loader_unit' {name!r} is {_short(value, 60)}, expected a non-negative number"
+    if unit["wall_us"] <= 0 or not isinstance(unit.get("wait_us"), (int, float)) or isinstance(unit.get("wait_us"), bool):
+        return f"'loader_unit' is {_short(unit, 80)}, expected a positive 'wall_us' and a number 'wait_us'"
+    return None

@@ -40,8 +40,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..findings import NOT_CHECKED, NOT_COMPARED, PASSED, Finding
-from ..records import store
+from .. import store
+from ..findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
 
 SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
 STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
@@ -302,7 +302,6 @@ def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, 
     """A loader's count against the one recorded for `test_id` under `key`: failed beyond the margin
     (checks.instructions), else passed; not compared where the record is another environment's or another loader's;
     not checked where nothing was recorded (`rerecord` says how to record it)."""
-    from .checks import instructions as check
 
     recorded = file.get(key, test_id)
     if recorded is None:
@@ -350,3 +349,17 @@ def _validate(data) -> str | None:
             if not isinstance(files, dict) or not all(isinstance(h, str) and h for h in files.values()):
                 return f"{_one_line(env_key)} / {test_id!r}: 'files' is {files!r}, expected paths and their hashes"
     return None
+
+
+INSTRUCTIONS_FLOOR = 2_000  # per sample: a light loader's count moves by hundreds between processes (docs/counted-gates.md)
+
+
+def check(per_sample: float, recorded: float, margin_pct: float) -> list[Finding]:
+    """The loader's instructions per sample no more than `margin_pct` over the record, or INSTRUCTIONS_FLOOR for a
+    loader so light that a percent of it is the interpreter's own noise (a raw uint8 tensor a sample)."""
+    if per_sample <= max(recorded * (1 + margin_pct / 100), recorded + INSTRUCTIONS_FLOOR):
+        return []
+    return [Finding(FAILED, f"the loader runs {per_sample:,.0f} instructions per sample (dataset item, transforms, "
+                            f"collate; callgrind), {recorded:,.0f} recorded ({100 * (per_sample / recorded - 1):+.1f}%; "
+                            f"allowed +{margin_pct:g}%): more CPU work per sample in the dataset, its transforms or the "
+                            "collate")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime
 
-from ..records import store
-from .cost import UnitCost
+from .. import store
+from .cost import UnitCost, validate_unit
 from .described import SCALARS, _short
 
 SCHEMA = 1
@@ -58,19 +58,3 @@ def _validate(data) -> str | None:
         if problem:
             return f"{test_id!r}: {problem}"
     return None
-
-
-def validate_unit(unit) -> str | None:
-    """A baseline entry's 'loader_unit' (UnitCost.entry), or None where it is sound."""
-    if unit is None:
-        return None
-    if not isinstance(unit, dict):
-        return f"'loader_unit' is {_short(unit, 60)}, expected an object"
-    for name in ("wall_us", "cpu_us", "blocks", "crowd_us", "cpu_ratio", "shared", "alone_blocks"):
-        value = unit.get(name, 0.0)  # the last three: absent from a record made before they were measured
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e12:
-            return f"'loader_unit' {name!r} is {_short(value, 60)}, expected a non-negative number"
-    if unit["wall_us"] <= 0 or not isinstance(unit.get("wait_us"), (int, float)) or isinstance(unit.get("wait_us"), bool):
-        return f"'loader_unit' is {_short(unit, 80)}, expected a positive 'wall_us' and a number 'wait_us'"
-    return None
-

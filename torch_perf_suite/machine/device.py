@@ -5,10 +5,9 @@ from __future__ import annotations
 import functools
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import syncs
 from . import environment as detected
 from . import nvml
 
@@ -22,6 +21,8 @@ def environment() -> dict:
 class Device:
     name: str  # torch device string: "cuda" or "cpu"
     env: dict
+    # profiles steps and counts their syncs on a GPU (syncs.recording.count_steps, which the session gives it)
+    count_steps: Callable | None = field(default=None, repr=False)
 
     @property
     def is_gpu(self) -> bool:
@@ -71,22 +72,14 @@ class Device:
 
         return torch.cuda.max_memory_allocated() / 1e9
 
-    def count_syncs(self, step, steps: int, trace_path, all_threads: bool = False) -> syncs.SyncCount | None:
-        """count_steps on this device; None without a GPU."""
-        return count_steps(step, steps, trace_path, all_threads) if self.is_gpu else None
-
-
-def count_steps(step, steps: int, trace_path, all_threads: bool = False) -> syncs.SyncCount:
-    """Profile `steps` steps into `trace_path` and count their syncs, with the steps' peak memory on this process's GPU
-    above what was allocated when they began (the model, its optimizer's state, batches held: not the steps')."""
-    import torch
-
-    torch.cuda.synchronize()
-    held = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    counted = syncs.profile_steps(step, steps, trace_path, all_threads)
-    counted.step_peak_bytes = torch.cuda.max_memory_allocated() - held
-    return counted
+    def count_syncs(self, step, steps: int, trace_path, all_threads: bool = False):
+        """The steps profiled and their syncs counted on this device (`count_steps`, a syncs.SyncCount); None without a
+        GPU."""
+        if not self.is_gpu:
+            return None
+        if self.count_steps is None:
+            raise RuntimeError(f"{self.name}: a GPU device made without a sync counter (detect_device(count_steps))")
+        return self.count_steps(step, steps, trace_path, all_threads)
 
 
 def gpu_visible() -> bool:
@@ -95,10 +88,10 @@ def gpu_visible() -> bool:
     return bool(nvml.gpu_count()) and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() not in ("", "-1")
 
 
-def detect_device() -> Device:
+def detect_device(count_steps: Callable | None = None) -> Device:
     import torch
 
-    return Device("cuda" if torch.cuda.is_available() else "cpu", environment())
+    return Device("cuda" if torch.cuda.is_available() else "cpu", environment(), count_steps)
 
 
 def gpu_count() -> int:

@@ -33,11 +33,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import loader
+from .. import store
 from ..counts import host_side
+from ..loader.cost import validate_unit
+from ..store import quoted
 from ..throughput.parts import PARTS
-from . import store
-from .store import quoted
 
 SCHEMA = 2
 RERECORD = "re-record it on this GPU: run your perf tests again with --perf-update-baselines"
@@ -206,7 +206,7 @@ def _validate(data, gpu: str) -> str | None:
         if not isinstance(entry, dict):
             return f"entry {test_id!r} is not an object"
         problem = (_validate_env(entry.get("env")) or _validate_counts(entry.get("counts"))
-                   or loader.validate_unit(entry.get("loader_unit")))
+                   or validate_unit(entry.get("loader_unit")))
         if problem:
             return f"entry {test_id!r}: {problem}"
         for field, at_most in (("syncs_per_step", math.inf), ("peak_mem_gb", MAX_MEMORY_GB), ("scaling", MAX_SCALING)):

@@ -10,8 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..machine.nvml import shown
-from ..records.store import write_atomic
-from ..syncs import UNKNOWN_FIX
+from ..store import write_atomic
+from ..syncs.advice import UNKNOWN_FIX
 from ..throughput.parts import PARTS
 from ..throughput.timing import seconds_line, session_line
 from .charts import Chart, png, section

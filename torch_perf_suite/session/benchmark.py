@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ..findings import PerfWarning
-from ..records.store import quoted
+from ..store import quoted
 
 BENCHMARK_OFF = {  # pytest-benchmark's options that take the perf scenarios' benchmark away, and what they do to it
     "--benchmark-skip": "pytest-benchmark then skips every perf scenario, so throughput goes unchecked",

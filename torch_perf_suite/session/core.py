@@ -13,20 +13,23 @@ from pathlib import Path
 
 import pytest
 
-from .. import loader, syncs
+from .. import settings
 from ..against import checks as ref_checks
 from ..against import ref as against
 from ..against import steps as session_ref
 from ..findings import FAILED, PerfWarning, failures
+from ..fixture import references as records
 from ..fixture.result import Result
 from ..loader import instructions, turns
+from ..loader.cost import timer_folder
 from ..machine import device
 from ..machine.environment import Mismatched
-from ..records import files as records
 from ..report import causes
 from ..report import markdown as report
+from ..syncs.advice import Advice
+from ..syncs.recording import count_steps
 from ..throughput import timing
-from . import benchmark, early, runners, settings
+from . import benchmark, early, runners
 from . import writing as session_report
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
@@ -54,7 +57,7 @@ class PerfSession:
         self.merged: dict | None = None  # the controller's: the workers' reports as one
         self.written: list[Path] = []  # the controller's: the merged report's files
         try:
-            self.device = device.detect_device()
+            self.device = device.detect_device(count_steps)
         except Mismatched as e:
             raise pytest.UsageError(str(e)) from None
         if self.gpu is not None and self.device.is_gpu:
@@ -149,7 +152,7 @@ class PerfSession:
         """A folder for one test's per-batch loader timings, under the session's (removed at its end)."""
         if self.loader_dir is None:
             self.loader_dir = tempfile.mkdtemp(prefix="perf-loader-")
-        return loader.timer_folder(self.loader_dir, test_id)
+        return timer_folder(self.loader_dir, test_id)
 
     @property
     def sharded(self) -> bool:
@@ -253,10 +256,10 @@ def _sees_its_gpu_only(worker: str, gpu: str) -> None:
             "CUDA work at import time, in a conftest.py or plugin). Move that into a fixture, or run without -n.")
 
 
-def sync_sources(config) -> tuple[syncs.Advice, ...]:
+def sync_sources(config) -> tuple[Advice, ...]:
     """What the project's pytest_perf_sync_sources hooks name (hooks.py), each checked to be an Advice."""
     found = [a for sources in config.hook.pytest_perf_sync_sources() for a in sources or ()]
-    wrong = [a for a in found if not isinstance(a, syncs.Advice)]
+    wrong = [a for a in found if not isinstance(a, Advice)]
     if wrong:
         raise pytest.UsageError(f"pytest_perf_sync_sources returned {wrong[0]!r}; return a list of torch_perf_suite.Advice")
     return tuple(found)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from .. import settings
 from ..against import ref as against
+from ..fixture import references as records
 from ..loader import instructions
 from ..machine import device
-from ..records import files as records
-from . import settings
 
 COUNTER = pytest.StashKey[instructions.Counter]()  # the counting process, as count_early left it
 

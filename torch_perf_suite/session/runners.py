@@ -28,8 +28,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..records.store import write_json
 from ..report.markdown import write
+from ..store import write_json
 
 
 def parts(test_ids: list[str], seconds: Mapping[str, float], n: int) -> list[list[str]]:
@@ -139,8 +139,8 @@ def merge_baselines(parts: list[Path], into: Path) -> list[str]:
     """Each part's recorded files (the GPU models' baselines, the loaders' settings, the instruction counts) joined into
     the files of `into`, entry by entry through each store (locked, read-merge-write, atomic); a part's entry replaces
     the one of the same test. What was joined, a line a file; a file that cannot be used raises its store's error."""
-    from ..loader import SettingsFile
     from ..loader.instructions import InstructionsFile
+    from ..loader.recorded import SettingsFile
     from ..records.baselines import BaselineFile
 
     said = []
@@ -182,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--into", type=Path, required=True, help="the folder to join them into (the checkout's baselines)")
     args = parser.parse_args(argv)
     if args.command == "merge-baselines":
-        from ..loader import SettingsError
         from ..loader.instructions import InstructionsError
+        from ..loader.recorded import SettingsError
         from ..records.baselines import BaselineError
 
         try:

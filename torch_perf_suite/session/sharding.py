@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..machine import device, host, nvml
-from . import durations, runners
+from ..records import durations
+from . import runners
 
 if TYPE_CHECKING:
     from .core import PerfSession

@@ -10,8 +10,8 @@ import json
 import shutil
 from pathlib import Path
 
+from .. import store
 from ..machine import host
-from ..records import store
 from ..report import markdown as report
 from ..report import plain
 from . import runners

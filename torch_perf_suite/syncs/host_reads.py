@@ -35,8 +35,8 @@ from __future__ import annotations
 import sys
 import traceback
 
+from ..counts.files import _is_library, _short
 from . import PERIODIC_PREFIX, SyncCount, SyncSource, lines_of
-from .files import _is_library, _short
 
 READS = frozenset({"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
                    "equal", "allclose", "bincount"})

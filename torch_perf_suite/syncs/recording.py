@@ -10,7 +10,7 @@ import traceback
 import warnings
 from typing import Callable
 
-from .files import _is_harness, _is_library, _short
+from ..counts.files import _is_harness, _is_library, _short
 from .trace import PERIODIC_PREFIX, SITE_PREFIX, STEP_PREFIX, SyncCount, count_syncs, load_trace
 
 _SYNC_WARNING = "synchronizing CUDA operation"
@@ -156,3 +156,15 @@ def profile_steps(step, steps: int, trace_path: str | os.PathLike, all_threads: 
     prof.export_chrome_trace(str(trace_path))
     return count_syncs(load_trace(trace_path), source=str(trace_path))
 
+
+def count_steps(step, steps: int, trace_path, all_threads: bool = False) -> SyncCount:
+    """Profile `steps` steps into `trace_path` and count their syncs, with the steps' peak memory on this process's GPU
+    above what was allocated when they began (the model, its optimizer's state, batches held: not the steps')."""
+    import torch
+
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    counted = profile_steps(step, steps, trace_path, all_threads)
+    counted.step_peak_bytes = torch.cuda.max_memory_allocated() - held
+    return counted

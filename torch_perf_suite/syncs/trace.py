@@ -13,10 +13,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..counts.files import _is_harness, _is_library, _short
 from ..counts.kernels import KernelStats, kernel_stats
 from . import advice as known
 from .advice import PAGEABLE_COPIES
-from .files import _is_harness, _is_library, _short
 
 STEP_PREFIX = "perf_step_"
 PERIODIC_PREFIX = "perf_periodic:"  # a phase that runs every k steps (computing metrics, say)

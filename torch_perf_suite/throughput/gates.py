@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..machine import host as hosts
-from ..session.settings import Measure
+from ..settings import Measure
 from .parts import LAUNCH_BOUND, Parts
 from .stats import Comparison, compare
 

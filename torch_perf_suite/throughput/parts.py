@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-from ..session.settings import Measure
+from ..settings import Measure
 from ..workload import members
 from .timing import Throughput, measure_throughput
 

@@ -3,7 +3,7 @@
 Each setting is declared once, here: a measurement setting (marker, option and ini key) as a field of `Measure`,
 with its check, README placeholder and help; a session option (and its ini key, where it has one) as a row of
 `SESSION_OPTIONS`. From them come the options and ini keys (`add_options`), the marker's checks (`for_marker`) and
-help (`markers`), and README.md's options table (`options_table`; `python -m torch_perf_suite.session.settings` prints it).
+help (`markers`), and README.md's options table (`options_table`; `python -m torch_perf_suite.settings` prints it).
 
 Precedence for the per-test numbers: `@pytest.mark.perf(...)` > command line > ini file > default.
 """
@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from ..machine.host import cpu_count
+from .machine.host import cpu_count
 
 
 def positive_int(text: str) -> int:

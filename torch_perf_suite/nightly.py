@@ -6,11 +6,11 @@ is "suspicious" and alerts nobody; the same test failing on two consecutive nigh
 model) is a regression: one GitHub issue per test, opened the first time and commented on after, never
 duplicated. A first night, or the first night on a GPU model, says so and alerts nobody.
 
-    python -m torch_perf_suite.report.nightly record --report reports/perf.json --history DIR \
+    python -m torch_perf_suite.nightly record --report reports/perf.json --history DIR \
         --commit SHA --run-url URL --out reports/alerts.json        # on the GPU runner, no token
-    python -m torch_perf_suite.report.nightly bisect reports/alerts.json --out reports/bisect [-- PYTEST_ARGS]
+    python -m torch_perf_suite.nightly bisect reports/alerts.json --out reports/bisect [-- PYTEST_ARGS]
                                                                   # on the GPU runner: each regression's first bad commit
-    python -m torch_perf_suite.report.nightly alert reports/alerts.json  # elsewhere, GITHUB_TOKEN with issues: write
+    python -m torch_perf_suite.nightly alert reports/alerts.json  # elsewhere, GITHUB_TOKEN with issues: write
 
 The two halves are apart so that the job that runs the suite holds no write token, and the job that
 holds one runs no code under test.
@@ -29,9 +29,9 @@ import urllib.request
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from ..records.store import quoted, write_atomic
-from .charts import Chart, mermaid
-from .rows import outcome, own_notes
+from .report.charts import Chart, mermaid
+from .report.rows import outcome, own_notes
+from .store import quoted, write_atomic
 
 LABEL = "perf-regression"
 TITLE = "perf regression: {test}"
@@ -344,7 +344,7 @@ def apply(alerts: list[Alert], github) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_perf_suite.report.nightly", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m torch_perf_suite.nightly", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="add tonight's report to the history and decide the alerts (no token needed)")
     rec.add_argument("--report", type=Path, required=True, help="the JSON written by --perf-report")
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{args.decision} or --out {args.out}: {problem}")
         args.out.mkdir(parents=True, exist_ok=True)
         try:
-            from ..against.bisecting import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
+            from .against.bisecting import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
 
             print("\n".join(bisect_alerts(args.decision, args.out, args.pytest_args)))
         except (OSError, ValueError, KeyError, TypeError) as e:
