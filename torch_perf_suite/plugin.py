@@ -16,7 +16,7 @@ import pytest
 
 from . import hooks, settings
 from . import ref_imports as ref_imports
-from .against import steps as session_ref
+from .against.state import bisect
 from .findings import PerfWarning
 from .fixture.perf import Perf
 from .fixture.result import Result
@@ -101,13 +101,14 @@ def pytest_collection_modifyitems(config, items):
         except ValueError as e:
             raise pytest.UsageError(str(e)) from None
     config.stash[SESSION].split(config, items)  # --perf-split I/N: this runner's part of what -k and -m selected
-    session_ref.compare_against(config.stash[SESSION], config, items)  # --perf-against REF: REF measured before the tests run
+    perf = config.stash[SESSION]
+    perf.against.compare(perf, config, items)  # --perf-against REF: REF measured before the tests run
 
 
 def pytest_runtestloop(session):
     perf = session.config.stash.get(SESSION, None)
     if perf and perf.bisecting and not session.config.option.collectonly:
-        return session_ref.bisect(perf, session)  # --perf-bisect: each commit's tests run in a process of their own
+        return bisect(perf, session)  # --perf-bisect: each commit's tests run in a process of their own
     return None
 
 
@@ -139,7 +140,7 @@ def perf_session(request) -> PerfSession:
 def pytest_runtest_setup(item):
     perf = item.config.stash.get(SESSION, None)
     if perf:
-        session_ref.ref_before(perf, item)  # --perf-against REF, sharded: REF's tests of this file measured first
+        perf.against.before(perf, item)  # --perf-against REF, sharded: REF's tests of this file measured first
 
 
 @pytest.hookimpl(wrapper=True)

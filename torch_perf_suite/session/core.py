@@ -16,11 +16,11 @@ import pytest
 from .. import settings
 from ..against import checks as ref_checks
 from ..against import ref as against
-from ..against import steps as session_ref
+from ..against.state import RefState, check_against, check_bisect, load_records
 from ..findings import FAILED, PerfWarning, failures
 from ..fixture import references as records
 from ..fixture.result import Result
-from ..loader import instructions, turns
+from ..loader import instructions
 from ..loader.cost import timer_folder
 from ..machine import device
 from ..machine.environment import Mismatched
@@ -46,7 +46,6 @@ class PerfSession:
         started = config.stash.get(STARTED, None)
         self.imports_s = None if started is None else now - started
         self.started = now if started is None else started
-        self.ref_s = 0.0  # what measuring REF took (--perf-against), cached or not
         self.laps: dict[str, timing.Laps] = {}  # test id -> where its call's seconds went
         workerinput = getattr(config, "workerinput", {})
         self.worker: str | None = workerinput.get("workerid")  # the pytest-xdist worker this process is, if one
@@ -66,26 +65,23 @@ class PerfSession:
         self.results: dict[str, Result] = {}
         # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement of each a session
         self.shared: dict = {}
-        self.collected: set[str] = set()  # under --perf-against, the tests collected, selected or not
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
         self.sections: dict[str, list[dict]] = {}
         self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
         self.report_error: str | None = None
         self.records = records.Records(self.settings, self.device, config.rootpath, config.stash.get(early.COUNTER, None))
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
-        self.ref: against.Ref | None = None  # --perf-against REF: what the tests compare with, once it was measured
-        self.turns: turns.Turns | None = None  # and the processes that time REF's loaders and the head's by turns
-        self.ref_failed: dict[str, str] = {}  # a sharded worker's: test file -> why REF's tests of it could not run
+        self.against = RefState()  # --perf-against REF: what the tests compare with, its turns and seconds
         self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
         self.records.as_ref = self.as_ref
-        self.bisecting: tuple | None = session_ref.check_bisect(self, config) if self.settings.bisect else None
+        self.bisecting: tuple | None = check_bisect(self, config) if self.settings.bisect else None
         # a process that runs tests here counts its loaders here
         self._prestart(config, runs_tests=not (shards or self.bisecting or self.as_ref or config.option.collectonly))
         if self.settings.against:
-            session_ref.check_against(self.settings.update_baselines)
-            session_ref.turns_ahead(self)
-            return  # the baselines are REF's, loaded once it was measured (compare_against)
-        session_ref.load_records(self.records, self.settings.baseline_dir)
+            check_against(self.settings.update_baselines)
+            self.against.turns_ahead(self)
+            return  # the baselines are REF's, loaded once it was measured (RefState.compare)
+        load_records(self.records, self.settings.baseline_dir)
 
     def _prestart(self, config, runs_tests: bool) -> None:
         """The counting process started where a loader will be counted again (Records.prestart_counter), and the run's
@@ -118,8 +114,8 @@ class PerfSession:
         """A test's checks all passed: under --perf-against --perf-strict (the merge gate) it fails where it left
         something uncompared that nothing else judged (Result.holes), naming each."""
         result = self.results.get(item.nodeid)
-        if self.ref and self.settings.strict and result is not None:
-            found = ref_checks.holes(result.holes(), self.ref.label)
+        if self.against.ref and self.settings.strict and result is not None:
+            found = ref_checks.holes(result.holes(), self.against.ref.label)
             if failure := failures(found):
                 texts = [f.text for f in found if f.outcome == FAILED]
                 pytest.fail(causes.message(item.nodeid, f"{item.nodeid}: {failure}", texts), pytrace=False)
@@ -135,18 +131,18 @@ class PerfSession:
         imports = {} if self.imports_s is None else {"imports": round(self.imports_s, 1)}
         counting = sum(laps.seconds.get("instructions", 0.0) for laps in self.laps.values()) + self.recount_s
         recount = {"of them loader counted again": round(counting, 1)} if self.recount else {}
-        return {"total": round(time.perf_counter() - self.started, 1), **imports, "REF": round(self.ref_s, 1),
+        return {"total": round(time.perf_counter() - self.started, 1), **imports, "REF": round(self.against.seconds, 1),
                 "tests": round(tests, 1), **recount}
 
     @property
     def reference(self) -> str:
         """What this run's numbers are compared with, as a failure names it."""
-        return f"REF {self.ref.label}, measured on this GPU" if self.ref else str(self.records.baseline_file.path)
+        return f"REF {self.against.ref.label}, measured on this GPU" if self.against.ref else str(self.records.baseline_file.path)
 
     @property
     def against_label(self) -> str:
         """What the loader's verdicts compare with, in a few words."""
-        return f"REF {self.ref.label}" if self.ref else "the baseline"
+        return f"REF {self.against.ref.label}" if self.against.ref else "the baseline"
 
     def loader_folder(self, test_id: str) -> Path:
         """A folder for one test's per-batch loader timings, under the session's (removed at its end)."""
@@ -223,8 +219,7 @@ class PerfSession:
         self.records.counter.close()
         if self.recount:  # valgrind's end, after the count: time the session line says
             self.recount_s = time.perf_counter() - stopping
-        if self.turns:
-            self.turns.close()
+        self.against.close()
         if self.loader_dir:
             shutil.rmtree(self.loader_dir, ignore_errors=True)
         if self.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers

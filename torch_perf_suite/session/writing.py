@@ -22,7 +22,7 @@ def document(perf) -> dict:
     cores = host.cpu_list(perf.cores) if perf.cores else None
     worker = {"id": perf.worker, "cuda_visible_devices": perf.gpu, "cores": cores} if perf.worker else None
     return report.document(perf.results.values(), perf.device.env, perf.sections, perf.settings.smoke, perf.charts, worker,
-                           against=perf.ref.describe() if perf.ref else None, seconds=perf.seconds())
+                           against=perf.against.ref.describe() if perf.against.ref else None, seconds=perf.seconds())
 
 
 def write_report(perf, final: bool = False) -> list:

@@ -1,0 +1,173 @@
+"""What a session does with another commit: `--perf-against REF` (REF measured before the tests, or file by file in a
+sharded run's worker, and loaded as the session's baselines) and `--perf-bisect GOOD..BAD` (each commit of the range
+judged against GOOD in a run of its own). REF's state in one object the session holds (RefState), and the steps the
+plugin's hooks call.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .. import store
+from ..loader import turns
+from ..loader.turns import Turns
+from ..records import durations
+from ..report import plain
+from . import bisecting
+from . import ref as against
+from .ref import Ref
+
+
+def load_records(records, folder: Path) -> None:
+    """The recorded files in `folder` loaded (records.Records.load); one that cannot be used is a usage error naming
+    it."""
+    try:
+        records.load(folder)
+    except store.Unusable as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def check_against(update_baselines: bool) -> None:
+    if update_baselines:
+        raise pytest.UsageError("--perf-against compares with REF and records nothing: drop --perf-update-baselines, "
+                                "or drop --perf-against to record this GPU's baselines")
+
+
+def check_bisect(session, config) -> tuple[Path, bisecting.Commit, list[bisecting.Commit], str]:
+    """--perf-bisect GOOD..BAD refused before anything runs where it cannot be done; else the repository's top
+    folder, GOOD and the range."""
+    s = session.settings
+    clash = ("--perf-against" if s.against else "--perf-update-baselines" if s.update_baselines
+             else "-n" if session.shards else None)
+    if clash:
+        raise pytest.UsageError(f"--perf-bisect runs each commit's tests against GOOD in a run of its own: drop {clash}")
+    if not (session.device.is_gpu or s.smoke):
+        raise pytest.UsageError("--perf-bisect measures each commit on this machine's GPU, and it has none: run it on "
+                                "a GPU, or add --perf-smoke to bisect what a CPU counts")
+    good, bad = bisecting.parse_range(s.bisect)
+    top, good_sha = against.resolve(good, Path(config.rootpath), "--perf-bisect")
+    _, bad_sha = against.resolve(bad, Path(config.rootpath), "--perf-bisect")
+    return (top, *bisecting.commits(top, good_sha, bad_sha), bad)
+
+
+def bisect(session, pytest_session) -> bool:
+    """--perf-bisect: the selected tests judged at the range's commits (bisecting.py); none runs in this process."""
+    config = pytest_session.config
+    test_ids = [item.nodeid for item in pytest_session.items]
+    if not test_ids:
+        raise pytest.UsageError("--perf-bisect: no test selected; name the test that regressed (-k EXPR, or its id)")
+    top, good, range_, bad_name = session.bisecting
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    say = reporter.write_line if reporter else print
+    args = against.forwarded(config) + (["--perf-strict"] if session.settings.strict else [])
+    runner = bisecting.Runner(top, Path(config.rootpath), good.sha, test_ids, args, against_cache(session, config),
+                              session.device.env, say)
+    say(f"perf bisect: {len(range_)} commit(s) after {good.short}, at most {bisecting.most_measured(len(range_))} "
+        "to judge, one more for each that cannot run")
+    finding = bisecting.search(good, range_, runner)
+    if why := bisecting.nothing_found(finding, bad_name):
+        raise pytest.UsageError(why)
+    text = bisecting.describe(finding, good.short, bad_name)
+    say(plain.text(text))  # the terminal's plain text; the Markdown goes to the report's .bisect.md
+    if session.settings.report:
+        session.settings.report.parent.mkdir(parents=True, exist_ok=True)
+        store.write_atomic(session.settings.report.with_suffix(".bisect.md"), text)
+        store.write_atomic(session.settings.report.with_suffix(".bisect.json"), json.dumps(finding.as_json(), indent=1))
+    return True
+
+
+def against_cache(session, config) -> Path:
+    return session.settings.against_cache or (config.cache.mkdir("perf-against") if getattr(config, "cache", None)
+                                           else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
+
+
+@dataclass
+class RefState:
+    """--perf-against REF in one session, the one object the session keeps of it: what REF measured, the processes that
+    time REF's loaders and the head's by turns, a sharded worker's files whose REF run failed, the seconds REF took
+    and the tests collected. Its methods are the session's steps with REF; `session` is the PerfSession, read only."""
+
+    ref: Ref | None = None  # what the tests compare with, once it was measured
+    turns: Turns | None = None  # the processes that time REF's loaders and the head's by turns
+    failed: dict[str, str] = field(default_factory=dict)  # a sharded worker's: test file -> why REF's tests could not run
+    seconds: float = 0.0  # what measuring REF took, cached or not
+    collected: set[str] = field(default_factory=set)  # the tests collected, selected or not
+
+    def turns_ahead(self, session) -> None:
+        """In a process that runs tests itself and times loaders (not a sharded run's controller or worker, a
+        bisection's controller, REF's own run or a smoke run): the turns' processes started with the session,
+        importing torch while it collects and reads or measures REF. `compare` aims them at the two trees, or ends them
+        where no selected test has a loader at REF."""
+        if not (session.shards or session.bisecting or session.as_ref or session.worker or session.settings.smoke):
+            self.turns = turns.Turns()
+            self.turns.start()
+
+    def compare(self, session, config, items) -> None:
+        """Once the tests are selected: REF's results for the selected perf tests (from the cache, or measured now),
+        loaded as this session's baselines. A sharded run's worker loads those cached and measures the rest file by
+        file (`before`); its controller runs no test."""
+        if not session.settings.against or session.shards:
+            return
+        test_ids = [item.nodeid for item in items if "perf" in getattr(item, "fixturenames", ())]
+        if config.option.collectonly or not test_ids:
+            return self.close()
+        self.collected = {item.nodeid for item in items} | session.deselected
+        started = time.perf_counter()
+        self.ref = against.prepare(session.settings.against, config, test_ids, session.device.env,
+                                   against_cache(session, config))
+        self.turns = self.turns or turns.Turns()  # started with the session where it runs tests (turns_ahead)
+        self.turns.aim(self.ref.root, Path(config.rootpath), (self.ref.worktree, self.ref.folder / "tree"))
+        if session.worker:  # it measures REF file by file, and counts those cached of the tests it runs (before)
+            self.ref.cached = []
+        else:
+            if self.ref.wanted:  # the turns' processes import torch while REF's pytest does the same, not in a test
+                self.turns.start()
+            against.run(self.ref)
+        self.seconds = time.perf_counter() - started
+        load_records(session.records, self.ref.folder)
+        if not (session.worker or session.settings.smoke) and self.loader_at_ref(session.records, test_ids):
+            self.turns.start()  # started with the session, else now: beside the first test's build (Measuring.run settles)
+        elif not session.worker:
+            self.close()  # no loader to time: their cores back
+        reporter = None if session.worker else config.pluginmanager.get_plugin("terminalreporter")  # its controller's says it
+        if reporter:  # REF cold can take as long as the head's run: say it is done before the head's tests start
+            reporter.write_line(f"Compared {self.ref.describe()}; the working tree's tests follow")
+
+    def close(self) -> None:
+        if self.turns is not None:
+            self.turns.close()
+
+    def loader_at_ref(self, records, test_ids: list[str]) -> bool:
+        """Whether REF recorded a loader for any of `test_ids` (its settings, in REF's loaders.json): one the turns time."""
+        return any(self.ref.status.get(t) == "passed" and records.loaders_file.get(t) for t in test_ids)
+
+    def before(self, session, item) -> None:
+        """A sharded run's worker, before each test: before the first of each file it runs, REF's tests of that file
+        measured on this worker's GPU and cores (with --dist loadfile a file runs whole on one worker), and loaded; a
+        test whose REF results were cached counted as such. Where REF's tests of the file cannot run, each test of the
+        file fails its setup saying why, REF run once."""
+        if not (session.worker and self.ref):
+            return
+        file = item.nodeid.split("::")[0]
+        if file not in self.failed and self.ref.wanted_in({file}):
+            started = time.perf_counter()
+            self.turns.start()  # once, where this worker measures REF: beside REF's pytest, as unsharded
+            session.device.free_cached_memory()  # what this worker's earlier tests keep cached, REF's run may need
+            try:
+                against.run(self.ref, files={file})
+                load_records(session.records, self.ref.folder)
+            except pytest.UsageError as e:
+                self.failed[file] = str(e)
+            elapsed = time.perf_counter() - started
+            self.seconds += elapsed
+            item.user_properties.append((durations.REF_S, elapsed))  # not the test's own (sharding.Clock)
+        if file in self.failed:
+            pytest.fail(self.failed[file], pytrace=False)
+        if item.nodeid in self.ref.status and item.nodeid not in self.ref.measured + self.ref.cached:
+            self.ref.cached.append(item.nodeid)
