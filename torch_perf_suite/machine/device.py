@@ -78,7 +78,7 @@ class Device:
         if not self.is_gpu:
             return None
         if self.count_steps is None:
-            raise RuntimeError(f"{self.name}: a GPU device made without a sync counter (detect_device(count_steps))")
+            raise RuntimeError(f"{self.name}: a GPU device made without a sync counter (Device.count_steps)")
         return self.count_steps(step, steps, trace_path, all_threads)
 
 
@@ -88,10 +88,10 @@ def gpu_visible() -> bool:
     return bool(nvml.gpu_count()) and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() not in ("", "-1")
 
 
-def detect_device(count_steps: Callable | None = None) -> Device:
+def detect_device() -> Device:
     import torch
 
-    return Device("cuda" if torch.cuda.is_available() else "cpu", environment(), count_steps)
+    return Device("cuda" if torch.cuda.is_available() else "cpu", environment())
 
 
 def gpu_count() -> int:

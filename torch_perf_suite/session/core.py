@@ -56,9 +56,10 @@ class PerfSession:
         self.merged: dict | None = None  # the controller's: the workers' reports as one
         self.written: list[Path] = []  # the controller's: the merged report's files
         try:
-            self.device = device.detect_device(count_steps)
+            self.device = device.detect_device()
         except Mismatched as e:
             raise pytest.UsageError(str(e)) from None
+        self.device.count_steps = count_steps  # the device's sync counter: the profiler's, from the syncs' side
         if self.gpu is not None and self.device.is_gpu:
             _sees_its_gpu_only(self.worker, self.gpu)
         config.hook.pytest_perf_update_environment(env=self.device.env)
