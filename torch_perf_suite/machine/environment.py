@@ -68,3 +68,11 @@ def _driver_version() -> str | None:
     # "... x86_64 Kernel Module  580.159.04  ..." or "... Open Kernel Module for x86_64  575.57.08  ..."
     found = re.search(r"Kernel Module.*?\s(\d+\.\d+(?:\.\d+)*)\s", text)
     return found.group(1) if found else None
+
+
+def gpu_slug(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'"""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    if not slug:
+        raise ValueError(f"cannot make a file name of the GPU name {name!r}")
+    return slug

@@ -29,7 +29,6 @@ import datetime
 import json
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,14 +48,6 @@ FAR = 1.5  # a part's samples/s is the median of its rounds: beyond this factor 
 
 class BaselineError(store.Unusable):
     """A baseline file that cannot be used; the message names the file and what to do."""
-
-
-def gpu_slug(name: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'"""
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    if not slug:
-        raise ValueError(f"cannot make a file name of the GPU name {name!r}")
-    return slug
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .baselines import gpu_slug
+from ..machine.environment import gpu_slug
 
 PREFIX = "perf/seconds/"
 REF_S = "perf_ref_s"  # a test's user property: what its setup spent measuring REF (a sharded run's worker)
