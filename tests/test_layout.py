@@ -1,36 +1,72 @@
-"""The package's shape: its modules import one another without a cycle, and plugin.py holds hooks only."""
+"""The package's shape: folders by concern in layers, its import graph without a circle and at most 9 modules high, and
+plugin.py holding hooks only. The graph is grimp's (the engine of import-linter): every import, at module level, inside
+a function or under TYPE_CHECKING, is an arrow."""
 
 import ast
+import functools
 import re
 from pathlib import Path
 
+import grimp
+
 PACKAGE = Path(__file__).parent.parent / "torch_perf_suite"
 
+# The folders (and the top-level modules) from the top layer down; a layer imports only from the layers below it, and
+# the members of a layer of several import nothing from one another. docs/developing.md draws it.
+L = grimp.Layer
+LAYERS = ("plugin",  # the hooks
+          L("session", "nightly"),  # one pytest session (its options' use, sharding, pytest-benchmark, what it writes)
+          "fixture",  # the `perf` fixture: a workload measured, then judged against its references
+          "against",  # another commit: REF measured (its state in one object), --perf-bisect
+          "records",  # the baselines file, the tests' durations
+          L("loader", "report", "frameworks"),  # the loader's cost and settings; the report; Lightning's and HF's loops
+          L("throughput", "syncs"),  # timed rounds, parts and gates; a step's syncs and host reads
+          L("settings", "workload", "counts"),  # the options; what the fixture measures; the step's counts
+          L("machine", "findings", "store", "ref_imports", "hooks"))  # the machine; a verdict's value; files; REF's imports
+MOST_LAYERS = 9  # modules: the longest chain of imports
+MOST_TOP_MODULES = 15
 
-def imports(path: Path) -> set[str]:
-    """The package's modules that `path` imports at module level (imports inside functions are deferred)."""
-    found = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-    return found
+
+@functools.cache
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("torch_perf_suite", include_external_packages=False, exclude_type_checking_imports=False)
 
 
-def test_the_modules_import_one_another_without_a_cycle():
-    graph = {p.stem: imports(p) for p in PACKAGE.glob("*.py")}
-    done: set[str] = set()
+def imported_by(module: str) -> set[str]:
+    return graph().find_modules_directly_imported_by(module) - {module}
 
-    def visit(module, path):
+
+def test_the_folders_import_down_their_layers_only():
+    illegal = graph().find_illegal_dependencies_for_layers(layers=LAYERS, containers={"torch_perf_suite"})
+    assert not illegal, "\n".join(f"{d.importer} imports {d.imported}: " + "; ".join(
+        " -> ".join([r.heads.pop(), *r.middle, r.tails.pop()]) for r in d.routes) for d in illegal)
+    named = {m for layer in LAYERS for m in ([layer] if isinstance(layer, str) else layer.module_tails)}
+    present = {p.stem if p.suffix else p.name for p in PACKAGE.iterdir()
+               if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    assert named == present, f"in no layer: {sorted(present - named)}; gone: {sorted(named - present)}"
+
+
+def test_the_modules_import_one_another_without_a_cycle_at_most_9_high():
+    @functools.cache
+    def height(module: str, path: tuple = ()) -> int:
         assert module not in path, "import cycle: " + " -> ".join([*path[path.index(module):], module])
-        if module in done or module not in graph:
-            return
-        for dep in graph[module]:
-            visit(dep, [*path, module])
-        done.add(module)
+        return 1 + max((height(d, (*path, module)) for d in imported_by(module)), default=0)
 
-    for module in graph:
-        visit(module, [])
-    assert {"plugin", "session", "sharding"} <= set(graph) and graph["plugin"] >= {"session", "sharding"}
+    highest = max(graph().modules, key=height)
+    assert height(highest) <= MOST_LAYERS, f"{highest} stands {height(highest)} modules high"
+    top = [p.name for p in PACKAGE.glob("*.py")]
+    assert len(top) <= MOST_TOP_MODULES, f"{len(top)} modules at the package's top level: {sorted(top)}"
+    assert imported_by("torch_perf_suite.plugin") >= {"torch_perf_suite.session.core", "torch_perf_suite.session.sharding"}
+
+
+def test_each_concerns_verdicts_live_in_its_folder_and_only_the_pytest_layer_turns_them_into_failures():
+    """Changing the syncs' verdict (syncs/checks.py) means opening syncs/ and the fixture, which calls it; so for
+    each concern's checks.py."""
+    for path in PACKAGE.glob("*/checks.py"):
+        module = f"torch_perf_suite.{path.parent.name}.checks"
+        importers = graph().find_modules_that_directly_import(module)
+        outside = {m for m in importers if not m.startswith(f"torch_perf_suite.{path.parent.name}.")}
+        assert outside and {m.split(".")[1] for m in outside} <= {"fixture", "session"}, (module, sorted(outside))
 
 
 def test_the_plugin_holds_hooks_that_hand_over_in_a_few_lines():
@@ -61,11 +97,11 @@ def test_no_module_class_or_function_is_longer_than_its_limit():
 
 
 # where a finding becomes a test's failure or a usage error: the hooks and what they start before the session (early),
-# the session and its REF and bisect steps, the sharding, pytest-benchmark's side, the fixture and its Judge, the
-# options, and the runs of another commit (against, bisecting, ref_select: REF's pytest and its bad input). Measuring,
-# the verdicts and the stores import no pytest.
-PYTEST_LAYER = {"plugin", "early", "session", "session_ref", "sharding", "benchmark", "fixture", "judging", "settings",
-                "against", "bisecting", "ref_select"}
+# the session, the sharding, pytest-benchmark's side, the fixture and its Judge, the options, and the runs of another
+# commit (against/: REF's state and steps, REF's pytest and its bad input, the bisection). Measuring, the verdicts and
+# the stores import no pytest.
+PYTEST_LAYER = {"plugin", "settings", "session/core", "session/early", "session/sharding", "session/benchmark", "fixture/perf",
+                "fixture/judging", "against/ref", "against/state", "against/bisecting", "against/ref_select"}
 
 
 def test_only_the_pytest_layer_imports_pytest():
@@ -81,7 +117,8 @@ def test_only_the_pytest_layer_imports_pytest():
 
 
 # the verdicts: measured data in, findings out (findings.Finding)
-VERDICTS = ("checks", "gates", "stats", "findings", "ranks", "loader.described", "turns", "instructions")
+VERDICTS = ("syncs.checks", "counts.checks", "throughput.checks", "against.checks", "throughput.gates", "throughput.stats",
+            "findings", "fixture.ranks", "loader.described", "loader.cost", "loader.turns", "loader.instructions")
 
 
 def test_the_verdicts_import_neither_torch_nor_pytest_and_return_findings():
@@ -108,8 +145,8 @@ def test_measuring_judging_and_the_fixture_read_only_what_the_session_view_names
     from torch_perf_suite.session.core import PerfSession
 
     named = {n for n in vars(SessionView) if not n.startswith("_")} | set(SessionView.__annotations__)
-    for module in ("judging", "measuring", "fixture"):
-        source = (PACKAGE / f"{module}.py").read_text()
+    for module in ("judging", "measuring", "perf"):
+        source = (PACKAGE / "fixture" / f"{module}.py").read_text()
         read = set(re.findall(r"self\._?session\.(\w+)|\bsession = self\._session\b", source)) - {""}
         read |= set(re.findall(r"\bsession\.(\w+)", source)) if "session = self._session" in source else set()
         assert read <= named, f"{module}.py reads {read - named} of the session, which SessionView does not name"
@@ -119,11 +156,12 @@ def test_measuring_judging_and_the_fixture_read_only_what_the_session_view_names
 
 
 # The suite's own scenarios use the public API (torch_perf_suite.__all__) and, where it has no way yet, these internal
-# modules: the workers' memory and CPU time of a recipe's loader (host), the ranks of a multi-GPU job measured in
-# processes of their own (device, syncs, timing), and the worker sweep's core count (settings). A new reach is a
-# decision: make what it needs public, or add it here.
-INTERNAL_REACH = {"fixtures/training.py": {"host"}, "fixtures/multi_gpu.py": {"device", "syncs", "timing"},
-                  "perf_tests/conftest.py": {"host"}, "perf_tests/test_worker_sweep.py": {"settings"}}
+# modules: the workers' memory and CPU time of a recipe's loader (machine.host), the ranks of a multi-GPU job measured in
+# processes of their own (machine.device, syncs, throughput.timing), and the worker sweep's core count (settings). A new
+# reach is a decision: make what it needs public, or add it here.
+INTERNAL_REACH = {"fixtures/training.py": {"machine.host"},
+                  "fixtures/multi_gpu.py": {"machine.device", "syncs", "syncs.recording", "throughput.timing"},
+                  "perf_tests/conftest.py": {"machine.host"}, "perf_tests/test_worker_sweep.py": {"settings"}}
 
 
 def test_the_scenarios_use_the_public_api_and_only_the_internals_declared():
@@ -133,7 +171,9 @@ def test_the_scenarios_use_the_public_api_and_only_the_internals_declared():
     for path in [*(PACKAGE.parent / "fixtures").glob("*.py"), *(PACKAGE.parent / "perf_tests").glob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "torch_perf_suite":
-                names = {node.module.split(".")[1]} if "." in node.module else {a.name for a in node.names}
+                inside = node.module.partition(".")[2]  # the module below torch_perf_suite, or "" for the package
+                names = {a.name for a in node.names} if not inside else \
+                    {f"{inside}.{a.name}" for a in node.names} if (PACKAGE / inside).is_dir() else {inside}
                 internal = names - set(torch_perf_suite.__all__)
                 if internal:
                     found.setdefault(path.relative_to(PACKAGE.parent).as_posix(), set()).update(internal)
@@ -141,9 +181,9 @@ def test_the_scenarios_use_the_public_api_and_only_the_internals_declared():
 
 
 def test_each_test_file_that_takes_pytester_loads_it_itself():
-    """A file run alone (`pytest tests/test_x.py`) finds `pytester` only if it declares the plugin."""
+    """A file run alone (`pytest tests/counts/test_x.py`) finds `pytester` only if it declares the plugin."""
     tests = Path(__file__).parent
-    lacking = [path.name for path in sorted(tests.glob("test_*.py"))
+    lacking = [path.relative_to(tests).as_posix() for path in sorted(tests.rglob("test_*.py"))
                if re.search(r"def \w+\([^)]*\bpytester\b", path.read_text())
                and 'pytest_plugins = ["pytester"]' not in path.read_text()]
     assert lacking == []

@@ -1,9 +1,9 @@
 """The pytest plugin: its hooks and fixtures, in the order pytest calls them, each handing over in a few lines.
 
-A test measures a workload (parts.py says what one is) through the `perf` fixture (fixture.py) and states its
-expectations. One PerfSession (session.py) a pytest session lives in `config.stash`: it holds the settings, the
-device, the baseline files and the results, and records, keeps traces and reports. Sharding over a node's GPUs
-with pytest-xdist is sharding.py's.
+A test measures a workload (throughput/parts.py says what one is) through the `perf` fixture (fixture/perf.py) and
+states its expectations. One PerfSession (session/core.py) a pytest session lives in `config.stash`: it holds the
+settings, the device, the baseline files and the results, and records, keeps traces and reports. Sharding over a
+node's GPUs with pytest-xdist is session/sharding.py's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""REF's code imported from REF's tree, in the processes that run it: REF's pytest under --perf-against (against.py),
-its loader's counting process (count_worker.py), REF's side of the turns (turn_worker.py) and a commit's run under
---perf-bisect (bisecting.py, where REF is the commit's worktree and the working tree the user's checkout).
+"""REF's code imported from REF's tree, in the processes that run it: REF's pytest under --perf-against
+(against/ref.py), its loader's counting process (loader/count_worker.py), REF's side of the turns (loader/turn_worker.py)
+and a commit's run under --perf-bisect (against/bisecting.py, where REF is the commit's worktree and the working tree
+the user's checkout).
 
 A project installed with `pip install -e .` imports its package from the working tree W whatever the folder a process
 runs in, so REF's run would measure the head's code against itself. `RefFinder`, first on `sys.meta_path`, asks the
@@ -17,7 +18,7 @@ end of REF's process `finish` names any module still imported from W (imported b
 its file's path) and says, once, where the code under test was installed into site-packages from W without `-e`:
 there REF and the head run the same installed code. Lines go to the file named by SAID, which the parent reads.
 
-No import of the harness's other modules, nor of pytest: turn_worker.py loads this file by its path.
+No import of the harness's other modules, nor of pytest: loader/turn_worker.py loads this file by its path.
 """
 
 from __future__ import annotations

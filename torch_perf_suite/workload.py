@@ -28,7 +28,7 @@ class Members:
                      is that already (a resident batch)
     loader_step()    the next batch delivered to the device, no model: the loader-alone number
     loader           the torch.utils.data.DataLoader the batches come from: its settings are compared with the
-                     recorded ones and its batches timed per sample inside its workers (loader.py); a workload
+                     recorded ones and its batches timed per sample inside its workers (loader/cost.py); a workload
                      with a loader_step must have it
     warmup_steps     steps before the pipeline reaches its steady state (the loader's prefetch drained)
     cycle_steps      batches arrive in bursts of this many (one per worker): loader-fed rounds hold whole bursts
@@ -39,8 +39,9 @@ class Members:
                      report's loader/CPU s, the loader's cost per sample (reported, not compared)
     loader_source    ("package.module:function", {keyword arguments}): a function returning the loader's
                      (dataset, collate_fn), which a callgrind process imports to count the loader's
-                     instructions per sample (instructions.py), and under --perf-against two processes, one
-                     in REF's files, to time a sample's CPU time by turns (turns.py); arguments must be JSON
+                     instructions per sample (loader/instructions.py), and under --perf-against two processes,
+                     one in REF's files, to time a sample's CPU time by turns (loader/turns.py); arguments
+                     must be JSON
     close()          called when the test ends (stop the loader's workers)
     all_threads      its steps run on a thread of their own (a framework's loop, frameworks.py): the profiled
                      window records every thread's events, not only the harness's

@@ -5,7 +5,7 @@ process of their own that records their results as a baseline of this chip (`--p
 cache, never into the committed baselines). The working tree's tests then compare with it as with a baseline recorded
 on this chip: GPU-side numbers at `tolerance`, counts exactly. Loader and pipeline numbers move 7-21% between rounds
 on one host, so they are reported against REF, not gated (gates.decide); the loader is judged by its settings, its
-blocks and waiting per sample, and a sample's CPU time timed by turns with REF's (turns.py), for which REF's files
+blocks and waiting per sample, and a sample's CPU time timed by turns with REF's (loader/turns.py), for which REF's files
 are kept beside its results.
 
 All of REF first, then all of the head: GPU-side numbers on one chip move 0.0-0.5% between rounds and hold within
@@ -185,7 +185,7 @@ def _write_whole(path: Path, data) -> None:
 
 def written_out(sha: str, top: Path, folder: Path) -> Path:
     """REF's tracked files under `folder`/tree, written once (`git archive`) and kept with REF's results: its tests run
-    there, and its loaders are built there to be timed by turns (turns.py) while the working tree's tests run."""
+    there, and its loaders are built there to be timed by turns (loader/turns.py) while the working tree's tests run."""
     tree = folder / "tree"
     if (folder / "tree.complete").exists():
         return tree

@@ -1,7 +1,7 @@
 """What a smoke run counts of each test, kept by REF's smoke run under --perf-against (`smoke-counts.json` in REF's
 cache folder) for the head's smoke run to compare with: its counts as a baseline entry keeps them (Result.counts: the
 step's host side, Python lines and blocks a step, on any machine; compile graphs where it compiled; on a GPU, what the
-profiled window counted), and its host reads a step without a GPU (host_reads.py), by line.
+profiled window counted), and its host reads a step without a GPU (syncs/host_reads.py), by line.
 
 A smoke run loads no baseline file, so this is where REF's smoke run keeps what its tests counted; the loader's
 settings, instructions and blocks a sample have files of their own (loaders.json, instructions.json). Standard

@@ -47,7 +47,7 @@ def environment() -> dict:
 def gpu_uuid(index: int | None = None) -> str | None:
     """The chip's identity (the current device's, or visible device `index`), as nvidia-smi writes it
     ("GPU-9641a40c-..."): GPU-side numbers are compared tightly only with a baseline recorded on the
-    same chip (gates.py says why)."""
+    same chip (throughput/gates.py says why)."""
     import torch
 
     uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index), "uuid", None)

@@ -46,7 +46,7 @@ def cost(tests: Iterable[str], seconds: Mapping[str, float]) -> float:
 def longest_file_first(config, log, seconds: Mapping[str, float]):
     """xdist's LoadFileScheduling, handing a worker that needs work the file that costs the most (`cost`). It
     reorders xdist's queue of files (workqueue: file -> {test id: done}) before xdist takes its first; a test file
-    of this suite (tests/test_xdist.py) sees the order a real run takes."""
+    of this suite (tests/session/test_xdist.py) sees the order a real run takes."""
     from xdist.scheduler import LoadFileScheduling
 
     class LongestFileFirst(LoadFileScheduling):

@@ -159,7 +159,7 @@ class PerfSession:
 
     @property
     def clock(self) -> str | None:
-        """The table of seconds (durations.py) this run's tests are timed into and a sharded run is ordered by: the
+        """The table of seconds (records/durations.py) this run's tests are timed into and a sharded run is ordered by: the
         GPU model's, or the smoke runs' (None); a run that measures nothing (no GPU, no --perf-smoke) has none."""
         return self.device.env["gpu"] if self.device.is_gpu and not self.settings.smoke else None
 

@@ -1,7 +1,7 @@
 """The suite sharded over the GPUs of one node with pytest-xdist (`-n N --dist loadfile`).
 
 The controller gives each worker a GPU of its own and a share of the node's cores (Controller) and orders the
-files by the seconds they took last time (Clock, durations.py); a worker pins itself to them before CUDA starts
+files by the seconds they took last time (Clock, records/durations.py); a worker pins itself to them before CUDA starts
 (pin_worker). A run without -n on one GPU of several is confined to that GPU's share (confine_to_its_gpu).
 """
 
@@ -146,7 +146,7 @@ class Controller:
         self.session.worker_outputs[node.gateway.id] = getattr(node, "workeroutput", {}).get("perf") or {}
 
     def pytest_xdist_make_scheduler(self, config, log):
-        """--dist loadfile: the file with the most seconds left first, by the last run's (durations.py)."""
+        """--dist loadfile: the file with the most seconds left first, by the last run's (records/durations.py)."""
         if config.getoption("dist") == "loadfile":
             seconds = durations.load(getattr(config, "cache", None), self.session.clock)
             return durations.longest_file_first(config, log, seconds)
@@ -155,7 +155,7 @@ class Controller:
 
 class Clock:
     """The seconds each test took (setup, call and teardown), put in pytest's cache at the end for the order of the
-    next sharded run (durations.py). In the process that reports: a sharded run's controller sees its workers'."""
+    next sharded run (records/durations.py). In the process that reports: a sharded run's controller sees its workers'."""
 
     def __init__(self, session: PerfSession):
         self.session, self.seconds = session, {}

@@ -1,6 +1,6 @@
 """What a session writes and says: its report (after each test, and at the end with the charts), a sharded run's
 workers' reports merged into one, a failed test's trace kept, what an xdist worker hands its controller, and the
-terminal's last lines. Functions of the PerfSession (session.py).
+terminal's last lines. Functions of the PerfSession (core.py).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def worker_output(perf) -> dict:
 
 
 def summary(perf) -> tuple[str | None, list[tuple[str, dict]]]:
-    """The end of the terminal output: the report in plain text (plain.py; None where nothing was measured) and lines
+    """The end of the terminal output: the report in plain text (report/plain.py; None where nothing was measured) and lines
     as (line, markup): what went wrong writing, what was recorded, where the report was written. An xdist worker's
     controller reports for it: a worker says nothing."""
     if perf.worker:

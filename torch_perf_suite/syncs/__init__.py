@@ -18,8 +18,8 @@ The analysis reads the Chrome trace format only, so live runs and committed trac
 same path.
 
 The package: `trace` reads a trace and counts its syncs (`count_syncs`), `advice` holds the fixes known for each kind
-of sync, `files` tells the user's lines from the libraries' and the harness's, `recording` profiles steps and marks
-each sync's exact lines, and `python -m torch_perf_suite.syncs TRACE` counts a saved trace (`cli`).
+of sync, `recording` profiles steps and marks each sync's exact lines, and `python -m torch_perf_suite.syncs TRACE`
+counts a saved trace (`cli`); counts/files.py tells the user's lines from the libraries' and the harness's.
 """
 
 from .advice import EXPLICIT_LIBRARY, KNOWN_SOURCES, UNKNOWN_FIX, Advice

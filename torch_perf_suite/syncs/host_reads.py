@@ -1,6 +1,6 @@
 """Host reads per step, counted by the dispatcher: the syncs a step would make on a GPU, found on any device.
 
-On a GPU the profiler's trace counts the syncs themselves (syncs.py). Without one, there is no sync to see, but the
+On a GPU the profiler's trace counts the syncs themselves (trace.py). Without one, there is no sync to see, but the
 ops that would make one still pass through torch, on the CPU too. Two modes watch the steps, each seeing a read
 with the Python stack that made it, so a smoke run names the line as the GPU's check does, as a `SyncCount` that
 `checks.host_reads` judges (a smoke run on a GPU profiles its steps instead, as a measured run does):

@@ -8,7 +8,7 @@
   compiled bf16 step's GPU-side number was 14-15% lower on two machines than on four others, for a
   reason not established (docs/seed-000-ladder.md, "GPU-side numbers across chips").
 - Loader and pipeline numbers follow the host's CPUs: they are compared only with a baseline
-  recorded on the same host (host.py says why not merely the same CPU model), at `host_tolerance`
+  recorded on the same host (machine/host.py says why not merely the same CPU model), at `host_tolerance`
   (10% by default).
   Otherwise the verdict says "not comparable: recorded on ..." and neither passes nor fails.
 """
@@ -31,7 +31,7 @@ class Verdict:
     why_not: str = ""  # why it was not compared
     confirmation: Comparison | None = None  # a second measurement's comparison, made when the first failed
     scope: str = ""  # what the baseline was recorded on, where that set a wider tolerance
-    reported: str = ""  # a change read, not judged (a host-bound number against REF: loader.py judges the loader)
+    reported: str = ""  # a change read, not judged (a host-bound number against REF: loader/ judges the loader)
     host_changed: bool = False  # not compared because the baseline was recorded on another host: no hole, said once
 
     @property
@@ -120,7 +120,7 @@ def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, ho
     """One part of this run (`parts`, on the GPU and host of `env`) against the baseline entry: at the tolerance its
     kind and the entry's chip and host allow, or not compared, saying why. Without `host_gated` (against REF) a
     host-bound part's change is a reading: loader and pipeline numbers move 7-21% between rounds, so the loader is
-    judged by what does not move (loader.py: its settings, blocks and waiting per sample; its instructions)."""
+    judged by what does not move (loader/: its settings, blocks and waiting per sample; its instructions)."""
     tolerance, host_bound = tolerance_for(part, parts, entry, measure, env.get("gpu_uuid"))
     if host_bound and not host_gated and part not in entry.get("parts", {}):
         return Verdict(part, None, reported="not timed at REF (host-bound: a reading, never gated against REF)")
