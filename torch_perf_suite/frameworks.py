@@ -9,7 +9,7 @@ it does a hand-built `TrainingStep` (the profiled window records every thread: `
 Why driven, not observed: a callback that only watched a free-running `fit` could time its pipeline, but not the same
 steps on a resident batch (the GPU-side number), the loader alone, or the profiled window, which the harness opens
 and closes between steps. Holding the loop costs two thread hand-overs a step (microseconds, against steps of
-milliseconds); docs/frameworks.md has the comparison with an unobserved `fit`.
+milliseconds); docs/measurements/frameworks.md has the comparison with an unobserved `fit`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,18 @@
 """--perf-against REF: the selected tests measured at REF and at the working tree, on the same GPU in one job.
 
 REF's files are written out of git (`git archive`) into the cache folder and its tests run there first, in a pytest
-process of their own that records their results as a baseline of this chip (`--perf-update-baselines` into a folder of the
-cache, never into the committed baselines). The working tree's tests then compare with it as with a baseline recorded
-on this chip: GPU-side numbers at `tolerance`, counts exactly. Loader and pipeline numbers move 7-21% between rounds
-on one host, so they are reported against REF, not gated (gates.decide); the loader is judged by its settings, its
-blocks and waiting per sample, and a sample's CPU time timed by turns with REF's (loader/turns.py), for which REF's files
-are kept beside its results.
+process of their own that records their results as a baseline of this chip (`--perf-update-baselines` into a folder of
+the cache, never into the committed baselines). The working tree's tests then compare with it as with a baseline
+recorded on this chip: GPU-side numbers at `tolerance`, counts exactly. Loader and pipeline numbers move between rounds
+on one host by more than a regression to catch (docs/seed-000-ladder.md, "A loader regression of 15%"), so they are
+reported against REF, not gated (gates.decide); the loader is judged by its settings, its blocks and waiting per sample,
+and a sample's CPU time timed by turns with REF's (loader/turns.py), for which REF's files are kept beside its results.
 
-All of REF first, then all of the head: GPU-side numbers on one chip move 0.0-0.5% between rounds and hold within
-0.5% of a baseline recorded on the same chip hours before, so nothing is gained by alternating them. A sharded run's
-worker (`-n N --dist loadfile`) measures REF file by file instead, before the head's first test of each file, on its
-own GPU and cores: a file runs whole on one worker, so REF's tests of it are measured where the head's run.
+All of REF first, then all of the head: GPU-side numbers on one chip barely move between rounds
+(docs/seed-000-ladder.md) and hold within 0.5% of a baseline recorded on the same chip hours before, so nothing is
+gained by alternating them. A sharded run's worker (`-n N --dist loadfile`) measures REF file by file instead, before
+the head's first test of each file, on its own GPU and cores: a file runs whole on one worker, so REF's tests of it are
+measured where the head's run.
 
 REF's results are kept per (commit, chip, versions, settings, cores; the xdist worker where there is no GPU UUID)
 under pytest's cache folder (or `--perf-against-cache DIR`): a merge queue testing many changes against one base

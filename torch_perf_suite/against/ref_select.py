@@ -4,7 +4,8 @@ JSON file named by $PERF_AGAINST_WANTED), deselects the rest, and writes the ids
 every id it collected to $PERF_AGAINST_COLLECTED (where the head's test is not in REF's suite: was one renamed?).
 
 One pytest process for REF, not a `--collect-only` one first to learn which ids exist there (a test new in this
-change, a parameter REF lacks): on a GPU host each process pays about 15 s to import torch and CUDA.
+change, a parameter REF lacks): on a GPU host each process pays for importing torch and CUDA (its seconds:
+docs/measurements/cost.md).
 """
 
 import json

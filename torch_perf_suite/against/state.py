@@ -25,8 +25,8 @@ from .ref import Ref
 
 
 def load_records(records, folder: Path) -> None:
-    """The recorded files in `folder` loaded (records.Records.load); one that cannot be used is a usage error naming
-    it."""
+    """The recorded files in `folder` loaded (fixture/references.py's Records.load); one that cannot be used is a
+    usage error naming it."""
     try:
         records.load(folder)
     except store.Unusable as e:

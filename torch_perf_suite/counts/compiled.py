@@ -25,7 +25,7 @@ REASON = re.compile(r"(?:Graph Break Reason|Reason):\s*(.+)")
 class Event:
     kind: str  # "graph break" or "recompilation"
     reason: str  # dynamo's reason, first line; for a recompilation the failed guard
-    where: str  # "fixtures/models.py:41": the user's line (graph break) or the recompiled function's
+    where: str  # "fixtures/recipes.py:213": the user's line (graph break) or the recompiled function's
 
     def describe(self) -> str:
         return f"{self.kind} at {self.where or '(line not given)'}: {self.reason}"
@@ -91,7 +91,7 @@ class _Catch(logging.Handler):
 
 
 # AOTAutograd compiles a training graph's backward lazily, at the first backward, outside dynamo's compile: seconds of a
-# compiled step's first step (docs/cost.md), which the report otherwise gave to the warm-up
+# compiled step's first step (docs/measurements/cost.md), which the report otherwise gave to the warm-up
 LAZY_BACKWARD = "backward._backward_impl"
 
 

@@ -42,7 +42,8 @@ def peak_flops(gpu: str, dtype: str) -> tuple[float | None, str]:
 
     if gpu in PEAKS:
         return PEAKS[gpu].get(dtype), OWN_SOURCE
-    if not torch.cuda.is_available():  # a smoke run on the CPU: no GPU peak, and no 2 s spent importing Lightning
+    # a smoke run on the CPU: no GPU peak, and no import of Lightning, which takes seconds (docs/measurements/cost.md)
+    if not torch.cuda.is_available():
         return None, "no GPU"
     try:
         from lightning.fabric.utilities.throughput import get_available_flops

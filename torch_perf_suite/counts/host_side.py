@@ -1,9 +1,10 @@
 """The step's host side, counted: what the launching thread does to issue one step, in units that do not move with the
 host's speed.
 
-Where the host limits a step (small batches, eager code, per-step Python), the GPU-side number is the host's speed,
-and that moves: on one H200 machine the same step's host CPU time moved 2.5x between processes run one after the
-other with nothing beside them (docs/host-side.md). So the host side is counted, as the loader's work is:
+Where the host limits a step (small batches, eager code, per-step Python), the GPU-side number is the host's speed, and
+that moves: the same step's host CPU time moves between processes run one after the other on one machine, with nothing
+beside them, far more than a regression to catch (docs/measurements/host-side.md). So the host side is counted, as the
+loader's work is:
 
 - lines:  the Python lines the thread executes a step (`sys.settrace`), by function: what a hook, a callback, a
           logging helper, a library's new wrapper or a mode that falls back to eager adds;
@@ -88,9 +89,9 @@ def count(step: Callable[[], object], steps: int, settle: Callable[[], object] |
     otherwise leaves its kernels queued for the next, whose launches may then wait for room in CUDA's queue, blocks
     that follow the GPU's speed, not the code (docs/host-side.md). A line's blocks are the fewer of the two passes: a
     block the code makes comes back in each (a sleep, a lock, a thread joined); one that comes once does not, such as
-    a wait for the interpreter's lock that another thread of the process held at that moment (`-m gate -n 2` on two
-    H200s counted 0.67 blocks a step at one line of `ladder[bf16]`'s compiled graph, new against its baseline, in
-    one pass; the cause was not established)."""
+    a wait for the interpreter's lock that another thread of the process held at that moment (a sharded gate run once
+    counted such blocks at one line of a compiled graph, in one pass, for a cause not established:
+    docs/measurements/multi-gpu.md)."""
     if steps < 1:
         raise ValueError(f"steps={steps}; expected at least 1")
     step()

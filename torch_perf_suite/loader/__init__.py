@@ -1,7 +1,7 @@
 """The loader judged by what does not depend on how the host schedules its workers.
 
-Sixteen workers' throughput over 0.5 s rounds moves -35% to +85% between identical runs on one host, so the
-loader's verdicts rest on three other things:
+Sixteen workers' throughput over 0.5 s rounds moves between identical runs on one host far more than a regression to
+catch (docs/loader.md), so the loader's verdicts rest on three other things:
 
 - **What the loader is** (`describe`): its DataLoader settings, sampler, collate function and dataset (class,
   length, transforms by name and parameters). Compared exactly with REF and with the recorded settings
@@ -13,11 +13,11 @@ loader's verdicts rest on three other things:
   in whichever process makes it, with the thread's voluntary context switches (`getrusage(RUSAGE_THREAD)`: a sleep,
   a read that waits for the disk, a contended lock): blocks per sample, a count compared on any host. Alone, before
   any window (`solo`: chunks of fixed samples on one thread, no worker alive): wall minus CPU time, the loader's
-  waiting, compared only with REF or a baseline recorded on this host. The CPU time alone is reported in
-  microseconds and in yardsticks (a fixed piece of CPU work timed alternately with the samples on the same thread),
-  not judged: the first loader timed in a process still moved +9% to +38% in yardsticks between identical runs
-  (docs/loader.md). Against REF the CPU time is judged by turns with REF's in two processes on one core (turns.py);
-  the instruction count judges the CPU's work exactly on any host.
+  waiting, compared only with REF or a baseline recorded on this host. The CPU time alone is reported in microseconds
+  and in yardsticks (a fixed piece of CPU work timed alternately with the samples on the same thread), not judged: the
+  first loader timed in a process still moved in yardsticks between identical runs (docs/measurements/loader.md).
+  Against REF the CPU time is judged by turns with REF's in two processes on one core (turns.py); the instruction
+  count judges the CPU's work exactly on any host.
 - **Parallelism explained** (`parallelism`): the rate the workers could reach at that cost, beside the rate the
   loader delivered; a gap is lost parallelism (the main process, the pin-memory thread, CPU contention).
 

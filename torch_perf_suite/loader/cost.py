@@ -92,13 +92,12 @@ def _tensors(batch) -> int:
 class UnitCost:
     """One sample's cost. Alone (`solo`: the dataset's items and the collate made one after the other on one thread, no
     worker alive): wall, CPU and waiting microseconds over `samples`, and the CPU time in yardsticks (`cpu_ratio`);
-    the waiting and the ratio are judged. Inside 16 busy workers a sample's CPU time moves with its neighbours (+8%
-    between two identical runs on one H100 host), so only these come from the workers, over the window's `batches`:
-    the thread's voluntary context switches per sample (`blocks`, a count, judged), a sample's wall time there
-    (`crowd_us`, for `parallelism`) and the tensors a sample its batches hold (`shared`: the worker's queue moves
-    each into shared memory on its feeder thread, while the worker makes the next batch and may wait for the
-    interpreter's lock). The samples made alone count their blocks too (`alone_blocks`, judged): no worker, no
-    queue."""
+    the waiting and the ratio are judged. Inside 16 busy workers a sample's CPU time moves with its neighbours
+    (docs/measurements/loader.md), so only these come from the workers, over the window's `batches`: the thread's
+    voluntary context switches per sample (`blocks`, a count, judged), a sample's wall time there (`crowd_us`, for
+    `parallelism`) and the tensors a sample its batches hold (`shared`: the worker's queue moves each into shared memory
+    on its feeder thread, while the worker makes the next batch and may wait for the interpreter's lock). The samples
+    made alone count their blocks too (`alone_blocks`, judged): no worker, no queue."""
 
     samples: int
     wall_us: float
@@ -239,7 +238,8 @@ class Timer:
 
     def time_alone(self) -> None:
         """Samples made alone on this thread (`solo`), before any window: once the loader has run, its workers refill
-        their prefetch queues for seconds after (a sample 'alone' then waited 804 µs in one run, 1,205 in the next)."""
+        their prefetch queues for seconds after, and a sample 'alone' timed then waits on them by an amount that
+        differs from one run to the next (docs/measurements/loader.md)."""
         collate = self.loader.collate_fn
         self.alone = solo(self.loader.dataset, getattr(collate, "original", collate))
 
@@ -267,9 +267,9 @@ def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool
     `timed` (REF, or a baseline of this host), more waiting per sample alone than `tolerance_pct` of a sample's
     recorded wall time (and WAIT_FLOOR_US) allows. Waiting is wall minus CPU time of the same samples, so a host that
     runs the thread slower moves both and leaves it. The CPU time alone is not judged, in microseconds or in yardsticks:
-    the yardsticks took out most of what the host moved (+63.6% in microseconds, +1.9% in yardsticks), yet the first
-    loader timed in a process still came out +9% to +38% in yardsticks in A/A runs on an H100 (docs/loader.md); the
-    instruction count judges the CPU's work exactly, and against REF turns.py times it by turns with REF's."""
+    the yardsticks took out most of what the host moved, yet the first loader timed in a process still came out slower
+    in yardsticks in A/A runs (docs/measurements/loader.md); the instruction count judges the CPU's work exactly, and
+    against REF turns.py times it by turns with REF's."""
     lines, workers = [], now.get("batches", 1)  # 0: a smoke run's, against a smoke run's: its blocks are made alone
     queue = max(now.get("shared", 0.0), recorded.get("shared", 0.0)) if workers else 0.0
     if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN + queue:

@@ -1,8 +1,9 @@
 """The loader's CPU cost as instructions per sample, counted by valgrind's callgrind: exact on any machine.
 
-Wall-clock loader numbers move 7-78% between hosts and rounds, so a 15% loader regression hides in them.
-Instructions do not move: callgrind simulates the CPU, and two runs of the same code on the same inputs
-count the same to a few hundredths of a percent, whatever else the machine is doing.
+Wall-clock loader numbers move between hosts and rounds by more than a loader regression worth catching, which
+hides in them (docs/counted-gates.md). Instructions do not move: callgrind simulates the CPU, and two runs of
+the same code on the same inputs count the same to a few hundredths of a percent, whatever else the machine is
+doing.
 
 What is counted: `dataset[i]` for a fixed list of indices and the collate of those samples (the work a
 DataLoader worker does for a batch), in one process, one thread, no workers. Not counted: sleeps, waits for
@@ -12,8 +13,9 @@ How: one callgrind process per pytest session (`Counter`), started on first use 
 serves every loader of the session. For each it builds the dataset and warms it up (imports, caches), then the
 parent switches instrumentation on (`callgrind_control -i on`), lets it take the samples, switches it off
 and dumps the count (`callgrind_control -d`). Starting Python and torch uninstrumented costs ~36 s once;
-torch.utils.benchmark's `Timer.collect_callgrind` instead runs the whole start instrumented (165 s
-measured here for the same count) and needs its statement as a string, so it is not used.
+torch.utils.benchmark's `Timer.collect_callgrind` instead runs the whole start instrumented, several
+times slower for the same count (docs/counted-gates.md, "The loader's instructions per sample"), and
+needs its statement as a string, so it is not used.
 
 A workload names its loader by `loader_source`: ("package.module:function", keyword arguments as JSON), a
 function returning (dataset, collate_fn), which the callgrind process imports and calls.
@@ -59,8 +61,8 @@ class Counted:
     per_sample: float
     samples: int
     source: str  # what was counted, as `describe_source` writes it
-    content: str = ""  # the digest of the project's code the loader runs (`loader_code.content`)
-    files: tuple[tuple[str, str], ...] = ()  # that code's files and their hashes (`loader_code.content_files`), recorded with it
+    content: str = ""  # the digest of the project's code the loader runs (`digest.content`)
+    files: tuple[tuple[str, str], ...] = ()  # that code's files and their hashes (`digest.content_files`), recorded with it
     reused: bool = False  # taken from a count recorded for the same content, key and source: valgrind not started
 
 
@@ -300,7 +302,7 @@ class InstructionsFile:
 def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, margin_pct: float,
             rerecord: str) -> Finding:
     """A loader's count against the one recorded for `test_id` under `key`: failed beyond the margin
-    (checks.instructions), else passed; not compared where the record is another environment's or another loader's;
+    (`check`), else passed; not compared where the record is another environment's or another loader's;
     not checked where nothing was recorded (`rerecord` says how to record it)."""
 
     recorded = file.get(key, test_id)
@@ -324,7 +326,7 @@ def entry(counted: Counted) -> dict:
 
 
 def files_entry(files: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    """An entry's `files`, what `loader_code.changed_files` reads at a session's start: each path and its hash's first digits."""
+    """An entry's `files`, what `digest.changed_files` reads at a session's start: each path and its hash's first digits."""
     return {path: sha[:FILE_HASH] for path, sha in files}
 
 

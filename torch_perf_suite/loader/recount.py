@@ -15,7 +15,7 @@ entry recorded without them, of this environment or of another whose recorded di
 
 An edit of `fixtures/data.py` or `fixtures/recipes.py` changes the digest of every suite loader, and a GPU run then
 counts each loader afresh (about 90 s on an H100 host) until the counts are recorded again; this records them on
-the machine whose environment they are for, in about two minutes."""
+the machine whose environment they are for, once (what it took: docs/measurements/counted-gates.md)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,16 @@
 """A sample's CPU time at REF and at the working tree, timed by turns on one core (`--perf-against`).
 
-The same loader's sample timed alone in two pytest processes, one after the other on one GPU host, moved up to +47%
-in CPU time and up to +38% in yardsticks between identical trees (docs/loader.md): what the host does to a process
-(the GPU session's start, a busy sibling core) does not cancel between two processes minutes apart. So against REF a
-loader named by its `loader_source` is built twice, in two processes of its own started for the session: one with
-REF's tree first on its path, one with the working tree's (turn_worker.py). Both run on the same core, torch on one
-thread, and make the same chunks of samples by turns, REF first in one pair and the head first in the next: whatever
-the host does to that core, it does to both within milliseconds. The figure is the median over pairs of the head's
-chunk CPU time over REF's, with its 95% interval (stats.median_ci); `failure` judges it. Two processes can differ by a
-percent or two for as long as they live (where their memory lies, what they ran first), so a rise past the tolerance
-is measured again in two fresh processes before it fails: a reserve pair, started and settled with the first, so
-that measuring again costs no second import of torch.
+The same loader's sample timed alone in two pytest processes, one after the other on one GPU host, moved between
+identical trees, in CPU time and in yardsticks, far past the tolerance (docs/measurements/loader.md): what the host does
+to a process (the GPU session's start, a busy sibling core) does not cancel between two processes minutes apart. So
+against REF a loader named by its `loader_source` is built twice, in two processes of its own started for the session:
+one with REF's tree first on its path, one with the working tree's (turn_worker.py). Both run on the same core, torch on
+one thread, and make the same chunks of samples by turns, REF first in one pair and the head first in the next: whatever
+the host does to that core, it does to both within milliseconds. The figure is the median over pairs of the head's chunk
+CPU time over REF's, with its 95% interval (stats.median_ci); `failure` judges it. Two processes can differ by a percent
+or two for as long as they live (where their memory lies, what they ran first), so a rise past the tolerance is measured
+again in two fresh processes before it fails: a reserve pair, started and settled with the first, so that measuring
+again costs no second import of torch.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .instructions import STRIDE
 CHUNK = 32  # samples a turn: a few ms of seed 000's transforms, well above a turn's pipe round trip
 TURNS_S = 2.0  # seconds of turns on each side, at least LEAST_PAIRS pairs, at most MOST_PAIRS
 LEAST_PAIRS, MOST_PAIRS = 20, 400
-READ_TIMEOUT_S = 300  # a process silent this long is stuck (importing torch takes seconds: docs/cost.md)
+READ_TIMEOUT_S = 300  # a process silent this long is stuck (importing torch takes seconds: docs/measurements/cost.md)
 WORKER = Path(__file__).with_name("turn_worker.py")
 # glibc's malloc raises its mmap threshold as a process frees large blocks, so whether a 600 KB image comes from the
 # heap or from fresh pages (a page fault each 4 KB) depends on the process's history: fixed here, the same on both sides
@@ -152,9 +152,9 @@ class Turns:
                      "the working tree": ref_imports.as_request(ref_imports.from_env())}
 
     def start(self) -> None:
-        """The two processes started, and a reserve pair beside them, not waited for: each imports torch (about 20 s on
-        a GPU host), then waits for a request; `settle` and `time` wait for them. The reserve makes a measurement again
-        in fresh processes (`time(fresh=True)`) cost no second import."""
+        """The two processes started, and a reserve pair beside them, not waited for: each imports torch (its seconds:
+        docs/measurements/cost.md), then waits for a request; `settle` and `time` wait for them. The reserve makes a
+        measurement again in fresh processes (`time(fresh=True)`) cost no second import."""
         if self._procs or self._broken:  # started, or failed: `time` says why
             return
         self._procs, self._errors = self._spawn()

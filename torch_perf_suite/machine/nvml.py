@@ -4,9 +4,9 @@ utilization as nvidia-smi shows it, and the topology between the visible GPUs.
 Optional: without the package, or where NVML refuses, every function returns None (a Sampler's
 summary says "unavailable" and why). nvidia-ml-py is NVIDIA's own binding of the library
 nvidia-smi is built on, so these are nvidia-smi's numbers. The energy
-counter tells whether a GPU-side window ran at the power limit: H200 machines of this project's
-cloud drew their 700 W limit through the compiled ladder steps, and two of six ran the bf16 step
-14-15% slower than the others, for a reason not established (docs/seed-000-ladder.md, "GPU-side numbers across chips").
+counter tells whether a GPU-side window ran at the power limit: the H200 machines measured drew
+their limit through the compiled ladder steps, and some ran the bf16 step slower than the others,
+for a reason not established (docs/seed-000-ladder.md, "GPU-side numbers across chips").
 """
 
 from __future__ import annotations

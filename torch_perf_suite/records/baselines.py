@@ -148,8 +148,8 @@ def _validate_part(test_id: str, name: str, part) -> str | None:
 
 
 def _validate_counts(counts) -> str | None:
-    """What the profiled window counted (fixture.Result.counts): families and kinds to counts, the steps' peak bytes,
-    torch.compile's graphs."""
+    """What the profiled window counted (fixture/result.py's Result.counts): families and kinds to counts, the steps'
+    peak bytes, torch.compile's graphs."""
     if counts is None:
         return None
     if not isinstance(counts, dict):

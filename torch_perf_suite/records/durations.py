@@ -1,11 +1,11 @@
 """How long each test took, kept in pytest's cache, and a sharded run's files handed out longest first.
 
-pytest-xdist's `--dist loadfile` hands out whole files, the file with the most tests first. A file's count of
-tests says little about its time (docs/multi-gpu.md: one worker busy while the other idled). With the seconds
-each test took in the last run on this GPU model (pytest's cache, `.pytest_cache/v/perf/seconds/<gpu-slug>`), the
-controller hands out the file with the most seconds left in it first: longest-processing-time-first list
-scheduling, whose wall time is within 4/3 of the best split. Files it has no seconds for count the mean of the
-tests it has; where it has none (a first run, or `-p no:cacheprovider`), xdist's own order stands.
+pytest-xdist's `--dist loadfile` hands out whole files, the file with the most tests first. A file's count of tests says
+little about its time (docs/measurements/multi-gpu.md: one worker busy while the other idled). With the seconds each
+test took in the last run on this GPU model (pytest's cache, `.pytest_cache/v/perf/seconds/<gpu-slug>`), the controller
+hands out the file with the most seconds left in it first: longest-processing-time-first list scheduling, whose wall
+time is within 4/3 of the best split. Files it has no seconds for count the mean of the tests it has; where it has none
+(a first run, or `-p no:cacheprovider`), xdist's own order stands.
 """
 
 from __future__ import annotations

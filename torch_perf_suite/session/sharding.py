@@ -34,10 +34,9 @@ def xdist_workers(config) -> int:
 def pin_worker(config) -> None:
     """In a pytest-xdist worker of a sharded run: the cores its controller gave it (host.confine: else two workers'
     loaders and intra-op threads oversubscribe the node's cores, and a loader-bound test measured beside another
-    collapses: on two H200s test_h2d_copy[pinned] measured 67 samples/s, its loader's rounds 51 to 839), and its
-    GPU, made the only GPU that CUDA shows this process. CUDA reads CUDA_VISIBLE_DEVICES once, when it starts, so
-    this runs first in pytest_configure (tryfirst), before this plugin's device detection or another plugin's
-    configure starts it; importing torch does not."""
+    collapses: docs/measurements/multi-gpu.md, "The suite sharded"), and its GPU, made the only GPU that CUDA shows this
+    process. CUDA reads CUDA_VISIBLE_DEVICES once, when it starts, so this runs first in pytest_configure (tryfirst),
+    before this plugin's device detection or another plugin's configure starts it; importing torch does not."""
     workerinput = getattr(config, "workerinput", {})
     if workerinput.get("perf_cores"):
         host.confine(workerinput["perf_cores"])
@@ -62,10 +61,9 @@ def node_gpus(visible: int) -> int:
 def gpu_share(gpu: str | None, fallback: int, gpus: int, cores: list[int]) -> list[int]:
     """One GPU's share of the node's cores: `cores` split into as many parts as the node has GPUs (`gpus`), the part
     of the GPU's index where CUDA_VISIBLE_DEVICES names the GPU by one (`gpu`), else the `fallback`-th. A test on one
-    GPU then measures on as many cores, and with as many DataLoader workers, with -n or without: on two H200s with 32
-    cores, a run on one of them without -n gave the loaders 32 workers, which decoded JPEGs faster than the GPU
-    trained (loader 16,825, GPU-side 12,708 samples/s), and test_storage's loader-bound scenarios failed where the
-    sharded run, 16 cores a GPU, passed them."""
+    GPU then measures on as many cores, and with as many DataLoader workers, with -n or without: a run on one GPU of
+    two without -n gave the loaders every core of the node, which decoded JPEGs faster than the GPU trained, and
+    test_storage's loader-bound scenarios failed where the sharded run passed them (docs/measurements/multi-gpu.md)."""
     index = int(gpu) if gpu is not None and gpu.strip().isdigit() and int(gpu) < gpus else fallback
     return host.share_of_cores(index, gpus, cores)
 

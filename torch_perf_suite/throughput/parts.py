@@ -116,8 +116,8 @@ class Windows:
     def __init__(self, workload, measure: Measure, device, smoke: bool, as_ref: bool = False, against: bool = False,
                  parts: tuple[str, ...] | None = None):
         """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it. `as_ref`: REF's run
-        under --perf-against, which times what the head gates against it (against.AS_REF); `against`: the head's
-        run under --perf-against. `parts`: those the test times, of those its workload has (all where None)."""
+        under --perf-against, which times what the head gates against it (against/ref.py's AS_REF); `against`: the
+        head's run under --perf-against. `parts`: those the test times, of those its workload has (all where None)."""
         self.workload, self.device, self.smoke, self.as_ref, self.against = workload, device, smoke, as_ref, against
         self.members = members(workload)  # its optional members, read once
         self.measure = for_smoke(measure) if smoke else measure
@@ -138,7 +138,7 @@ class Windows:
         number and its loader's window are timed apart (and judged), its steps only warm the profiled ones. So in
         REF's run, and in the head's unless the loader outruns the GPU-side step: that pipeline is the GPU's, which a
         claim in the run holds to (the ladder's ceiling), and takes seconds, not the drain and the bursts of a
-        loader-bound one (13-16 s in each compiled ladder step on an H200)."""
+        loader-bound one (docs/measurements/merge-gate.md)."""
         if self.gpu is None or self.loader is None:
             return False
         return self.as_ref or (self.against and not self.loader_ahead)
@@ -154,8 +154,8 @@ class Windows:
     def _time(self, step, warmup: int, runner=None, cycle: int = 1, energy=None, extend: bool = False,
               least_step_s: float = 0.0, cpu=None, monitor=None, measure: Measure | None = None) -> Throughput:
         """`extend`: add rounds up to max_rounds while the median's interval is wider than ci_pct. Only
-        GPU-side numbers are: host-bound rounds spread 5-20% on the H200 machines measured, so two more
-        rounds do not narrow them, and the confirmation of a failure is what guards those gates."""
+        GPU-side numbers are: host-bound rounds spread too widely for two more rounds to narrow them
+        (docs/measuring.md, "The windows"), and the confirmation of a failure is what guards those gates."""
         m = measure or self.measure
         kwargs = {"runner": runner} if runner is not None else {}
         return measure_throughput(
