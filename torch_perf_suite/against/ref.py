@@ -9,7 +9,7 @@ reported against REF, not gated (gates.decide); the loader is judged by its sett
 and a sample's CPU time timed by turns with REF's (loader/turns.py), for which REF's files are kept beside its results.
 
 All of REF first, then all of the head: GPU-side numbers on one chip barely move between rounds
-(docs/seed-000-ladder.md) and hold within 0.5% of a baseline recorded on the same chip hours before, so nothing is
+(docs/seed-000-ladder.md) and hold against a baseline recorded on the same chip hours before, so nothing is
 gained by alternating them. A sharded run's worker (`-n N --dist loadfile`) measures REF file by file instead, before
 the head's first test of each file, on its own GPU and cores: a file runs whole on one worker, so REF's tests of it are
 measured where the head's run.

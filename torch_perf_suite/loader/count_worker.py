@@ -16,7 +16,7 @@ import sys
 from .. import ref_imports as ref_imports
 from .instructions import SAMPLES, STRIDE, load_factory
 
-LIKELY = ("torchvision.transforms",)  # what a loader most often imports, a third of valgrind's start: imported while
+LIKELY = ("torchvision.transforms",)  # what a loader most often imports, much of valgrind's start: imported while
 # no loader is asked for yet, as where the process starts with the session (Records.prestart_counter)
 
 

@@ -12,7 +12,7 @@ I/O, the workers' start, their pickling and IPC, pinning: those stay with the wa
 How: one callgrind process per pytest session (`Counter`), started on first use with instrumentation off,
 serves every loader of the session. For each it builds the dataset and warms it up (imports, caches), then the
 parent switches instrumentation on (`callgrind_control -i on`), lets it take the samples, switches it off
-and dumps the count (`callgrind_control -d`). Starting Python and torch uninstrumented costs ~36 s once;
+and dumps the count (`callgrind_control -d`). Python and torch start uninstrumented, once;
 torch.utils.benchmark's `Timer.collect_callgrind` instead runs the whole start instrumented, several
 times slower for the same count (docs/counted-gates.md, "The loader's instructions per sample"), and
 needs its statement as a string, so it is not used.
@@ -217,8 +217,8 @@ class Counter:
 
     def close(self) -> None:
         proc, self._proc, self._started, self._pending = self._proc, None, False, None
-        if proc is not None:  # every count is read from a dump made while it ran: its exit is not waited for (a session
-            # waited a minute for it, then killed it)
+        if proc is not None:  # every count is read from a dump made while it ran: its exit is not waited for, which can
+            # take as long as the counts
             proc.kill()
             with contextlib.suppress(OSError, subprocess.SubprocessError):
                 proc.stdin.close()

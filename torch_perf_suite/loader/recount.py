@@ -14,7 +14,7 @@ their hashes (`files`), which a session compares with the tree at its start (Rec
 entry recorded without them, of this environment or of another whose recorded digest is this tree's, is given them.
 
 An edit of `fixtures/data.py` or `fixtures/recipes.py` changes the digest of every suite loader, and a GPU run then
-counts each loader afresh (about 90 s on an H100 host) until the counts are recorded again; this records them on
+counts each loader afresh (about a minute each) until the counts are recorded again; this records them on
 the machine whose environment they are for, once (what it took: docs/measurements/counted-gates.md)."""
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The host: what the host-bound numbers (the loader's, the pipeline's) depend on.
 
-The class is the CPU's name, family, model and stepping, and its cores. Measured on H200 machines
-of this project's cloud, all of one class ("Intel(R) Xeon(R) Processor", family 6 model 207, 16
-cores), loader and pipeline numbers moved by +12% to +41% from one machine to another, and by up to
-10% between sessions on one machine; so host-bound numbers are compared only with a baseline
+The class is the CPU's name, family, model and stepping, and its cores. On machines of one class, loader and
+pipeline numbers move from one machine to another far beyond the tolerances (docs/seed-000-ladder.md, -13% to +41%
+on H200 machines of one class), so host-bound numbers are compared only with a baseline
 recorded on the same machine (its DMI product UUID, else /etc/machine-id, else the kernel's boot id:
 the lent GPU machines have neither of the first two and are all named "vm"): the nightly runner's own
 numbers. Elsewhere they are reported as "not comparable".
