@@ -4,6 +4,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+# the plugin's end-to-end tests, in several folders, share one pytester suite with a fake GPU: its fixture from here,
+# its asserts rewritten as a test file's are
+pytest.register_assert_rewrite("tests.plugin_suite")
+from tests.plugin_suite import suite  # noqa: E402, F401
+
 # Hypothesis (tests/test_inputs.py): in CI a fixed seed and few examples, so that a run is repeatable and quick; here
 # more examples, a new seed each run. HYPOTHESIS_PROFILE picks one by name; CI (set by GitHub Actions and .ci/run)
 # picks "ci".

@@ -6,8 +6,8 @@ import json
 import subprocess
 
 import pytest
-from test_xdist import under_mutmut  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
+from tests.session.test_xdist import under_mutmut
 from torch_perf_suite.against import ref as against
 
 pytest_plugins = ["pytester"]

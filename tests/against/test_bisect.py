@@ -5,8 +5,8 @@ import json
 import subprocess
 
 import pytest
-from test_against import git
 
+from tests.against.test_against import git
 from torch_perf_suite.against import bisecting
 from torch_perf_suite.against.bisecting import Commit, Outcome
 

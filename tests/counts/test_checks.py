@@ -1,21 +1,12 @@
-"""The verdicts (checks.py) as plain functions: each returns None where all is well, and a message naming what changed."""
+"""The counted gates' verdicts (counts/checks.py) as plain functions: each returns None where all is well, and a message
+naming what changed."""
 
-from types import SimpleNamespace
 
-import pytest
 
 from torch_perf_suite.counts import checks as count_checks
 from torch_perf_suite.counts.compiled import CompileCount, Event
 from torch_perf_suite.counts.kernels import Kernel, KernelStats
-from torch_perf_suite.findings import FAILED, PASSED, REPORTED, Finding, failures
-from torch_perf_suite.loader import checks as loader_checks
-from torch_perf_suite.machine.nvml import Utilization
-from torch_perf_suite.syncs import SyncCount, SyncSource
-from torch_perf_suite.syncs import checks as sync_checks
-from torch_perf_suite.throughput import checks as throughput_checks
-from torch_perf_suite.throughput import gpu_util
-from torch_perf_suite.throughput.parts import Parts
-from torch_perf_suite.throughput.timing import Throughput
+from torch_perf_suite.findings import failures
 
 # ladder[bf16]'s families on an H200 (abridged), and the foreach optimizer planted in its place
 FUSED = {"at::native::multi_tensor_apply_kernel": 2.0, "triton_poi_fused_add_0": 40.0, "sm90_xmma_fprop": 13.0}
@@ -86,104 +77,6 @@ def test_other_graph_counts_and_fewer_breaks_fail_too():
     assert message.startswith("fewer graph breaks or recompilations than recorded (0 and 0, 1 and 0 recorded)")
 
 
-def test_loader_instructions_within_the_margin_pass_and_a_plant_fails():
-    assert failures(loader_checks.instructions(6_400_000, 6_353_205.7, 1.0)) is None  # +0.7%
-    assert failures(loader_checks.instructions(7_348_639, 6_353_205.7, 1.0)) == (
-        "the loader runs 7,348,639 instructions per sample (dataset item, transforms, collate; callgrind), 6,353,206 "
-        "recorded (+15.7%; allowed +1%): more CPU work per sample in the dataset, its transforms or the collate")
-
-
-def parts(pipeline, gpu, loader):
-    return Parts(10, Throughput(10, (10 / pipeline,)), Throughput(10, (10 / gpu,)), Throughput(10, (10 / loader,)))
-
-
-def test_efficiency_of_the_slowest_part_and_in_turns():
-    p = parts(5_000, 10_000, 20_000)  # efficiency 0.5; in turns 5,000 of 6,667: 0.75
-    assert failures(throughput_checks.efficiency(p, 0.5)) is None and failures(throughput_checks.efficiency(p, 0.7, in_turns=True)) is None
-    assert failures(throughput_checks.efficiency(p, 0.6)).startswith(
-        "pipeline efficiency 0.50, expected at least 0.6: the pipeline delivers 5,000 samples/s while its bottleneck (GPU) "
-        "allows 10,000.")
-    assert failures(throughput_checks.efficiency(p, 0.8, in_turns=True)).startswith(
-        "the pipeline delivers 5,000 samples/s, 0.75 of the 6,667")
-
-
-def test_bottleneck():
-    p = parts(5_000, 10_000, 20_000)
-    assert failures(throughput_checks.bottleneck(p, "GPU")) is None
-    assert failures(throughput_checks.bottleneck(p, "loader")) == ("bottleneck GPU, expected loader. parts (samples/s): pipeline 5,000, "
-                                                        "GPU-side 10,000, loader 20,000; bottleneck: GPU")
-
-
-def test_a_host_bound_claim_is_checked_only_on_the_host_that_recorded_the_baseline():
-    entry = {"env": {}}
-    assert throughput_checks.host_scope(entry, "", updating=False) == ""
-    assert throughput_checks.host_scope(entry, "recorded on machine a, this is machine b", updating=False) == (
-        "not checked: recorded on machine a, this is machine b")
-    assert throughput_checks.host_scope(None, "", updating=False).startswith("not checked: no baseline from this host")
-    assert throughput_checks.host_scope(entry, "", updating=True).startswith("recorded as measured on this host, not checked")
-    assert throughput_checks.host_scope(entry, "", updating=False, against=True).startswith("reported, not gated against REF")
-
-
-def counted(n, library=""):
-    c = SyncCount(steps=2)
-    c.sources[SyncSource("cudaStreamSynchronize", "aten::item", "train.py:9 in step", library)] = n
-    return c
-
-
-def test_syncs_exact_at_least_and_from_a_library():
-    assert sync_checks.syncs(counted(0), per_step=0) == []  # nothing failed: no finding
-    assert [f.outcome for f in sync_checks.syncs(counted(2), per_step=0)] == [FAILED]
-    assert failures(sync_checks.syncs(counted(2), per_step=0)).startswith(
-        "measured 1.00 host-device syncs per step (2 in 2 profiled steps), expected 0 (a new sync appeared):")
-    assert failures(sync_checks.syncs(counted(2), per_step=2)).endswith("(fewer syncs than this scenario documents):\n"
-                                                                   + counted(2).describe())
-    assert "the pitfall this scenario documents no longer syncs with torch 9" in failures(sync_checks.syncs(
-        counted(0), at_least=1, versions="torch 9"))
-    assert failures(sync_checks.syncs(counted(2, "torchmetrics/x.py:1"), at_least=1, from_library="torchmetrics/")) is None
-    assert "expected every sync to come from 'torchmetrics/'" in failures(sync_checks.syncs(counted(2), at_least=1,
-                                                                                       from_library="torchmetrics/"))
-    with pytest.raises(TypeError):
-        sync_checks.syncs(counted(0))
-
-
-def test_utilization_fails_below_its_floor_and_notes_what_nvml_cannot_say():
-    util = SimpleNamespace(unavailable="", gpu_util_pct=80.0, samples=9, describe=lambda: "80% GPU-Util")
-    found = gpu_util.verdict(util, 90, "gpu")
-    assert found.outcome == FAILED
-    assert found.text.startswith("GPU-Util 80% over the gpu rounds (NVML, 9 samples), expected at least 90%")
-    assert gpu_util.verdict(util, 80, "gpu") == Finding(PASSED)
-    assert gpu_util.verdict(None, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in the "
-                                                                    "gpu window")
-
-
-def test_a_utilization_shortfall_fails_only_where_its_second_measurement_falls_short_too():
-    first = gpu_util.verdict(Utilization(samples=50, gpu_util_pct=84.0), 90, "gpu")
-    assert first.outcome == FAILED
-    assert gpu_util.confirmed(first, Utilization(samples=50, gpu_util_pct=97.0), 90, "gpu") == Finding(
-        REPORTED, "GPU-Util 84% over the gpu rounds (NVML, 50 samples), expected at least 90%: the GPU waits for the host; "
-                  "measured again: GPU-Util 97%: not confirmed")
-    again = gpu_util.confirmed(first, Utilization(samples=50, gpu_util_pct=85.0), 90, "gpu")
-    assert again.outcome == FAILED and again.text == f"{first.text}; measured again: GPU-Util 85%"
-    unread = gpu_util.confirmed(first, Utilization(unavailable="NVML: lost"), 90, "gpu")  # nothing read: not confirmed
-    assert unread.outcome == REPORTED and unread.text.endswith("; measured again: not confirmed")
-
-
-def test_syncs_as_many_as_documented_pass_and_a_wrong_call_names_both_options():
-    assert failures(sync_checks.syncs(counted(2), per_step=1)) is None  # 2 syncs in 2 steps
-    with pytest.raises(TypeError, match=r"^assert_syncs takes exactly one of per_step= and at_least=$"):
-        sync_checks.syncs(counted(0), per_step=0, at_least=1)
-
-
-def test_syncs_from_another_library_are_listed_one_a_line():
-    c = counted(2, "torchmetrics/x.py:1")
-    c.sources[SyncSource("cudaMemcpyAsync", "aten::copy_", "train.py:12 in step", "")] = 2
-    c.sources[SyncSource("cudaStreamSynchronize", "aten::nonzero", "train.py:14 in step", "")] = 2
-    stray = [s for s in c.sources if not s.library_line]
-    assert failures(sync_checks.syncs(c, at_least=1, from_library="torchmetrics/")) == (
-        "measured 3.00 host-device syncs per step (6 in 2 profiled steps); expected every sync to come from "
-        f"'torchmetrics/', these do not:\n{stray[0].describe()}\n{stray[1].describe()}")
-
-
 def stats(*kernels_):
     return KernelStats(2, list(kernels_))
 
@@ -251,13 +144,6 @@ def test_step_memory_exactly_at_the_margin_passes_and_against_nothing_recorded_f
         "the steps' peak GPU memory is 0.001 GB above what they started with, 0.000 GB recorded (+inf%; allowed +1%)")
 
 
-def test_loader_instructions_exactly_at_the_margin_pass():
-    assert failures(loader_checks.instructions(1_500_000, 1_000_000, 50.0)) is None
-    assert failures(loader_checks.instructions(1_500_001, 1_000_000, 50.0)) is not None
-    assert failures(loader_checks.instructions(49_035 + 2_000, 49_035, 1.0)) is None  # a light loader: the floor, not the percent
-    assert failures(loader_checks.instructions(49_035 + 2_001, 49_035, 1.0)) is not None
-
-
 BREAK_2 = Event("graph break", "Dynamic control flow is not supported", "fixtures/recipes.py:203")
 GUARD_2 = Event("recompilation", "0/1: tensor 'x' size mismatch at index 0. expected 9, actual 10", "fixtures/model.py:3 in f")
 
@@ -292,27 +178,6 @@ def test_fewer_recompilations_than_recorded_fail_naming_both_counts():
         "fewer graph breaks or recompilations than recorded (0 and 0, 0 and 1 recorded)")
     assert failures(count_checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "graph_breaks": 1})).startswith(
         "fewer graph breaks or recompilations than recorded (0 and 0, 1 and 0 recorded)")
-
-
-def test_in_turns_exactly_at_the_floor_passes():
-    p = parts(2048, 4096, 4096)  # in turns: 1 / (1/4096 + 1/4096) = 2048 samples/s, all of it delivered
-    assert failures(throughput_checks.efficiency(p, 1.0, in_turns=True)) is None
-
-
-def test_the_parts_line_gives_the_loaders_samples_per_cpu_second_where_measured():
-    loader = Throughput(10, (10 / 20_000,), cpu_s=(10 / 4_000,))
-    p = Parts(10, Throughput(10, (10 / 5_000,)), Throughput(10, (10 / 10_000,)), loader)
-    assert throughput_checks.parts_line(p) == ("parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU; "
-                                    "loader 4,000 samples per worker CPU second")
-
-
-def test_utilization_not_sampled_or_not_readable_is_noted():
-    unread = SimpleNamespace(unavailable="NVML: Insufficient Permissions", gpu_util_pct=None)
-    assert gpu_util.verdict(unread, 80, "gpu") == Finding(REPORTED, "utilization not checked: NVML: Insufficient "
-                                                                      "Permissions")
-    empty = SimpleNamespace(unavailable="", gpu_util_pct=None)
-    assert gpu_util.verdict(empty, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in "
-                                                                     "the gpu window")
 
 
 def test_every_count_of_a_test_is_checked_against_its_entry_and_said_together():

@@ -9,7 +9,7 @@ from torch._inductor.utils import fresh_cache
 
 from torch_perf_suite.counts import compiled
 
-HERE = f"tests/{Path(__file__).name}"
+HERE = f"tests/counts/{Path(__file__).name}"
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import pytest
 from torch_perf_suite import syncs
 from torch_perf_suite.counts import kernels
 
-TRACES = Path(__file__).parent / "traces"
+TRACES = Path(__file__).parents[1] / "traces"
 
 # Names as the profiler recorded them: the committed traces (ResNet-18) and the ResNet-50 tests' reports
 # (perf_tests/test_resnet50.py on an H200, torch 2.11, cuDNN 9), with what they are.

@@ -1,4 +1,4 @@
-"""checks.py's verdicts at their edges: the sizes a message gives (bytes as MB and GB), and `counted`, which puts a
+"""counts/checks.py's verdicts at their edges: the sizes a message gives (bytes as MB and GB), and `counted`, which puts a
 test's counts against an entry that lacks some of them."""
 
 from torch_perf_suite.counts import checks as count_checks

@@ -15,11 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from torch_perf_suite import store
 from torch_perf_suite.findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
 from torch_perf_suite.loader import count_worker, instructions
 from torch_perf_suite.loader import digest as loader_code
 from torch_perf_suite.loader.instructions import Counter, InstructionsError, InstructionsFile, Unavailable
-from torch_perf_suite.records import store
 
 pytest_plugins = ["pytester"]
 
@@ -154,7 +154,7 @@ def test_a_broken_file_names_itself_and_what_to_do(tmp_path, content, problem):
 
 
 def test_the_recorded_counts_are_json_the_suite_reads():
-    data = json.loads((instructions.Path(__file__).parents[1] / "baselines" / "instructions.json").read_text())
+    data = json.loads((instructions.Path(__file__).parents[2] / "baselines" / "instructions.json").read_text())
     assert InstructionsFile(None, data["environments"]).keys_for("perf_tests/test_ladder.py::test_ladder[baseline]")
 
 
@@ -694,7 +694,7 @@ def test_the_count_starts_after_the_timed_windows_where_the_gpu_side_step_is_lau
 
 
 def test_a_session_whose_recorded_loader_code_changed_starts_its_counting_process_at_once(tmp_path, monkeypatch):
-    from torch_perf_suite.records import files as records
+    from torch_perf_suite.fixture import references as records
 
     monkeypatch.setattr(instructions, "key", lambda: "k")
     started, closed = [], []

@@ -1,5 +1,5 @@
 """Recording the loader instruction counts again where the loader's code changed (recount.py); the counter is a stand-in
-here (tests/test_instructions.py runs the real one under callgrind)."""
+here (tests/loader/test_instructions.py runs the real one under callgrind)."""
 
 import hashlib
 import json

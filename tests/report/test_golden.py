@@ -8,7 +8,7 @@ import pytest
 
 from torch_perf_suite.report import markdown as report
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 @pytest.mark.parametrize("name", ["gate", "multi_gpu"])

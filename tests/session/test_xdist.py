@@ -15,14 +15,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_plugin import TEST_FILE, FakeGPU, details, suite  # noqa: F401  (suite: the pytester fixture)
 
-from torch_perf_suite import plugin
+from tests.plugin_suite import TEST_FILE, FakeGPU, details
+from torch_perf_suite import plugin, store
 from torch_perf_suite.machine import device, host, nvml
 from torch_perf_suite.machine.host import cpu_count
-from torch_perf_suite.records import baselines, store
+from torch_perf_suite.records import baselines, durations
 from torch_perf_suite.report import markdown as report
-from torch_perf_suite.session import durations, runners, sharding
+from torch_perf_suite.session import runners, sharding
 from torch_perf_suite.session import writing as session_report
 
 pytest_plugins = ["pytester"]
@@ -57,8 +57,8 @@ def test_a_worker_beyond_the_visible_gpus_has_none(index, visible, count, messag
 
 
 @pytest.fixture
-def two_gpus(suite, monkeypatch):  # noqa: F811  (test_plugin's suite, imported above)
-    """test_plugin's pytester suite (the fake GPU) on a node whose controller counts two GPUs."""
+def two_gpus(suite, monkeypatch):
+    """The pytester suite (tests/plugin_suite.py, the fake GPU) on a node whose controller counts two GPUs."""
     pytest.importorskip("xdist")
     monkeypatch.setattr(device, "gpu_count", lambda: 2)
     return suite

@@ -16,7 +16,7 @@ def debug_mode_sync():
 
 
 def test_a_sync_in_the_loop_raises_naming_its_line():
-    with pytest.raises(SyncInLoop, match=r"a host-device sync in the guarded loop at tests/test_guard.py:\d+ in "
+    with pytest.raises(SyncInLoop, match=r"a host-device sync in the guarded loop at tests/syncs/test_guard.py:\d+ in "
                                          r"debug_mode_sync: remove it, or wrap an intended one"):
         with guard():
             debug_mode_sync()
@@ -25,7 +25,7 @@ def test_a_sync_in_the_loop_raises_naming_its_line():
 def test_a_pageable_non_blocking_copy_to_the_gpu_is_caught_before_it_runs():
     batch = torch.zeros(4)
     with pytest.raises(SyncInLoop, match=r"a non-blocking copy to the GPU from pageable memory \(pin it: "
-                                         r"pin_memory=True\) in the guarded loop at tests/test_guard.py:\d+ in test_"):
+                                         r"pin_memory=True\) in the guarded loop at tests/syncs/test_guard.py:\d+ in test_"):
         with guard():
             batch.to("cuda", non_blocking=True)
     with pytest.raises(SyncInLoop, match="pageable memory"):
@@ -55,7 +55,7 @@ def test_an_allowed_region_passes_and_the_guard_resumes_after_it():
 
 
 def test_warn_mode_warns_and_keeps_what_it_caught():
-    with pytest.warns(UserWarning, match=r"a host-device sync in the guarded loop at tests/test_guard.py:\d+"):
+    with pytest.warns(UserWarning, match=r"a host-device sync in the guarded loop at tests/syncs/test_guard.py:\d+"):
         with guard(action="warn") as g:
             debug_mode_sync()
             debug_mode_sync()

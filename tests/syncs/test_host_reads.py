@@ -13,7 +13,7 @@ def here(offset: int = 0) -> str:
     import inspect
 
     frame = inspect.currentframe().f_back
-    return f"tests/test_host_reads.py:{frame.f_lineno + offset} in {frame.f_code.co_name}"
+    return f"tests/syncs/test_host_reads.py:{frame.f_lineno + offset} in {frame.f_code.co_name}"
 
 
 def only(counted):
@@ -87,7 +87,7 @@ def test_the_smoke_verdict_fails_a_read_where_no_sync_is_expected_naming_it():
     counted = host_reads.count(lambda: X.sum().item(), 2)
     message = failures(sync_checks.host_reads(counted, per_step=0))
     assert message.startswith("measured 1.00 host reads per step (2 in 2 steps) with no GPU, expected at most 0:")
-    assert "user code: tests/test_host_reads.py:" in message and "in <lambda>" in message
+    assert "user code: tests/syncs/test_host_reads.py:" in message and "in <lambda>" in message
     assert failures(sync_checks.host_reads(counted, per_step=1)) is None  # the pitfall's sync, as documented
     assert failures(sync_checks.host_reads(counted, per_step=None)) is None  # at_least: no upper bound to hold
     assert failures(sync_checks.host_reads(host_reads.count(lambda: None, 2), per_step=0)) is None
@@ -170,7 +170,7 @@ def test_copies_of_the_loss_to_the_host_are_reads_at_their_lines():
     for copy in (lambda t: t.tolist(), lambda t: t.cpu(), lambda t: t.to("cpu"), lambda t: t.detach().numpy()):
         ops, user, kind = read_at(lambda: copy(loss_of().detach()))
         assert ops.endswith(" > aten::copy_") and kind == "blocking copy"
-        assert user.startswith("tests/test_host_reads.py:") and user.endswith("in <lambda>")
+        assert user.startswith("tests/syncs/test_host_reads.py:") and user.endswith("in <lambda>")
 
 
 def test_copies_that_do_not_wait_or_move_to_the_device_are_not_reads():

@@ -14,7 +14,7 @@ import pytest
 from torch_perf_suite import syncs
 from torch_perf_suite.syncs import TraceError, count_syncs, load_trace
 
-TRACES = Path(__file__).parent / "traces"
+TRACES = Path(__file__).parents[1] / "traces"
 RECORDER = TRACES / "record_traces.py"
 
 

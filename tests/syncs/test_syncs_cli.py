@@ -14,7 +14,7 @@ import pytest
 
 from torch_perf_suite.syncs import TraceError, count_syncs, load_trace
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "traces"
 CLEAN, ITEM = TRACES / "clean.json.gz", TRACES / "item.json.gz"
 

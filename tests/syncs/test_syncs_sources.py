@@ -14,7 +14,7 @@ import pytest
 from torch_perf_suite import syncs
 from torch_perf_suite.syncs import SITE_PREFIX, SyncCount, SyncSource, count_syncs, load_trace
 
-TRACES = Path(__file__).parent / "traces"
+TRACES = Path(__file__).parents[1] / "traces"
 STDLIB = sysconfig.get_paths()["stdlib"]
 SITE = "/opt/conda/lib/python3.11/site-packages"  # a site-packages folder outside this interpreter's own roots
 NO_STACK = "(no Python stack: the op ran on a C++ thread, e.g. autograd's backward)"
@@ -325,7 +325,7 @@ def test_sync_sites_marks_each_warned_sync_and_passes_other_warnings_through(deb
     assert debug_mode == ["warn", "default"]
     line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith("# sync:marker"))
     function = "test_sync_sites_marks_each_warned_sync_and_passes_other_warnings_through"
-    assert marks == [f"{SITE_PREFIX}user=tests/{Path(__file__).name}:{line} in {function}"]
+    assert marks == [f"{SITE_PREFIX}user=tests/syncs/{Path(__file__).name}:{line} in {function}"]
     assert shown == ["something else", "something else"]
 
 
@@ -663,7 +663,7 @@ def test_an_explicit_synchronize_is_marked_with_its_line_and_put_back_after(debu
     lines = [n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith(("# sync:explicit",
                                                                                                       "# sync:event"))]
     function = "test_an_explicit_synchronize_is_marked_with_its_line_and_put_back_after"
-    assert [m.split("|lib=")[0] for m in marks] == [f"{SITE_PREFIX}user=tests/{Path(__file__).name}:{n} in {function}"
+    assert [m.split("|lib=")[0] for m in marks] == [f"{SITE_PREFIX}user=tests/syncs/{Path(__file__).name}:{n} in {function}"
                                                     for n in lines]
     source = syncs.SyncSource("cudaDeviceSynchronize", "", "fixtures/recipes.py:238 in train_step",
                               "torch/cuda/__init__.py:1271 in synchronize")

@@ -1,4 +1,4 @@
-"""Record the small real traces that tests/test_syncs.py reads on a CPU-only machine.
+"""Record the small real traces that tests/syncs/test_syncs.py reads on a CPU-only machine.
 
 Run on a CUDA GPU:  python tests/traces/record_traces.py [OUT_DIR]   (default: tests/traces)
 

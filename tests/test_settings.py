@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from torch_perf_suite.session import settings
+from torch_perf_suite import settings
 from torch_perf_suite.session.benchmark import UNUSED_BENCHMARK
-from torch_perf_suite.session.settings import Measure, for_marker, percent, positive_int, report_path, seconds
+from torch_perf_suite.settings import Measure, for_marker, percent, positive_int, report_path, seconds
 
 
 @pytest.mark.parametrize("text, value", [("1", 1), ("40", 40)])

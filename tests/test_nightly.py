@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from torch_perf_suite import nightly
 from torch_perf_suite.against import bisecting
-from torch_perf_suite.report import nightly
 
 RUNS = Path(__file__).parent / "nightly"
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,7 +228,7 @@ def test_the_command_line_says_what_each_half_needs(capsys):
     with pytest.raises(SystemExit):
         nightly.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert out.startswith("usage: python -m torch_perf_suite.report.nightly [-h] {record,bisect,alert}")
+    assert out.startswith("usage: python -m torch_perf_suite.nightly [-h] {record,bisect,alert}")
     assert "Nightly trend: what regressed tonight, and whether to tell anyone." in out
     assert "add tonight's report to the history and decide the alerts (no token needed)" in out
     with pytest.raises(SystemExit):
@@ -342,7 +342,7 @@ def test_the_nightly_bisects_each_regression_on_the_gpu_runner_before_the_alert_
     names = [s.get("name") for s in jobs["merge"]["steps"]]
     assert names.index("bisect each regression") == names.index("trend") + 1
     step = jobs["merge"]["steps"][names.index("bisect each regression")]
-    assert "torch_perf_suite.report.nightly bisect reports/alerts.json" in step["run"] and "--perf-strict" in step["run"]
+    assert "torch_perf_suite.nightly bisect reports/alerts.json" in step["run"] and "--perf-strict" in step["run"]
 
 
 def test_the_nightly_runs_the_suite_in_parts_and_one_job_merges_them_into_the_night():

@@ -1,5 +1,5 @@
 """REF's processes import REF's code from REF's tree, whatever points the interpreter at the working tree
-(torch_perf_suite/against/imports.py): the finder on small trees, then a src-layout project installed with `pip install -e`
+(torch_perf_suite/ref_imports.py): the finder on small trees, then a src-layout project installed with `pip install -e`
 (setuptools' `.pth` path, and its import finder for a `package-dir` mapping) whose loader settings change in the
 working tree, run with `--perf-against HEAD`."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_against import git  # tests/ is on sys.path (rootdir-relative, no __init__.py)
 
-from torch_perf_suite.against import imports as ref_imports
+from tests.against.test_against import git
+from torch_perf_suite import ref_imports as ref_imports
 from torch_perf_suite.loader import count_worker, turn_worker, turns
 
 

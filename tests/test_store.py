@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from torch_perf_suite import loader
+from torch_perf_suite import loader, store
 from torch_perf_suite.loader import instructions
-from torch_perf_suite.records import baselines, store
+from torch_perf_suite.records import baselines
 
 
 def test_the_three_recorded_files_are_updated_through_the_one_store(tmp_path, monkeypatch):

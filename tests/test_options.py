@@ -6,17 +6,9 @@ import re
 
 import pytest
 
+from torch_perf_suite import settings
 from torch_perf_suite.machine import host
-from torch_perf_suite.session import settings
-from torch_perf_suite.session.settings import (
-    Measure,
-    SessionSettings,
-    for_marker,
-    percent,
-    positive_int,
-    positive_percent,
-    seconds,
-)
+from torch_perf_suite.settings import Measure, SessionSettings, for_marker, percent, positive_int, positive_percent, seconds
 
 pytest_plugins = ["pytester"]
 

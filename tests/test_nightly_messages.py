@@ -2,7 +2,7 @@
 
 import pytest
 
-from torch_perf_suite.report import nightly
+from torch_perf_suite import nightly
 
 ENV = {"gpu": "NVIDIA H200", "date": "2026-11-22"}
 ROW = {"test": "t::a", "parts": {"gpu": {"samples_per_s": 1.0}, "loader": None}}  # no notes, no baseline: both optional

@@ -1,0 +1,119 @@
+"""A session end to end (pytester, the fake GPU): without a GPU, in smoke mode, its seconds, and under -n."""
+
+import json
+
+import pytest
+
+from tests.plugin_suite import CONFTEST, ENV, TEST_FILE, FakeGPU, details
+from torch_perf_suite.machine import device
+
+pytest_plugins = ["pytester"]
+
+
+def test_without_a_gpu_the_scenarios_skip_naming_perf_smoke(suite):
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no CUDA GPU*Run with --perf-smoke*"])
+
+
+@pytest.mark.parametrize("args", [(), ("--benchmark-compare", "--benchmark-autosave")])  # the README's main job
+def test_without_a_gpu_the_run_ends_with_one_line_of_reason_and_no_warning(suite, pytester, args):
+    import warnings
+
+    pytester.makepyfile(test_two=TEST_FILE)
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    with warnings.catch_warnings(record=True) as seen:  # an in-process run's warnings outside its tests land here
+        warnings.simplefilter("always")
+        filters = list(warnings.filters)
+        result = suite.run(*args)
+        assert warnings.filters == filters  # quieted for that session only
+    result.assert_outcomes(skipped=2)
+    out = result.stdout.str() + result.stderr.str()
+    assert "warning" not in result.stdout.lines[-1] and "Benchmark fixture was not used" not in out
+    # "Can't compare. No benchmark files", "Not saving anything"
+    assert not [str(w.message) for w in seen if type(w.message).__name__ == "PytestBenchmarkWarning"]
+    assert result.stdout.lines[-2] == ("2 perf test(s) skipped: no CUDA GPU on this machine. Run with --perf-smoke to build "
+                                       "and train each on this device (nothing is timed there), or on a CUDA GPU to "
+                                       "measure them.")
+
+
+def test_strict_mode_fails_without_a_gpu(suite):
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run("--perf-strict")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*--perf-strict: no CUDA GPU*"])
+
+
+def test_smoke_runs_the_step_without_assertions(suite):
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run("--perf-smoke")
+    result.assert_outcomes(passed=1)
+    assert not suite.baseline.exists()
+
+
+def test_smoke_mode_shrinks_every_window_and_checks_nothing_but_syncs(suite):
+    """--perf-smoke: one round of two steps per part after one warm-up step, whatever the marker asks (5 steps, 3 rounds);
+    on a GPU its profiled steps' syncs are checked as a measured run's (the merge gate's sync pass)."""
+    suite.gpu(FakeGPU(case="item"))  # a sync per step
+    suite.run("--perf-smoke").stdout.fnmatch_lines(["*measured 1.00 host-device syncs per step*expected 0*"])
+    suite.gpu(gpu := FakeGPU(case="clean"))
+    result = suite.run("--perf-smoke", "--perf-report=out/perf")
+    result.assert_outcomes(passed=1)
+    [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
+    assert {p: len(v["rounds"]) for p, v in row["parts"].items()} == {"pipeline": 1, "gpu": 1, "loader": 1, "loader_cpu": 1}
+    # each window 1 warm-up + 2 steps; the pipeline's profiled steps (3); a first GPU-side step and one whose host side is
+    # counted in each of two passes, one whose FLOPs are
+    assert gpu.steps == {"pipeline": 1 + 2 + 3, "gpu": 1 + 2 + 1 + 2 * 1 + 1, "loader": 1 + 2}
+    assert (suite.path / "out" / "perf.md").read_text().startswith("SMOKE RUN (--perf-smoke)")
+    result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on "
+                                 "NVIDIA H200; nothing was timed. torch *", "", "test  verdict  counted*",
+                                 "----  -------  ----*", "copy  passed   host side * Python lines, 0.00 blocks a step"])
+    assert "test_copy.py::test_copy" in details(result.stdout.str(), "copy: passed")
+
+
+def test_a_smoke_run_on_a_cpu_shows_no_throughput_and_compares_nothing(suite):
+    """Its timings mean nothing: no samples/s, bottleneck or efficiency, no pytest-benchmark table, nothing saved, and no
+    warning against a run saved on a GPU."""
+    suite.run("--benchmark-save=h200").assert_outcomes(passed=1, warnings=1)  # a GPU run, saved
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run("--perf-smoke", "--benchmark-compare", "--benchmark-autosave")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained * on cpu; nothing was timed.*",
+                                 "", "Without a GPU: syncs were checked by the host reads each step makes *; "
+                                 "throughput, kernels, bytes copied and peak memory need a GPU and were not checked."])
+    result.stdout.fnmatch_lines(["*PerfWarning: --benchmark-compare does nothing in a smoke run*"])
+    for measured in ("samples/s", "bottleneck", "efficiency", "benchmark: 1 tests", "Min ", "COMPARING ACROSS",
+                     "machine_info is different"):
+        assert measured not in out, measured
+    assert len(list(suite.path.glob(".benchmarks/**/*.json"))) == 1  # the GPU run's only
+
+
+def test_the_sessions_seconds_count_from_pytests_start_and_hold_their_parts(suite, pytester):
+    """The imports are measured from pytest's start (a conftest.py that takes 0.5 s), not the process's (this one's
+    pytest run is older than that)."""
+    pytester.makeconftest(CONFTEST + "import time\ntime.sleep(0.5)\n")
+    suite.run("--perf-report=out/perf").assert_outcomes(passed=1, warnings=1)
+    seconds = json.loads((suite.path / "out" / "perf.json").read_text())["seconds"]
+    assert list(seconds) == ["total", "imports", "REF", "tests"]
+    assert seconds["total"] >= seconds["imports"] + seconds["REF"] + seconds["tests"] - 0.15  # three roundings
+    assert 0.5 <= seconds["imports"] < 3 and seconds["tests"] > 0
+
+
+# -n on a GPU (each worker its own GPU, the reports merged, the refusals): tests/session/test_xdist.py
+
+
+# mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg
+@pytest.mark.skipif("'MUTANT_UNDER_TEST' in os.environ", reason="under mutmut: xdist's workers cannot load mutants")
+def test_xdist_runs_smoke_scenarios_on_a_cpu_and_merges_their_report(suite, monkeypatch):
+    pytest.importorskip("xdist")
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    monkeypatch.setattr(device, "gpu_count", lambda: 0)
+    result = suite.run("-n", "2", "--perf-smoke", "--perf-report=out/perf", "--perf-update-baselines")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["copy  passed   host side *", "copy: passed", "  test_copy.py::test_copy", "  - ran on gw?",
+                                 "--perf-update-baselines recorded nothing: *",
+                                 "perf report written to out/perf.md, out/perf.json"])
+    assert sorted(p.name for p in (suite.path / "out").iterdir()) == ["perf.json", "perf.md"]
+    assert not suite.baseline.exists()
