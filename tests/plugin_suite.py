@@ -152,7 +152,7 @@ def suite(pytester, monkeypatch):
             # where this one was started as `pytest` rather than `python -m pytest` (pytest 9.2, an editable install)
             result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args,
                                         "-W", "ignore::pytest.PytestAssertRewriteWarning")
-            frames = [line for line in result.stdout.lines if re.match(r"\S*torch_perf_suite/\w+\.py:\d+: \w+$", line)]
+            frames = [line for line in result.stdout.lines if re.match(r"\S*torch_perf_suite/(?:\w+/)?\w+\.py:\d+: \w+$", line)]
             assert traceback or not frames, frames
             return result
 

@@ -22,10 +22,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from torch_perf_suite import nightly, settings
 from torch_perf_suite.loader.instructions import InstructionsError, InstructionsFile
 from torch_perf_suite.records.baselines import BaselineError, BaselineFile
-from torch_perf_suite.report import nightly
-from torch_perf_suite.session import settings
 from torch_perf_suite.session.benchmark import STATS, saved_run_problem
 from torch_perf_suite.syncs import SyncCount, TraceError, count_syncs, load_trace
 from torch_perf_suite.throughput.parts import PARTS
@@ -227,7 +226,7 @@ def test_a_broken_saved_run_is_said_in_one_line_naming_the_entry(broken):
     one_line(problem, *filter(None, [entry]))
 
 
-# --- the nightly report and history (python -m torch_perf_suite.report.nightly record) --------------------------------------
+# --- the nightly report and history (python -m torch_perf_suite.nightly record) --------------------------------------
 
 NUMBER = st.floats(0, 1e6)
 ROW = st.fixed_dictionaries({
@@ -312,9 +311,9 @@ def record(d: Path, report_text: str | bytes, commit: str = "c" * 40, **paths) -
 
 def usage_error(err: str, *names: str) -> None:
     """parser.error's output: the usage, then one line naming what was wrong."""
-    assert err.startswith("usage: python -m torch_perf_suite.report.nightly record"), err
+    assert err.startswith("usage: python -m torch_perf_suite.nightly record"), err
     error = err.rstrip("\n").split("\n")[-1]
-    one_line(error, "python -m torch_perf_suite.report.nightly record: error: ", *names)
+    one_line(error, "python -m torch_perf_suite.nightly record: error: ", *names)
 
 
 @given(REPORT)

@@ -85,7 +85,7 @@ def test_the_alert_and_the_summary_chart_the_tests_numbers_night_by_night(tmp_pa
 def test_the_alert_half_needs_only_the_standard_library():
     """It runs on a hosted runner with nothing installed: without site-packages (python -S), only the standard library
     and the package itself, from the checkout, are imported."""
-    code = ("import sys\nfrom torch_perf_suite.report import nightly\ntry:\n    nightly.main(['alert', '--help'])\n"
+    code = ("import sys\nfrom torch_perf_suite import nightly\ntry:\n    nightly.main(['alert', '--help'])\n"
             "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)))")
     run = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr

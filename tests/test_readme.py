@@ -96,10 +96,10 @@ def test_a_missing_command_stops_ci_saying_so(tmp_path, heading):
 
 def test_the_options_table_is_the_one_settings_declares():
     """README.md's "## Options" table is settings.options_table(), so that --help and the README say the same."""
-    from torch_perf_suite.session import settings
+    from torch_perf_suite import settings
 
     section = (ROOT / "README.md").read_text().split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
     table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
     assert table == settings.options_table(), (
-        "README.md's options table differs from torch_perf_suite/session/settings.py's declarations; regenerate it with "
-        "`python -m torch_perf_suite.session.settings` and paste the output over the table in README.md's \"## Options\"")
+        "README.md's options table differs from torch_perf_suite/settings.py's declarations; regenerate it with "
+        "`python -m torch_perf_suite.settings` and paste the output over the table in README.md's \"## Options\"")

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from tests.against.test_against import git
-from torch_perf_suite import ref_imports as ref_imports
+from torch_perf_suite import ref_imports
 from torch_perf_suite.loader import count_worker, turn_worker, turns
 
 

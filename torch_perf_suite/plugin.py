@@ -14,8 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from . import hooks, settings
-from . import ref_imports as ref_imports
+from . import hooks, ref_imports, settings
 from .against.state import bisect
 from .findings import PerfWarning
 from .fixture.perf import Perf

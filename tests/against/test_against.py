@@ -209,7 +209,7 @@ def test_a_run_is_refs_only_where_it_records_with_the_variable_set(monkeypatch, 
 def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
-    from torch_perf_suite.against import steps as session_ref
+    from torch_perf_suite.against.state import RefState
 
     runs = []
 
@@ -219,12 +219,12 @@ def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once
 
     monkeypatch.setattr(against, "run", broken)
     ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", wanted=["a.py::t1", "a.py::t2"])
-    worker = SimpleNamespace(worker="gw0", ref=ref, ref_failed={}, ref_s=0.0, turns=SimpleNamespace(start=lambda: None),
-                             device=SimpleNamespace(free_cached_memory=lambda: None), records=None)
+    state = RefState(ref=ref, turns=SimpleNamespace(start=lambda: None))
+    worker = SimpleNamespace(worker="gw0", device=SimpleNamespace(free_cached_memory=lambda: None), records=None)
     for test in ("a.py::t1", "a.py::t2"):
         item = SimpleNamespace(nodeid=test, user_properties=[])
         with pytest.raises(pytest.fail.Exception, match="REF's tests did not run at aaaaaaaaaaaa"):
-            session_ref.ref_before(worker, item)
+            state.before(worker, item)
     assert runs == [{"a.py"}]  # once for the file, not once a test
 
 
@@ -237,20 +237,20 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
     has a loader: there they are ended, their cores given back."""
     from types import SimpleNamespace as NS
 
-    from torch_perf_suite.against import steps as session_ref
+    from torch_perf_suite.against import state
 
     ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", status={"a.py::t": "passed"}, cached=["a.py::t"])
     monkeypatch.setattr(against, "prepare", lambda *args: ref)
     monkeypatch.setattr(against, "run", lambda ref: None)
     begun = []
-    monkeypatch.setattr(session_ref.turns, "Turns", lambda: NS(aim=lambda *roots: begun.append(roots),
+    monkeypatch.setattr(state.turns, "Turns", lambda: NS(aim=lambda *roots: begun.append(roots),
                                                                 start=lambda: begun.append("start"),
                                                                 close=lambda: begun.append("close")))
     loaders = NS(get=lambda test: {"settings": {}} if loader and test == "a.py::t" else None)
     me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
-            records=NS(load=lambda folder: None, loaders_file=loaders), ref=None, turns=None, ref_s=0.0, deselected=set())
+            records=NS(load=lambda folder: None, loaders_file=loaders), deselected=set())
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
-    session_ref.compare_against(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
+    state.RefState().compare(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
     aimed = (tmp_path / "tree", tmp_path, (ref.worktree, tmp_path / "tree"))  # and the trees REF's side imports from
     assert begun == [aimed, "start" if started else "close"]
 
@@ -260,14 +260,15 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
 def test_the_turns_processes_start_with_a_session_that_times_loaders_itself(monkeypatch, role, ahead):
     from types import SimpleNamespace as NS
 
-    from torch_perf_suite.against import steps as session_ref
+    from torch_perf_suite.against import state
 
     started = []
-    monkeypatch.setattr(session_ref.turns, "Turns", lambda: NS(start=lambda: started.append(True)))
+    monkeypatch.setattr(state.turns, "Turns", lambda: NS(start=lambda: started.append(True)))
     me = NS(shards=role.get("shards", 0), bisecting=role.get("bisecting"), as_ref=role.get("as_ref", False),
-            worker=role.get("worker"), settings=NS(smoke=role.get("smoke", False)), turns=None)
-    session_ref.turns_ahead(me)
-    assert started == ([True] if ahead else []) and (me.turns is not None) is ahead
+            worker=role.get("worker"), settings=NS(smoke=role.get("smoke", False)))
+    ref_state = state.RefState()
+    ref_state.turns_ahead(me)
+    assert started == ([True] if ahead else []) and (ref_state.turns is not None) is ahead
 
 
 def test_a_renamed_parameter_fails_the_strict_gate_naming_both_ids(repo):

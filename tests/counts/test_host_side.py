@@ -220,12 +220,12 @@ def smoke_judge(tmp_path, recorded: dict | None, strict: bool = False):
 
     from torch_perf_suite.against import smoke_counts
     from torch_perf_suite.fixture.judging import Judge
-    from torch_perf_suite.session.settings import Measure
+    from torch_perf_suite.settings import Measure
 
     kept = smoke_counts.SmokeFile(tmp_path / smoke_counts.FILE, {})
     if recorded is not None:
         kept.save({"t.py::test": recorded})
-    session = SimpleNamespace(ref=SimpleNamespace(label="HEAD~1 (abc)", status={"t.py::test": "passed"}),
+    session = SimpleNamespace(against=SimpleNamespace(ref=SimpleNamespace(label="HEAD~1 (abc)", status={"t.py::test": "passed"})),
                               settings=SimpleNamespace(strict=strict, smoke=True), against_label="REF HEAD~1 (abc)",
                               records=SimpleNamespace(smoke_file=smoke_counts.SmokeFile.load(kept.path)))
     return Judge(session, "t.py::test", Measure(), confirm=None)

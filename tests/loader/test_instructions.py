@@ -675,7 +675,7 @@ def test_the_count_starts_after_the_timed_windows_where_the_gpu_side_step_is_lau
 
     events = []
     entry = None if gpu_busy_pct is None else {"gpu_busy_pct": gpu_busy_pct}
-    session = NS(laps_of=lambda test_id: Laps(), device=NS(is_gpu=True), as_ref=False, ref=None,
+    session = NS(laps_of=lambda test_id: Laps(), device=NS(is_gpu=True), as_ref=False, against=NS(ref=None),
                  records=NS(baseline=lambda test_id: entry))
     monkeypatch.setattr(measuring, "Windows", lambda *args: NS(members=NS(loader_source=("m:parts", {})), wanted=("gpu",)))
     m = measuring.Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})
@@ -739,7 +739,7 @@ def test_a_changed_loaders_count_starts_before_the_conftest_files_below_the_root
     (pytester.path / "mydata.py").write_text("X = 1\n")
     (pytester.path / "sub").mkdir()
     (pytester.path / "sub" / "conftest.py").write_text(
-        "from torch_perf_suite import instructions\ninstructions.EVENTS.append('sub/conftest.py imported')\n")
+        "from torch_perf_suite.loader import instructions\ninstructions.EVENTS.append('sub/conftest.py imported')\n")
     (pytester.path / "sub" / "test_x.py").write_text("def test_x():\n    pass\n")
     entry = {"per_sample": 5.0, "samples": 16, "source": "s", "content": "c",
              "files": {"mydata.py": hashlib.sha256(b"X = 1\n").hexdigest()[:instructions.FILE_HASH]}}

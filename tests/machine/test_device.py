@@ -5,6 +5,7 @@ import torch
 
 from torch_perf_suite import syncs
 from torch_perf_suite.machine import device
+from torch_perf_suite.syncs import recording
 
 
 @pytest.fixture
@@ -36,15 +37,16 @@ def test_the_cpu_touches_no_cuda(cuda_calls):
 def test_a_gpu_counts_syncs_by_profiling_and_the_steps_peak_memory_above_what_they_began_with(monkeypatch, cuda_calls):
     seen = []
     counted = syncs.SyncCount(steps=3)
-    monkeypatch.setattr(syncs, "profile_steps",
+    monkeypatch.setattr(recording, "profile_steps",
                         lambda step, steps, path, all_threads: seen.append((step, steps, path, all_threads)) or counted)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: 1_000_000_000)  # the model, its optimizer, a batch
 
     def step():
         pass
 
-    assert device.Device("cuda:0", {}).count_syncs(step, 3, "t.json") is counted
-    assert device.Device("cuda:0", {}).count_syncs(step, 3, "t.json", all_threads=True) is counted
+    gpu = device.Device("cuda:0", {}, recording.count_steps)  # the sync counter the session gives it
+    assert gpu.count_syncs(step, 3, "t.json") is counted
+    assert gpu.count_syncs(step, 3, "t.json", all_threads=True) is counted
     assert seen == [(step, 3, "t.json", False), (step, 3, "t.json", True)]
     assert cuda_calls == ["synchronize", "reset_peak_memory_stats"] * 2  # the peak is the window's own
     assert counted.step_peak_bytes == 1_500_000_000  # 2.5 GB at the peak, 1 GB held before
@@ -73,3 +75,8 @@ def test_a_gpu_is_told_visible_without_importing_torch(monkeypatch, count, visib
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert device.gpu_visible() is expected
+
+
+def test_a_gpu_given_no_sync_counter_refuses_to_count_rather_than_count_none():
+    with pytest.raises(RuntimeError, match="a GPU device made without a sync counter"):
+        device.Device("cuda:0", {}).count_syncs(lambda: None, 3, "t.json")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from torch_perf_suite.records.baselines import RERECORD, SCHEMA, BaselineError, BaselineFile, gpu_slug
+from torch_perf_suite.machine.environment import gpu_slug
+from torch_perf_suite.records.baselines import RERECORD, SCHEMA, BaselineError, BaselineFile
 
 HOST = {"cpu": "Intel(R) Xeon(R) Platinum 8480+", "cores": 16}
 ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11", "torchvision": "0.26",

@@ -3,7 +3,8 @@
 
 import pytest
 
-from torch_perf_suite.records import baselines, store
+from torch_perf_suite import store
+from torch_perf_suite.records import baselines
 from torch_perf_suite.records.baselines import FAR, MAX_MEMORY_GB, MAX_SAMPLES_PER_S, SCHEMA
 
 GPU = "NVIDIA H200"

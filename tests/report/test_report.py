@@ -10,10 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite import syncs
+from torch_perf_suite import store, syncs
 from torch_perf_suite.counts import host_side
 from torch_perf_suite.machine.nvml import Utilization
-from torch_perf_suite.records import store
 from torch_perf_suite.report import charts
 from torch_perf_suite.report import markdown as report
 from torch_perf_suite.report.markdown import DETAILS, LEGEND  # the words are the module's; the tests check where they stand

@@ -136,7 +136,7 @@ def test_benchmark_json_holds_every_part(suite):
 
 def fake_timer(pytester) -> str:
     """pytest-benchmark's --benchmark-timer reading the fake GPU's clock, so that its round times are exact."""
-    pytester.makepyfile(fakeclock="from torch_perf_suite import device\n\n"
+    pytester.makepyfile(fakeclock="from torch_perf_suite.machine import device\n\n"
                                   "def clock():\n    return device.detect_device().clock()\n")
     pytester.syspathinsert()
     return "--benchmark-timer=fakeclock.clock"

@@ -5,9 +5,10 @@ import json
 
 import pytest
 
+from torch_perf_suite import settings
 from torch_perf_suite.fixture.result import Result
 from torch_perf_suite.report import markdown as report
-from torch_perf_suite.session import runners, settings
+from torch_perf_suite.session import runners
 from torch_perf_suite.throughput.parts import Parts
 from torch_perf_suite.throughput.timing import Throughput
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from torch_perf_suite import syncs
+from torch_perf_suite.counts import files
 from torch_perf_suite.syncs import SITE_PREFIX, SyncCount, SyncSource, count_syncs, load_trace
 
 TRACES = Path(__file__).parents[1] / "traces"
@@ -80,7 +81,7 @@ def test_a_stack_of_library_frames_only_names_the_innermost_library_line():
 
 
 @pytest.mark.parametrize("harness", ["torch_perf_suite/frameworks.py(77): _target",  # as the profiler names it
-                                     f"{syncs.files._HARNESS_DIR}/frameworks.py(77): _target"])
+                                     f"{files._HARNESS_DIR}/frameworks.py(77): _target"])
 def test_the_harness_thread_that_runs_a_frameworks_loop_is_not_the_user_line(harness):
     """Hugging Face's Trainer runs on the harness's thread: its own sync is named at its library line, not at the
     harness's frame that started the loop; a user's callback inside it is still the user line."""
@@ -208,19 +209,19 @@ def test_a_count_of_no_steps_is_zero_per_step():
     ("C:\\Python311\\Lib\\site-packages\\torch\\_tensor.py", True),
     ("<frozen importlib._bootstrap>", True),
     (f"{STDLIB}/contextlib.py", True),
-    (os.path.join(syncs.files._HARNESS_DIR, "fixture.py"), True),  # the harness's own frames are not the user's
+    (os.path.join(files._HARNESS_DIR, "fixture", "perf.py"), True),  # the harness's own frames are not the user's
     ("/work/project/fixtures/recipes.py", False),
     ("fixtures/recipes.py", False),
     ("threading.py", True),  # the standard library's, as the profiler names a frame of a thread's start
     ("train.py", False),  # a script of the project's own, named the same way
 ])
 def test_is_library(filename, library):
-    assert syncs.files._is_library(filename) is library
+    assert files._is_library(filename) is library
 
 
 def test_a_path_through_a_symlink_into_the_standard_library_is_library(tmp_path):
     (tmp_path / "lib").symlink_to(STDLIB)
-    assert syncs.files._is_library(str(tmp_path / "lib" / "contextlib.py"))
+    assert files._is_library(str(tmp_path / "lib" / "contextlib.py"))
 
 
 @pytest.mark.parametrize("where, short", [
@@ -230,12 +231,12 @@ def test_a_path_through_a_symlink_into_the_standard_library_is_library(tmp_path)
     ("/elsewhere/train.py:3 in step", "/elsewhere/train.py:3 in step"),
 ])
 def test_short(where, short):
-    assert syncs.files._short(where) == short
+    assert files._short(where) == short
 
 
 def test_short_makes_project_paths_relative_to_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert syncs.files._short(f"{os.getcwd()}/fixtures/recipes.py:88 in train_step") == "fixtures/recipes.py:88 in train_step"
+    assert files._short(f"{os.getcwd()}/fixtures/recipes.py:88 in train_step") == "fixtures/recipes.py:88 in train_step"
 
 
 # --- site markers from a live stack -------------------------------------------------------------------------------
@@ -254,7 +255,7 @@ def test_site_of_names_the_innermost_user_frame_and_the_library_frame_below_it(t
         frame(f"{SITE}/torch/amp/grad_scaler.py", 371, "unscale_"),
         frame(f"{SITE}/torch/_tensor.py", 40, "item"),
         frame(f"{STDLIB}/warnings.py", 97, "_showwarnmsg"),
-        frame(os.path.join(syncs.files._HARNESS_DIR, "syncs.py"), 300, "mark"),
+        frame(os.path.join(files._HARNESS_DIR, "syncs", "recording.py"), 300, "mark"),
     ]
     assert syncs.recording._site_of(stack) == (f"{SITE_PREFIX}user=fixtures/recipes.py:80 in train_step"
                                                "|lib=torch/_tensor.py:40 in item")
@@ -266,7 +267,7 @@ def test_site_of_without_a_library_frame_below_has_no_lib_part():
 
 
 def test_site_of_a_stack_without_user_code_is_empty():
-    stack = [frame(f"{SITE}/torch/_tensor.py", 40, "item"), frame(os.path.join(syncs.files._HARNESS_DIR, "x.py"), 1, "f")]
+    stack = [frame(f"{SITE}/torch/_tensor.py", 40, "item"), frame(os.path.join(files._HARNESS_DIR, "x.py"), 1, "f")]
     assert syncs.recording._site_of(stack) == ""
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from torch_perf_suite.session.settings import Measure
+from torch_perf_suite.settings import Measure
 from torch_perf_suite.throughput import gates
 from torch_perf_suite.throughput.parts import Parts
 from torch_perf_suite.throughput.stats import Comparison

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_perf_suite.session.settings import Measure
+from torch_perf_suite.settings import Measure
 from torch_perf_suite.throughput import gates
 from torch_perf_suite.throughput.parts import LOADER_HEADROOM, TIMED, Parts, Windows, for_smoke, loader_ahead
 from torch_perf_suite.throughput.timing import Throughput

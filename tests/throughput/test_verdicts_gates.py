@@ -1,6 +1,6 @@
 """gates.py at its edges: how a wider scope's allowance and a second measurement read, and entries without an env."""
 
-from torch_perf_suite.session.settings import Measure
+from torch_perf_suite.settings import Measure
 from torch_perf_suite.throughput import gates
 from torch_perf_suite.throughput.parts import Parts
 from torch_perf_suite.throughput.stats import Comparison

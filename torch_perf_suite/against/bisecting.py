@@ -29,8 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from .. import ref_imports as ref_imports
-from .. import store
+from .. import ref_imports, store
 from ..report import charts
 from . import ref as against
 

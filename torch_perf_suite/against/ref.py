@@ -33,8 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from .. import ref_imports as ref_imports
-from .. import settings
+from .. import ref_imports, settings
 from ..machine import host
 
 FLAGS = {o.flag for o in settings.OPTIONS if o.args.get("action") == "store_true"}  # options that take no value

@@ -13,7 +13,7 @@ import json
 import select
 import sys
 
-from .. import ref_imports as ref_imports
+from .. import ref_imports
 from .instructions import SAMPLES, STRIDE, load_factory
 
 LIKELY = ("torchvision.transforms",)  # what a loader most often imports, much of valgrind's start: imported while

@@ -54,7 +54,8 @@ def mapped(request: dict) -> None:
     """REF's side (a request with "map"): its code imported from REF's tree where an install points at the working
     tree (ref_imports.py, loaded by its path: nothing of the harness's package is imported here)."""
     if request.get("map"):
-        spec = importlib.util.spec_from_file_location("_perf_ref_imports", os.path.join(HERE, "ref_imports.py"))
+        path = os.path.join(os.path.dirname(HERE), "ref_imports.py")  # the package's top level, above loader/
+        spec = importlib.util.spec_from_file_location("_perf_ref_imports", path)
         module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
         if not hasattr(module, "install"):
             spec.loader.exec_module(module)

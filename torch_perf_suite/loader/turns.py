@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import ref_imports as ref_imports
+from .. import ref_imports
 from ..findings import FAILED, PASSED, Finding
 from ..throughput.stats import median_ci
 from .instructions import STRIDE
