@@ -3,7 +3,7 @@ naming what changed."""
 
 
 
-from torch_perf_suite.counts import checks as count_checks
+from torch_perf_suite.counts import checks
 from torch_perf_suite.counts.compiled import CompileCount, Event
 from torch_perf_suite.counts.kernels import Kernel, KernelStats
 from torch_perf_suite.findings import failures
@@ -13,19 +13,19 @@ FUSED = {"at::native::multi_tensor_apply_kernel": 2.0, "triton_poi_fused_add_0":
 
 
 def test_kernel_launches_as_recorded_pass():
-    assert failures(count_checks.kernel_launches(dict(FUSED), FUSED)) is None
+    assert failures(checks.kernel_launches(dict(FUSED), FUSED)) is None
 
 
 def test_one_more_launch_a_step_fails_naming_its_family():
     planted = {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0}
-    assert failures(count_checks.kernel_launches(planted, FUSED)) == (
+    assert failures(checks.kernel_launches(planted, FUSED)) == (
         "56 kernel launches per step, 55 recorded (+1): a swapped optimizer implementation, a lost fusion or a changed "
         "kernel choice; launches per step by family:\n  +1 at::native::multi_tensor_apply_kernel (2 -> 3)")
 
 
 def test_new_and_gone_families_are_named_most_changed_first_and_the_rest_counted():
     now = {"bf16_conv": 14.0, "triton_poi_fused_add_0": 40.0, **{f"k{i}": 1.0 for i in range(6)}}
-    message = failures(count_checks.kernel_launches(now, FUSED))
+    message = failures(checks.kernel_launches(now, FUSED))
     lines = message.splitlines()
     assert lines[1] == "  +14 bf16_conv (0 -> 14, new)" and lines[2] == "  -13 sm90_xmma_fprop (13 -> 0, gone)"
     assert lines[-1] == "  ... and 4 more famil(ies)"  # 9 changed: 2 named above, 3 more shown, 4 counted
@@ -33,19 +33,19 @@ def test_new_and_gone_families_are_named_most_changed_first_and_the_rest_counted
 
 def test_bytes_copied_within_the_margin_pass_and_beyond_it_fail():
     recorded = {"HtoD Pinned": 154_140_672}
-    assert failures(count_checks.copies({"HtoD Pinned": 154_140_672 * 1.009}, recorded, 1.0)) is None
-    assert failures(count_checks.copies({"HtoD Pinned": 154_140_672 * 1.02}, recorded, 1.0)) == (
+    assert failures(checks.copies({"HtoD Pinned": 154_140_672 * 1.009}, recorded, 1.0)) is None
+    assert failures(checks.copies({"HtoD Pinned": 154_140_672 * 1.02}, recorded, 1.0)) == (
         "bytes copied per step changed:\n  HtoD Pinned: 157.22 MB a step, 154.14 MB recorded (+2.0%; allowed +-1%)")
 
 
 def test_a_copy_of_a_kind_never_recorded_fails_by_its_kind():
-    message = failures(count_checks.copies({"HtoD Pinned": 1e6, "HtoD Pageable": 2e6}, {"HtoD Pinned": 1e6}, 1.0))
+    message = failures(checks.copies({"HtoD Pinned": 1e6, "HtoD Pageable": 2e6}, {"HtoD Pinned": 1e6}, 1.0))
     assert message == "bytes copied per step changed:\n  HtoD Pageable: 2.00 MB a step, none recorded (a new kind of copy)"
 
 
 def test_step_memory_names_the_peak_before_and_after():
-    assert failures(count_checks.step_memory(11_700_000_000, 11_590_000_000, 1.0)) is None  # +0.95%
-    assert failures(count_checks.step_memory(11_859_000_000, 11_590_000_000, 1.0)) == (
+    assert failures(checks.step_memory(11_700_000_000, 11_590_000_000, 1.0)) is None  # +0.95%
+    assert failures(checks.step_memory(11_859_000_000, 11_590_000_000, 1.0)) == (
         "the steps' peak GPU memory is 11.859 GB above what they started with, 11.590 GB recorded (+2.3%; allowed +1%): "
         "an extra allocation or a tensor kept alive in the step")
 
@@ -57,23 +57,23 @@ ONE_GRAPH = {"graphs": 1, "graph_breaks": 0, "recompilations": 0, "compile_s": 1
 
 def test_compile_counts_as_recorded_pass():
     # compile time: reported only
-    assert failures(count_checks.compile_counts(CompileCount(graphs=1, compile_s=30.0), ONE_GRAPH)) is None
+    assert failures(checks.compile_counts(CompileCount(graphs=1, compile_s=30.0), ONE_GRAPH)) is None
 
 
 def test_a_new_graph_break_fails_with_its_reason_and_line():
-    assert failures(count_checks.compile_counts(CompileCount(graphs=2, events=[BREAK, BREAK]), ONE_GRAPH)) == (
+    assert failures(checks.compile_counts(CompileCount(graphs=2, events=[BREAK, BREAK]), ONE_GRAPH)) == (
         "1 graph break(s), 0 recorded:\n  graph break at fixtures/recipes.py:197: User-inserted graph break")
 
 
 def test_a_recompilation_fails_naming_the_guard():
-    assert failures(count_checks.compile_counts(CompileCount(graphs=2, events=[GUARD]), ONE_GRAPH)) == (
+    assert failures(checks.compile_counts(CompileCount(graphs=2, events=[GUARD]), ONE_GRAPH)) == (
         "1 recompilation(s), 0 recorded (a guard failed):\n  recompilation at fixtures/model.py:3 in f: 0/0: tensor 'x' "
         "size mismatch at index 0. expected 8, actual 9")
 
 
 def test_other_graph_counts_and_fewer_breaks_fail_too():
-    assert failures(count_checks.compile_counts(CompileCount(graphs=0), ONE_GRAPH)) == "0 graph(s) compiled, 1 recorded"
-    message = failures(count_checks.compile_counts(CompileCount(graphs=1), {**ONE_GRAPH, "graph_breaks": 1}))
+    assert failures(checks.compile_counts(CompileCount(graphs=0), ONE_GRAPH)) == "0 graph(s) compiled, 1 recorded"
+    message = failures(checks.compile_counts(CompileCount(graphs=1), {**ONE_GRAPH, "graph_breaks": 1}))
     assert message.startswith("fewer graph breaks or recompilations than recorded (0 and 0, 1 and 0 recorded)")
 
 
@@ -87,50 +87,50 @@ FP32_CONV = Kernel("implicit_convolve_sgemm<float>", 100.0, 13.0, 0.2, False)
 
 
 def test_layout_conversions_none_pass_and_each_is_listed():
-    assert failures(count_checks.layout_conversions(stats(BF16_CONV))) is None
+    assert failures(checks.layout_conversions(stats(BF16_CONV))) is None
     k = stats(BF16_CONV, CONVERSION, CONVERSION)
-    assert failures(count_checks.layout_conversions(k)) == (
+    assert failures(checks.layout_conversions(k)) == (
         "4 layout conversion kernel(s) per step, expected 0 (is the model or its input no longer channels_last?):\n"
         f"  {CONVERSION.describe()}\n  {CONVERSION.describe()}\n{k.describe()}")
 
 
 def test_tensor_core_share_within_its_bounds_passes_and_outside_them_fails():
     k = stats(BF16_CONV, FP32_CONV)  # 300 of 400 us: 75%
-    assert failures(count_checks.tensor_cores(k, at_least=0.75)) is None and failures(count_checks.tensor_cores(k, at_most=0.75)) is None
-    assert failures(count_checks.tensor_cores(k, at_least=0.5, at_most=0.9)) is None
-    assert failures(count_checks.tensor_cores(k, at_least=0.8)) == (
+    assert failures(checks.tensor_cores(k, at_least=0.75)) is None and failures(checks.tensor_cores(k, at_most=0.75)) is None
+    assert failures(checks.tensor_cores(k, at_least=0.5, at_most=0.9)) is None
+    assert failures(checks.tensor_cores(k, at_least=0.8)) == (
         "75.0% of convolution and matmul GPU time ran on Tensor Cores, expected at least 80% (TF32 and autocast flags, "
         f"cuDNN's choice of kernels):\n{k.describe()}")
-    assert failures(count_checks.tensor_cores(k, at_least=0.1, at_most=0.5)).startswith(
+    assert failures(checks.tensor_cores(k, at_least=0.1, at_most=0.5)).startswith(
         "75.0% of convolution and matmul GPU time ran on Tensor Cores, expected at least 10% and at most 50% (")
-    assert failures(count_checks.tensor_cores(k, at_most=0.7)).startswith(
+    assert failures(checks.tensor_cores(k, at_most=0.7)).startswith(
         "75.0% of convolution and matmul GPU time ran on Tensor Cores, expected at most 70% (")
 
 
 def test_without_a_convolution_or_matmul_there_is_no_tensor_core_share():
     k = stats(CONVERSION)
-    assert failures(count_checks.tensor_cores(k, at_least=0.5)) == (
+    assert failures(checks.tensor_cores(k, at_least=0.5)) == (
         f"no convolution or matmul kernel in the steps, so no Tensor Core share\n{k.describe()}")
 
 
 def test_families_changed_by_as_many_launches_are_listed_by_name():
     swapped = {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0, "sm90_xmma_fprop": 12.0}
-    assert failures(count_checks.kernel_launches(swapped, FUSED)).splitlines()[1:] == [
+    assert failures(checks.kernel_launches(swapped, FUSED)).splitlines()[1:] == [
         "  +1 at::native::multi_tensor_apply_kernel (2 -> 3)", "  -1 sm90_xmma_fprop (13 -> 12)"]
 
 
 def test_five_changed_families_are_all_named_with_nothing_more_counted():
     now = {f"k{i}": 1.0 for i in range(5)}
-    assert failures(count_checks.kernel_launches(now, {})).splitlines()[-1] == "  +1 k4 (0 -> 1, new)"
+    assert failures(checks.kernel_launches(now, {})).splitlines()[-1] == "  +1 k4 (0 -> 1, new)"
 
 
 def test_bytes_copied_exactly_at_the_margin_pass():
-    assert failures(count_checks.copies({"HtoD Pinned": 1_010_000.0}, {"HtoD Pinned": 1_000_000.0}, 1.0)) is None
+    assert failures(checks.copies({"HtoD Pinned": 1_010_000.0}, {"HtoD Pinned": 1_000_000.0}, 1.0)) is None
 
 
 def test_each_changed_kind_of_copy_has_its_line():
     recorded = {"HtoD Pinned": 100e6, "DtoH Pinned": 4.0, "DtoD": 0.0}
-    assert failures(count_checks.copies({"HtoD Pinned": 200e6, "DtoD": 1e6}, recorded, 1.0)) == (
+    assert failures(checks.copies({"HtoD Pinned": 200e6, "DtoD": 1e6}, recorded, 1.0)) == (
         "bytes copied per step changed:\n"
         "  DtoD: 1.00 MB a step, 0.00 MB recorded (+inf%; allowed +-1%)\n"
         "  DtoH Pinned: 0.00 MB a step, 0.00 MB recorded (-100.0%; allowed +-1%)\n"  # a scalar no longer read back
@@ -138,9 +138,9 @@ def test_each_changed_kind_of_copy_has_its_line():
 
 
 def test_step_memory_exactly_at_the_margin_passes_and_against_nothing_recorded_fails():
-    assert failures(count_checks.step_memory(3_000_000_000, 2_000_000_000, 50.0)) is None
-    assert "(+60.0%; allowed +50%)" in failures(count_checks.step_memory(3_200_000_000, 2_000_000_000, 50.0))
-    assert failures(count_checks.step_memory(1_000_000, 0, 1.0)).startswith(
+    assert failures(checks.step_memory(3_000_000_000, 2_000_000_000, 50.0)) is None
+    assert "(+60.0%; allowed +50%)" in failures(checks.step_memory(3_200_000_000, 2_000_000_000, 50.0))
+    assert failures(checks.step_memory(1_000_000, 0, 1.0)).startswith(
         "the steps' peak GPU memory is 0.001 GB above what they started with, 0.000 GB recorded (+inf%; allowed +1%)")
 
 
@@ -150,45 +150,45 @@ GUARD_2 = Event("recompilation", "0/1: tensor 'x' size mismatch at index 0. expe
 
 def test_compile_counts_with_breaks_and_recompilations_as_recorded_pass():
     now = CompileCount(graphs=3, events=[BREAK, GUARD])
-    assert failures(count_checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1})) is None
+    assert failures(checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1})) is None
 
 
 def test_more_breaks_and_recompilations_than_recorded_are_each_listed():
     now = CompileCount(graphs=5, events=[BREAK, BREAK_2, GUARD, GUARD_2])
-    assert failures(count_checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1})) == (
+    assert failures(checks.compile_counts(now, {"graphs": 3, "graph_breaks": 1, "recompilations": 1})) == (
         f"2 graph break(s), 1 recorded:\n  {BREAK.describe()}\n  {BREAK_2.describe()}\n"
         f"2 recompilation(s), 1 recorded (a guard failed):\n  {GUARD.describe()}\n  {GUARD_2.describe()}")
 
 
 def test_a_workload_that_starts_compiling_against_a_baseline_without_compile_counts():
     """The fixture passes {} where the baseline entry has no compile counts: all of them count as zero."""
-    assert failures(count_checks.compile_counts(CompileCount(), {})) is None
-    assert failures(count_checks.compile_counts(CompileCount(graphs=1), {})) == "1 graph(s) compiled, 0 recorded"
-    assert failures(count_checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), {})) == (
+    assert failures(checks.compile_counts(CompileCount(), {})) is None
+    assert failures(checks.compile_counts(CompileCount(graphs=1), {})) == "1 graph(s) compiled, 0 recorded"
+    assert failures(checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), {})) == (
         f"1 graph break(s), 0 recorded:\n  {BREAK.describe()}\n1 recompilation(s), 0 recorded (a guard failed):\n"
         f"  {GUARD.describe()}")
 
 
 def test_fewer_recompilations_than_recorded_fail_naming_both_counts():
     recorded = {"graphs": 2, "graph_breaks": 1, "recompilations": 2}
-    assert failures(count_checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), recorded)) == (
+    assert failures(checks.compile_counts(CompileCount(graphs=2, events=[BREAK, GUARD]), recorded)) == (
         "fewer graph breaks or recompilations than recorded (1 and 1, 1 and 2 recorded): re-record the baseline to "
         "keep the gain")
-    assert failures(count_checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "recompilations": 1})).startswith(
+    assert failures(checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "recompilations": 1})).startswith(
         "fewer graph breaks or recompilations than recorded (0 and 0, 0 and 1 recorded)")
-    assert failures(count_checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "graph_breaks": 1})).startswith(
+    assert failures(checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "graph_breaks": 1})).startswith(
         "fewer graph breaks or recompilations than recorded (0 and 0, 1 and 0 recorded)")
 
 
 def test_every_count_of_a_test_is_checked_against_its_entry_and_said_together():
     recorded = {"kernels_per_step": dict(FUSED), "copies_per_step": {"HtoD Pinned": 1000}, "step_peak_bytes": 10**9}
-    assert failures(count_checks.counted({}, recorded, 1.0, CompileCount())) is None  # nothing counted (a loader alone)
-    assert failures(count_checks.counted(dict(recorded), None, 1.0, CompileCount())) is None  # nothing recorded: said by the caller
-    assert failures(count_checks.counted(dict(recorded), recorded, 1.0, CompileCount())) is None
+    assert failures(checks.counted({}, recorded, 1.0, CompileCount())) is None  # nothing counted (a loader alone)
+    assert failures(checks.counted(dict(recorded), None, 1.0, CompileCount())) is None  # nothing recorded: said by the caller
+    assert failures(checks.counted(dict(recorded), recorded, 1.0, CompileCount())) is None
     now = {**recorded, "kernels_per_step": {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0},
            "step_peak_bytes": 2 * 10**9}
-    lines = failures(count_checks.counted(now, recorded, 1.0, CompileCount())).splitlines()
+    lines = failures(checks.counted(now, recorded, 1.0, CompileCount())).splitlines()
     assert lines[0].startswith("56 kernel launches per step, 55 recorded (+1)") and "peak GPU memory" in lines[-1]
-    gone = failures(count_checks.counted(dict(recorded), {**recorded, "compile": {"graphs": 1, "breaks": 0, "recompiles": 0}}, 1.0,
+    gone = failures(checks.counted(dict(recorded), {**recorded, "compile": {"graphs": 1, "breaks": 0, "recompiles": 0}}, 1.0,
                                    CompileCount()))
     assert gone is not None and "graph" in gone  # compiled when recorded, not now

@@ -238,6 +238,7 @@ def test_a_process_that_died_importing_is_said_by_the_loaders_note_not_by_the_wi
     monkeypatch.setattr(turns, "WORKER", tmp_path / "missing_worker.py")
     timed = turns.Turns(ref, head, seconds=0.1)
     timed.start()
-    Measuring(NS(against=NS(turns=timed)), "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})._turns_settled()
+    session = NS(against=NS(turns=timed))
+    Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})._turns_settled()
     with pytest.raises(turns.Unavailable, match="the process timing .* stopped"):
         timed.time(("toyloader:parts", {}))

@@ -5,8 +5,7 @@ changed."""
 import pytest
 
 from torch_perf_suite.findings import FAILED, failures
-from torch_perf_suite.syncs import SyncCount, SyncSource
-from torch_perf_suite.syncs import checks as sync_checks
+from torch_perf_suite.syncs import SyncCount, SyncSource, checks
 
 
 def counted(n, library=""):
@@ -16,25 +15,25 @@ def counted(n, library=""):
 
 
 def test_syncs_exact_at_least_and_from_a_library():
-    assert sync_checks.syncs(counted(0), per_step=0) == []  # nothing failed: no finding
-    assert [f.outcome for f in sync_checks.syncs(counted(2), per_step=0)] == [FAILED]
-    assert failures(sync_checks.syncs(counted(2), per_step=0)).startswith(
+    assert checks.syncs(counted(0), per_step=0) == []  # nothing failed: no finding
+    assert [f.outcome for f in checks.syncs(counted(2), per_step=0)] == [FAILED]
+    assert failures(checks.syncs(counted(2), per_step=0)).startswith(
         "measured 1.00 host-device syncs per step (2 in 2 profiled steps), expected 0 (a new sync appeared):")
-    assert failures(sync_checks.syncs(counted(2), per_step=2)).endswith("(fewer syncs than this scenario documents):\n"
+    assert failures(checks.syncs(counted(2), per_step=2)).endswith("(fewer syncs than this scenario documents):\n"
                                                                    + counted(2).describe())
-    assert "the pitfall this scenario documents no longer syncs with torch 9" in failures(sync_checks.syncs(
+    assert "the pitfall this scenario documents no longer syncs with torch 9" in failures(checks.syncs(
         counted(0), at_least=1, versions="torch 9"))
-    assert failures(sync_checks.syncs(counted(2, "torchmetrics/x.py:1"), at_least=1, from_library="torchmetrics/")) is None
-    assert "expected every sync to come from 'torchmetrics/'" in failures(sync_checks.syncs(counted(2), at_least=1,
+    assert failures(checks.syncs(counted(2, "torchmetrics/x.py:1"), at_least=1, from_library="torchmetrics/")) is None
+    assert "expected every sync to come from 'torchmetrics/'" in failures(checks.syncs(counted(2), at_least=1,
                                                                                        from_library="torchmetrics/"))
     with pytest.raises(TypeError):
-        sync_checks.syncs(counted(0))
+        checks.syncs(counted(0))
 
 
 def test_syncs_as_many_as_documented_pass_and_a_wrong_call_names_both_options():
-    assert failures(sync_checks.syncs(counted(2), per_step=1)) is None  # 2 syncs in 2 steps
+    assert failures(checks.syncs(counted(2), per_step=1)) is None  # 2 syncs in 2 steps
     with pytest.raises(TypeError, match=r"^assert_syncs takes exactly one of per_step= and at_least=$"):
-        sync_checks.syncs(counted(0), per_step=0, at_least=1)
+        checks.syncs(counted(0), per_step=0, at_least=1)
 
 
 def test_syncs_from_another_library_are_listed_one_a_line():
@@ -42,6 +41,6 @@ def test_syncs_from_another_library_are_listed_one_a_line():
     c.sources[SyncSource("cudaMemcpyAsync", "aten::copy_", "train.py:12 in step", "")] = 2
     c.sources[SyncSource("cudaStreamSynchronize", "aten::nonzero", "train.py:14 in step", "")] = 2
     stray = [s for s in c.sources if not s.library_line]
-    assert failures(sync_checks.syncs(c, at_least=1, from_library="torchmetrics/")) == (
+    assert failures(checks.syncs(c, at_least=1, from_library="torchmetrics/")) == (
         "measured 3.00 host-device syncs per step (6 in 2 profiled steps); expected every sync to come from "
         f"'torchmetrics/', these do not:\n{stray[0].describe()}\n{stray[1].describe()}")

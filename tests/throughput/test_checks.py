@@ -5,8 +5,7 @@ from types import SimpleNamespace
 
 from torch_perf_suite.findings import FAILED, PASSED, REPORTED, Finding, failures
 from torch_perf_suite.machine.nvml import Utilization
-from torch_perf_suite.throughput import checks as throughput_checks
-from torch_perf_suite.throughput import gpu_util
+from torch_perf_suite.throughput import checks, gpu_util
 from torch_perf_suite.throughput.parts import Parts
 from torch_perf_suite.throughput.timing import Throughput
 
@@ -17,40 +16,40 @@ def parts(pipeline, gpu, loader):
 
 def test_efficiency_of_the_slowest_part_and_in_turns():
     p = parts(5_000, 10_000, 20_000)  # efficiency 0.5; in turns 5,000 of 6,667: 0.75
-    assert failures(throughput_checks.efficiency(p, 0.5)) is None and failures(throughput_checks.efficiency(p, 0.7, in_turns=True)) is None
-    assert failures(throughput_checks.efficiency(p, 0.6)).startswith(
+    assert failures(checks.efficiency(p, 0.5)) is None and failures(checks.efficiency(p, 0.7, in_turns=True)) is None
+    assert failures(checks.efficiency(p, 0.6)).startswith(
         "pipeline efficiency 0.50, expected at least 0.6: the pipeline delivers 5,000 samples/s while its bottleneck (GPU) "
         "allows 10,000.")
-    assert failures(throughput_checks.efficiency(p, 0.8, in_turns=True)).startswith(
+    assert failures(checks.efficiency(p, 0.8, in_turns=True)).startswith(
         "the pipeline delivers 5,000 samples/s, 0.75 of the 6,667")
 
 
 def test_bottleneck():
     p = parts(5_000, 10_000, 20_000)
-    assert failures(throughput_checks.bottleneck(p, "GPU")) is None
-    assert failures(throughput_checks.bottleneck(p, "loader")) == ("bottleneck GPU, expected loader. parts (samples/s): pipeline 5,000, "
+    assert failures(checks.bottleneck(p, "GPU")) is None
+    assert failures(checks.bottleneck(p, "loader")) == ("bottleneck GPU, expected loader. parts (samples/s): pipeline 5,000, "
                                                         "GPU-side 10,000, loader 20,000; bottleneck: GPU")
 
 
 def test_a_host_bound_claim_is_checked_only_on_the_host_that_recorded_the_baseline():
     entry = {"env": {}}
-    assert throughput_checks.host_scope(entry, "", updating=False) == ""
-    assert throughput_checks.host_scope(entry, "recorded on machine a, this is machine b", updating=False) == (
+    assert checks.host_scope(entry, "", updating=False) == ""
+    assert checks.host_scope(entry, "recorded on machine a, this is machine b", updating=False) == (
         "not checked: recorded on machine a, this is machine b")
-    assert throughput_checks.host_scope(None, "", updating=False).startswith("not checked: no baseline from this host")
-    assert throughput_checks.host_scope(entry, "", updating=True).startswith("recorded as measured on this host, not checked")
-    assert throughput_checks.host_scope(entry, "", updating=False, against=True).startswith("reported, not gated against REF")
+    assert checks.host_scope(None, "", updating=False).startswith("not checked: no baseline from this host")
+    assert checks.host_scope(entry, "", updating=True).startswith("recorded as measured on this host, not checked")
+    assert checks.host_scope(entry, "", updating=False, against=True).startswith("reported, not gated against REF")
 
 
 def test_in_turns_exactly_at_the_floor_passes():
     p = parts(2048, 4096, 4096)  # in turns: 1 / (1/4096 + 1/4096) = 2048 samples/s, all of it delivered
-    assert failures(throughput_checks.efficiency(p, 1.0, in_turns=True)) is None
+    assert failures(checks.efficiency(p, 1.0, in_turns=True)) is None
 
 
 def test_the_parts_line_gives_the_loaders_samples_per_cpu_second_where_measured():
     loader = Throughput(10, (10 / 20_000,), cpu_s=(10 / 4_000,))
     p = Parts(10, Throughput(10, (10 / 5_000,)), Throughput(10, (10 / 10_000,)), loader)
-    assert throughput_checks.parts_line(p) == ("parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU; "
+    assert checks.parts_line(p) == ("parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU; "
                                     "loader 4,000 samples per worker CPU second")
 
 
