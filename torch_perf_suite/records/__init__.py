@@ -1,1 +1,2 @@
-"""The stores: the recorded JSON files (baselines, the loaders' counts) read, locked and written."""
+"""What is recorded per GPU model: the baselines file (`baselines/<gpu>.json`), and each test's seconds in pytest's
+cache, which a sharded run hands its files out by."""

@@ -1,1 +1,1 @@
-"""What a run says: the report (Markdown, plain text, charts), a failure's first line, the nightly's trend."""
+"""What a run says: the report (Markdown, plain text, charts), its rows as the JSON keeps them, a failure's first line."""

@@ -1,2 +1,2 @@
-"""The pytest layer's session: options, what runs before and beside the tests, sharding, pytest-benchmark's side,
-what the session writes."""
+"""One pytest session of the suite: its state (PerfSession), what runs before and beside the tests, the sharding over
+a node's GPUs and over runners, pytest-benchmark's side, what the session writes and says."""
