@@ -70,15 +70,15 @@ def pytest_configure(config):
     sharding.pin_worker(config)
     sharding.confine_to_its_gpu(config)
     advice.user_sources = sync_sources(config)
-    perf = config.stash[SESSION] = PerfSession(config, sharding.xdist_workers(config))
-    sharding.shard(config, perf)
-    if not perf.worker and (perf.settings.smoke or perf.device.is_gpu):
-        config.pluginmanager.register(sharding.Clock(perf), "perf_clock")
-    if perf.settings.smoke:
+    perf_session = config.stash[SESSION] = PerfSession(config, sharding.xdist_workers(config))
+    sharding.shard(config, perf_session)
+    if not perf_session.worker and (perf_session.settings.smoke or perf_session.device.is_gpu):
+        config.pluginmanager.register(sharding.Clock(perf_session), "perf_clock")
+    if perf_session.settings.smoke:
         smoke_timings_off(config)
-    elif not perf.device.is_gpu:  # every perf test skips, saying why once at the end (no_gpu_line)
+    elif not perf_session.device.is_gpu:  # every perf test skips, saying why once at the end (no_gpu_line)
         nothing_to_benchmark(config)
-    check_benchmark_options(config, perf.settings.strict)
+    check_benchmark_options(config, perf_session.settings.strict)
 
 
 def pytest_sessionstart(session):
@@ -100,14 +100,14 @@ def pytest_collection_modifyitems(config, items):
         except ValueError as e:
             raise pytest.UsageError(str(e)) from None
     config.stash[SESSION].split(config, items)  # --perf-split I/N: this runner's part of what -k and -m selected
-    perf = config.stash[SESSION]
-    perf.against.compare(perf, config, items)  # --perf-against REF: REF measured before the tests run
+    perf_session = config.stash[SESSION]
+    perf_session.against.compare(perf_session, config, items)  # --perf-against REF: REF measured before the tests run
 
 
 def pytest_runtestloop(session):
-    perf = session.config.stash.get(SESSION, None)
-    if perf and perf.bisecting and not session.config.option.collectonly:
-        return bisect(perf, session)  # --perf-bisect: each commit's tests run in a process of their own
+    perf_session = session.config.stash.get(SESSION, None)
+    if perf_session and perf_session.bisecting and not session.config.option.collectonly:
+        return bisect(perf_session, session)  # --perf-bisect: each commit's tests run in a process of their own
     return None
 
 
@@ -137,23 +137,23 @@ def perf_session(request) -> PerfSession:
 
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures
 def pytest_runtest_setup(item):
-    perf = item.config.stash.get(SESSION, None)
-    if perf:
-        perf.against.before(perf, item)  # --perf-against REF, sharded: REF's tests of this file measured first
+    perf_session = item.config.stash.get(SESSION, None)
+    if perf_session:
+        perf_session.against.before(perf_session, item)  # --perf-against REF, sharded: REF's tests of this file first
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    perf = item.config.stash.get(SESSION, None)
-    if perf:
-        perf.call_started(item)
+    perf_session = item.config.stash.get(SESSION, None)
+    if perf_session:
+        perf_session.call_started(item)
     try:
         outcome = yield
     finally:
-        if perf:
-            perf.call_ended(item)
-    if perf:
-        perf.call_passed(item)  # may fail it: --perf-strict against REF, a check left unmade
+        if perf_session:
+            perf_session.call_ended(item)
+    if perf_session:
+        perf_session.call_passed(item)  # may fail it: --perf-strict against REF, a check left unmade
     return outcome
 
 
@@ -171,8 +171,8 @@ def pytest_unconfigure(config):
 
 
 def pytest_sessionfinish(session):
-    perf = session.config.stash.get(SESSION, None)
-    if perf and perf.finish(session.config) and session.exitstatus == pytest.ExitCode.OK:
+    perf_session = session.config.stash.get(SESSION, None)
+    if perf_session and perf_session.finish(session.config) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what the user asked to be written was not
     errors, notes = ref_imports.finish()  # REF's process: a module still imported from the working tree fails it
     for line in errors + notes:
@@ -196,8 +196,8 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    perf = config.stash.get(SESSION, None)
-    machine_info["gpu"] = perf.device.env if perf else device.detect_device().env
+    perf_session = config.stash.get(SESSION, None)
+    machine_info["gpu"] = perf_session.device.env if perf_session else device.detect_device().env
 
 
 def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info, compared_benchmark):

@@ -27,16 +27,16 @@ def test_a_malformed_split_says_what_is_expected(text):
 def test_parts_hold_whole_files_every_test_once_longest_first():
     seconds = {t: 30.0 for t in TESTS if "ladder" in t} | {t: 25.0 for t in TESTS if "storage" in t} | {
         t: 5.0 for t in TESTS if "h2d" in t}  # metrics unknown: the mean, 22.5 s a test
-    first, second = runners.parts(TESTS, seconds, 2)
+    first, second = runners.deal(TESTS, seconds, 2)
     assert sorted(first + second) == sorted(TESTS)
     files = [{t.split("::")[0] for t in part} for part in (first, second)]
     assert files == [{"perf_tests/test_ladder.py"}, {"perf_tests/test_storage.py", "perf_tests/test_metrics.py",
                                                       "perf_tests/test_h2d.py"}]  # 180 s against 100 + 67.5 + 10
-    assert runners.parts(TESTS, seconds, 2) == [first, second]  # every runner deals the same
+    assert runners.deal(TESTS, seconds, 2) == [first, second]  # every runner deals the same
 
 
 def test_without_seconds_every_test_counts_one():
-    parts = runners.parts(TESTS, {}, 3)
+    parts = runners.deal(TESTS, {}, 3)
     assert [len(p) for p in parts] == [6, 4, 5]  # ladder, storage, metrics each to an empty part, h2d to the lightest
     assert sorted(sum(parts, [])) == sorted(TESTS)
 

@@ -32,7 +32,7 @@ from ..report.markdown import write
 from ..store import write_json
 
 
-def parts(test_ids: list[str], seconds: Mapping[str, float], n: int) -> list[list[str]]:
+def deal(test_ids: list[str], seconds: Mapping[str, float], n: int) -> list[list[str]]:
     """The tests in `n` parts of whole files (the part before '::'), longest file first to the lightest part; a tie
     goes to the lower part, and files of equal cost keep their order, so every runner deals the same."""
     mean = sum(seconds.values()) / len(seconds) if seconds else 1.0
@@ -55,7 +55,7 @@ def split(items: list, split: tuple[int, int] | None, durations: Path) -> tuple[
     if split is None:
         return items, []
     part, n = split
-    mine = set(parts([item.nodeid for item in items], load_seconds(durations), n)[part - 1])
+    mine = set(deal([item.nodeid for item in items], load_seconds(durations), n)[part - 1])
     return [item for item in items if item.nodeid in mine], [item for item in items if item.nodeid not in mine]
 
 

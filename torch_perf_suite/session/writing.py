@@ -17,37 +17,38 @@ from ..report import plain
 from . import runners
 
 
-def document(perf) -> dict:
+def document(session) -> dict:
     """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
-    cores = host.cpu_list(perf.cores) if perf.cores else None
-    worker = {"id": perf.worker, "cuda_visible_devices": perf.gpu, "cores": cores} if perf.worker else None
-    return report.document(perf.results.values(), perf.device.env, perf.sections, perf.settings.smoke, perf.charts, worker,
-                           against=perf.against.ref.describe() if perf.against.ref else None, seconds=perf.seconds())
+    cores = host.cpu_list(session.cores) if session.cores else None
+    worker = {"id": session.worker, "cuda_visible_devices": session.gpu, "cores": cores} if session.worker else None
+    ref = session.against.ref
+    return report.document(session.results.values(), session.device.env, session.sections, session.settings.smoke,
+                           session.charts, worker, against=ref.describe() if ref else None, seconds=session.seconds())
 
 
-def write_report(perf, final: bool = False) -> list:
+def write_report(session, final: bool = False) -> list:
     """After each test (the tables), and at the end (`final`: the charts' images too, drawn once). An xdist worker
     writes PATH.<worker id>.md and .json, which its controller merges at the end (and draws the charts of)."""
-    if not perf.settings.report or perf.report_error:
+    if not session.settings.report or session.report_error:
         return []
-    path = perf.settings.report
-    if perf.worker:
-        path = path.with_name(f"{path.name}.{perf.worker}")
+    path = session.settings.report
+    if session.worker:
+        path = path.with_name(f"{path.name}.{session.worker}")
     try:
-        return report.write(path, document(perf), images=final and not perf.worker)
+        return report.write(path, document(session), images=final and not session.worker)
     except OSError as e:
-        perf.report_error = f"perf report NOT written to {path}: {e}"
+        session.report_error = f"perf report NOT written to {path}: {e}"
         return []
 
 
-def merge_reports(perf) -> list[Path]:
+def merge_reports(session) -> list[Path]:
     """The controller of a sharded run, at the end: the workers' reports as one (runners.merge), kept for the
     terminal and, under --perf-report, written to PATH.md and PATH.json with the charts. A worker's report comes
     with its end (workeroutput), or, from a worker that crashed, from its partial file. The partial files
     (PATH.<worker id>.md and .json) are removed once merged; kept, and said so, where one cannot be read (the
     others are merged) or the merge failed."""
-    docs = {wid: out["report"] for wid, out in perf.worker_outputs.items() if out.get("report")}
-    partial = runners.partial_reports(perf.settings.report) if perf.settings.report else {}
+    docs = {wid: out["report"] for wid, out in session.worker_outputs.items() if out.get("report")}
+    partial = runners.partial_reports(session.settings.report) if session.settings.report else {}
     unread: dict[str, str] = {}  # worker id -> why its partial report could not be read
     for wid, files in partial.items():
         js = next((f for f in files if f.suffix == ".json"), None)
@@ -57,14 +58,14 @@ def merge_reports(perf) -> list[Path]:
             except (OSError, ValueError) as e:  # a worker killed while writing it: the others' still merge
                 unread[wid] = f"{js}: {e}"
     try:
-        perf.merged = runners.merge(docs)
-        written = report.write(perf.settings.report, perf.merged) if perf.settings.report else []
+        session.merged = runners.merge(docs)
+        written = report.write(session.settings.report, session.merged) if session.settings.report else []
     except (OSError, ValueError) as e:
         kept = ", ".join(str(f) for files in partial.values() for f in files) or "none"
-        perf.report_error = f"perf report NOT merged into {perf.settings.report}: {e}; the workers' reports: {kept}"
+        session.report_error = f"perf report NOT merged into {session.settings.report}: {e}; the workers' reports: {kept}"
         return []
     if unread:
-        perf.report_error = f"perf report merged into {perf.settings.report} without these workers' reports, kept: " + \
+        session.report_error = f"perf report merged into {session.settings.report} without these workers' reports, kept: " + \
             "; ".join(unread.values())
     for f in (f for wid, files in partial.items() if wid not in unread for f in files):
         f.unlink(missing_ok=True)
@@ -83,50 +84,50 @@ def keep_trace(trace_dir: Path, trace: Path) -> str:
         return f"trace not kept ({e}); it is still at {trace}"
 
 
-def worker_output(perf) -> dict:
+def worker_output(session) -> dict:
     """What an xdist worker hands its controller at its end: its report, lines and records, through JSON (execnet
     sends plain types only: torch.__version__ is a str subclass, a column a numpy int)."""
-    records = perf.records
+    records = session.records
     return {
-        "report": json.loads(json.dumps(document(perf), default=str)) if perf.results or perf.sections else None,
-        "lines": [line for line in (records.baseline_note, records.save_error, perf.report_error) if line],
+        "report": json.loads(json.dumps(document(session), default=str)) if session.results or session.sections else None,
+        "lines": [line for line in (records.baseline_note, records.save_error, session.report_error) if line],
         "recorded": records.recorded(),
-        "failed": bool(records.save_error or perf.report_error),
+        "failed": bool(records.save_error or session.report_error),
     }
 
 
-def summary(perf) -> tuple[str | None, list[tuple[str, dict]]]:
+def summary(session) -> tuple[str | None, list[tuple[str, dict]]]:
     """The end of the terminal output: the report in plain text (report/plain.py; None where nothing was measured) and lines
     as (line, markup): what went wrong writing, what was recorded, where the report was written. An xdist worker's
     controller reports for it: a worker says nothing."""
-    if perf.worker:
+    if session.worker:
         return None, []
-    doc = perf.merged if perf.shards else document(perf)
+    doc = session.merged if session.shards else document(session)
     measured = bool(doc and (doc["tests"] or doc["sections"]))
-    outputs = perf.worker_outputs.values()
-    own = (perf.records.baseline_note, perf.records.save_error, perf.report_error)
+    outputs = session.worker_outputs.values()
+    own = (session.records.baseline_note, session.records.save_error, session.report_error)
     lines = [*own, *(line for o in outputs for line in o.get("lines", []))]
     out = [(line, {"red": True, "bold": True}) for line in dict.fromkeys(filter(None, lines))]  # workers say the same
-    out += _recorded_lines(perf, outputs)
-    if perf.settings.report:
-        written = perf.written if perf.shards else write_report(perf, final=True)
-        if not perf.report_error:
-            why = "none of the tests run measured a training step" if perf.device.is_gpu or perf.settings.smoke \
+    out += _recorded_lines(session, outputs)
+    if session.settings.report:
+        written = session.written if session.shards else write_report(session, final=True)
+        if not session.report_error:
+            why = "none of the tests run measured a training step" if session.device.is_gpu or session.settings.smoke \
                 else "no CUDA GPU and no --perf-smoke"
             empty = "" if measured else f" (no test was measured: {why})"
             out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
     return (plain.text(report.render(doc)) if measured else None), out
 
 
-def _recorded_lines(perf, outputs) -> list[tuple[str, dict]]:
+def _recorded_lines(session, outputs) -> list[tuple[str, dict]]:
     """What this process and a sharded run's workers recorded, each into the file of its GPU model; or that
     --perf-update-baselines recorded nothing, and why."""
-    recorded = perf.records.recorded()
+    recorded = session.records.recorded()
     for o in outputs:
         for path, n in o.get("recorded", {}).items():
             recorded[path] = recorded.get(path, 0) + n
     out = [(f"recorded {n} baseline(s) into {path}", {}) for path, n in recorded.items()]
-    if perf.settings.update_baselines and perf.records.baseline_file is None and not perf.records.recorded():
+    if session.settings.update_baselines and session.records.baseline_file is None and not session.records.recorded():
         out.append(("--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU outside "
                     "--perf-smoke (loader instruction counts and settings on any machine, where counted and described)",
                     {"yellow": True}))
