@@ -126,8 +126,8 @@ class RefState:
         if session.worker:  # it measures REF file by file, and counts those cached of the tests it runs (before)
             self.ref.cached = []
         else:
-            if self.ref.wanted:  # the turns' processes import torch while REF's pytest does the same, not in a test
-                self.turns.start()
+            if self.ref.wanted and not session.settings.smoke:  # the turns' processes import torch while REF's pytest
+                self.turns.start()  # does the same, not in a test; a smoke run times no loader by turns
             against.run(self.ref)
         self.seconds = time.perf_counter() - started
         load_records(session.records, self.ref.folder)
@@ -157,7 +157,8 @@ class RefState:
         file = item.nodeid.split("::")[0]
         if file not in self.failed and self.ref.wanted_in({file}):
             started = time.perf_counter()
-            self.turns.start()  # once, where this worker measures REF: beside REF's pytest, as unsharded
+            if not session.settings.smoke:
+                self.turns.start()  # once, where this worker measures REF: beside REF's pytest, as unsharded
             session.device.free_cached_memory()  # what this worker's earlier tests keep cached, REF's run may need
             try:
                 against.run(self.ref, files={file})
