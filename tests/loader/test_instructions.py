@@ -45,47 +45,42 @@ LOADER = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture
-def counter(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def counter(tmp_path_factory):
+    """One callgrind process for the module's tests: each start imports Python and torch under valgrind (tens of
+    seconds on CI's 2 cores)."""
     if shutil.which("valgrind") is None:
         if os.environ.get("PERF_REQUIRE_VALGRIND"):
             pytest.fail("valgrind not found, and PERF_REQUIRE_VALGRIND is set: apt-get install valgrind")
         pytest.skip("valgrind not found: apt-get install valgrind")
-    (tmp_path / "toy_loader.py").write_text(LOADER)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    c = Counter()
-    yield c
-    c.close()
+    folder = tmp_path_factory.mktemp("loader")
+    (folder / "toy_loader.py").write_text(LOADER)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", str(folder))
+        c = Counter()
+        yield c
+        c.close()
 
 
-def test_the_same_loader_counts_the_same_and_a_heavier_one_counts_more(counter):
-    first = counter.count(("toy_loader:parts", {"n": 2000}))
-    assert counter.count(("toy_loader:parts", {"n": 2000})) is first  # counted once a session
+def test_a_loader_counts_the_same_begun_beside_other_work_and_in_a_second_process_and_a_heavier_one_counts_more(counter):
+    """The overlap (Counter.begin) changes when valgrind starts, not what it counts: the count begun beside the caller's
+    work is the count a second process takes alone."""
+    source = ("toy_loader:parts", {"n": 2000})
+    counter.begin(source)
+    sum(i * i for i in range(3_000_000))  # the caller's work meanwhile
+    first = counter.count(source)
+    assert counter.count(source) is first  # counted once a session
     # 15% more loop per sample: about 15% more instructions (16.7% here: a Python loop grows a little faster)
     heavier = counter.count(("toy_loader:parts", {"n": 2300}))
     again = Counter()
     try:
-        repeated = again.count(("toy_loader:parts", {"n": 2000}))  # a second callgrind process
+        alone = again.count(source)  # a second callgrind process, nothing beside it
     finally:
         again.close()
     # well inside the 1% margin: 0.17% apart in one run here (docs/counted-gates.md: 0.04-0.18% between runs)
-    assert abs(repeated.per_sample / first.per_sample - 1) < 0.005
+    assert abs(alone.per_sample / first.per_sample - 1) < 0.005
     assert 1.10 < heavier.per_sample / first.per_sample < 1.20
     assert first.samples == instructions.SAMPLES and first.source == 'toy_loader:parts({"n": 2000})'
-
-
-def test_a_count_begun_beside_other_work_is_the_count_taken_alone(counter):
-    """The overlap (Counter.begin) changes when valgrind starts, not what it counts."""
-    source = ("toy_loader:parts", {"n": 2000})
-    counter.begin(source)
-    sum(i * i for i in range(3_000_000))  # the caller's work meanwhile
-    overlapped = counter.count(source)
-    alone = Counter()
-    try:
-        counted = alone.count(source)
-    finally:
-        alone.close()
-    assert abs(overlapped.per_sample / counted.per_sample - 1) < 0.005  # the 1% margin, with room
 
 
 def test_a_loader_that_cannot_be_built_says_so_and_the_process_serves_on(counter):
@@ -615,6 +610,31 @@ def test_an_entry_names_its_files_and_a_changed_one_is_found_at_a_sessions_start
     assert loader_code.changed_files(f, ["k"], tmp_path) == ["mydata.py", "myother.py"]
 
 
+def test_a_files_hash_is_of_its_code_not_its_comments_or_docstrings(tmp_path):
+    """A comment or docstring edit counts no loader again (a count under callgrind takes a minute a loader on a GPU
+    host); an edit of the code, a constant included, does."""
+    code = tmp_path / "m.py"
+    hashes = {}
+    for name, text in [("code", '"""Doc."""\nN = 1\n\n\ndef f(x):\n    """Doc."""\n    return x + N  # note\n'),
+                       ("comments and docstrings edited", '"""Other doc."""\n# a comment\nN = 1\n\n\ndef f(x):\n'
+                                                          '    """Other."""\n    return x + N\n'),
+                       ("docstring dropped", 'N = 1\n\n\ndef f(x):\n    return x + N\n'),
+                       ("constant", 'N = 2\n\n\ndef f(x):\n    return x + N\n'),
+                       ("expression", 'N = 2\n\n\ndef f(x):\n    return x * N\n'),
+                       ("two statements", 'N = 2\n\n\ndef f(x):\n    x = x * N\n    return x\n'),
+                       ("a string that is not a docstring", 'N = 2\n\n\ndef f(x):\n    x = x * N\n    "kept"\n'
+                                                            '    return x\n')]:
+        code.write_text(text)
+        hashes[name] = loader_code.code_hash(code)
+    assert hashes["code"] == hashes["comments and docstrings edited"] == hashes["docstring dropped"]
+    assert len({hashes[k] for k in ("code", "constant", "expression", "two statements",
+                                    "a string that is not a docstring")}) == 5
+    broken, data = tmp_path / "broken.py", tmp_path / "table.csv"
+    for path, text in ((broken, "def f(:\n"), (data, "a,b\n")):  # by their bytes: one that does not parse, not Python
+        path.write_text(text)
+        assert loader_code.code_hash(path) == hashlib.sha256(text.encode()).hexdigest()
+
+
 def test_the_digest_is_the_one_recorded_before_files_were_kept():
     # the order and bytes of the digest are those of the counts committed before (GPU image: f31983fa320b34f1), so
     # that no recorded count turned stale: paths in the order of their parts ("a/x" before "a-b/x")
@@ -703,7 +723,7 @@ def test_a_session_whose_recorded_loader_code_changed_starts_its_counting_proces
     (tmp_path / "baselines").mkdir()
     (tmp_path / "mydata.py").write_text("X = 1\n")
     entry = {"per_sample": 5.0, "samples": 16, "source": "s", "content": "c",
-             "files": {"mydata.py": hashlib.sha256(b"X = 1\n").hexdigest()[:instructions.FILE_HASH]}}
+             "files": {"mydata.py": loader_code.code_hash(tmp_path / "mydata.py")[:instructions.FILE_HASH]}}
     (tmp_path / "baselines" / "instructions.json").write_text(json.dumps({"schema": 1, "environments": {"k": {"t": entry}}}))
     settings = SimpleNamespace(instructions=True, smoke=True, update_baselines=False)
     device = SimpleNamespace(is_gpu=False)
@@ -742,7 +762,7 @@ def test_a_changed_loaders_count_starts_before_the_conftest_files_below_the_root
         "from torch_perf_suite.loader import instructions\ninstructions.EVENTS.append('sub/conftest.py imported')\n")
     (pytester.path / "sub" / "test_x.py").write_text("def test_x():\n    pass\n")
     entry = {"per_sample": 5.0, "samples": 16, "source": "s", "content": "c",
-             "files": {"mydata.py": hashlib.sha256(b"X = 1\n").hexdigest()[:instructions.FILE_HASH]}}
+             "files": {"mydata.py": loader_code.code_hash(pytester.path / "mydata.py")[:instructions.FILE_HASH]}}
     (pytester.path / "baselines").mkdir()
     (pytester.path / "baselines" / "instructions.json").write_text(
         json.dumps({"schema": 1, "environments": {instructions.key(): {"t": entry}}}))

@@ -1,7 +1,6 @@
 """Recording the loader instruction counts again where the loader's code changed (recount.py); the counter is a stand-in
 here (tests/loader/test_instructions.py runs the real one under callgrind)."""
 
-import hashlib
 import json
 import sys
 
@@ -61,7 +60,7 @@ def test_only_the_loader_whose_code_changed_is_counted_again_and_recorded(projec
     assert counter.counted == [("toy_parts:parts", {"n": 50})] and sorted(updates) == ["t::same", "t::stale"]
     assert failed == 0
     saved = json.loads(path.read_text())["environments"]["this-env"]
-    files = {"toy_parts.py": hashlib.sha256(LOADER.encode()).hexdigest()[:instructions.FILE_HASH]}
+    files = {"toy_parts.py": loader_code.code_hash(project / "toy_parts.py")[:instructions.FILE_HASH]}
     assert saved["t::same"] == {**an_entry(project), "files": files}  # unchanged: its count kept, its files named
     assert saved["t::stale"]["per_sample"] == 990.0 and saved["t::stale"]["content"] == an_entry(project, 50)["content"]
     assert saved["t::stale"]["files"] == files
@@ -140,6 +139,6 @@ def test_another_environments_entry_whose_digest_is_this_trees_is_given_its_file
     said = []
     recount.recount(path, project, FakeCounter(), said.append)
     saved = json.loads(path.read_text())["environments"]["gpu-env"]
-    files = {"toy_parts.py": hashlib.sha256(LOADER.encode()).hexdigest()[:instructions.FILE_HASH]}
+    files = {"toy_parts.py": loader_code.code_hash(project / "toy_parts.py")[:instructions.FILE_HASH]}
     assert saved == {"t::a": {**this, "files": files}, "t::b": stale}  # nothing counted there; the stale one as it was
     assert said[-1].endswith("(gpu-env): 1 entries given their files (their digest is this tree's)")

@@ -3,6 +3,7 @@ environment and loader is the answer, and a recorded file whose content changed 
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import os
@@ -64,7 +65,27 @@ def content_files(source: tuple[str, dict], root: Path | None = None) -> dict[st
 
     files = {p for p in (Path(name).resolve() for name in called) if projects(p)}
     files |= {p for f in sorted(files) for p in _modules_read(f, read.get(str(f), set())) if projects(p)}
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(files)}
+    return {p.relative_to(root).as_posix(): code_hash(p) for p in sorted(files)}
+
+
+def code_hash(path: Path) -> str:
+    """The SHA-256 of a file's code: a Python file's syntax tree without its docstrings (comments never reach it), so
+    that an edit of a comment or a docstring counts no loader again; another file, or one that does not parse, by its
+    bytes."""
+    data = path.read_bytes()
+    if path.suffix != ".py":
+        return hashlib.sha256(data).hexdigest()
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return hashlib.sha256(data).hexdigest()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
 def changed_files(file: "InstructionsFile", env_keys, root: Path) -> list[str]:
@@ -75,7 +96,7 @@ def changed_files(file: "InstructionsFile", env_keys, root: Path) -> list[str]:
     for e in (e for key in env_keys for e in file.environments.get(key, {}).values()):
         for path, recorded in (e.get("files") or {}).items():
             found = root / path
-            if not found.is_file() or not hashlib.sha256(found.read_bytes()).hexdigest().startswith(recorded):
+            if not found.is_file() or not code_hash(found).startswith(recorded):
                 changed.add(path)
     return sorted(changed)
 
@@ -83,7 +104,6 @@ def changed_files(file: "InstructionsFile", env_keys, root: Path) -> list[str]:
 def _modules_read(path: Path, names: set[str]) -> set[Path]:
     """The files of the modules that `path` imports and whose name, or a name taken from them, is in `names` (what its
     called functions read): `import m` then `m.X`, or `from m import X` then `X`."""
-    import ast
 
     module = next((n for n, m in list(sys.modules.items()) if getattr(m, "__file__", None) and
                    Path(m.__file__).resolve() == path), "")
