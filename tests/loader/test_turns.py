@@ -43,6 +43,13 @@ def by_turns(pairs, again=None):
     return replace(turns.from_pairs(pairs), again=again and turns.from_pairs(again))
 
 
+@pytest.fixture(autouse=True)
+def no_reserve(monkeypatch):
+    """Each start spawns a reserve pair beside the first, two more imports of torch and torchvision: only the test of
+    the reserve keeps it."""
+    monkeypatch.setattr(turns, "RESERVE", False)
+
+
 # CPU nanoseconds of a turn of 32 samples at REF and at the head, 40 pairs
 SAME = [(1_000_000, 1_000_000 + d) for d in (-4000, -2000, 0, 2000, 4000) * 8]
 MORE = [(1_000_000, 1_060_000 + d) for d in (-4000, -2000, 0, 2000, 4000) * 8]  # 6% more
@@ -84,36 +91,46 @@ def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
     assert failures(turns.failure(heavier, 3.0, "REF")) is not None
 
 
-def test_measured_again_in_fresh_processes_not_in_those_that_timed_it_first(tmp_path):
-    ref = tree(tmp_path / "ref", body="open(os.path.join(os.path.dirname(__file__), 'pids'), 'a').write(f'{os.getpid()}\\n')")
+def test_started_ahead_settled_with_their_reserve_then_measured_again_in_fresh_processes(tmp_path, monkeypatch):
+    """The session starts the processes before REF's run (which imports torch too) and goes on; they are settled, the
+    reserve with them, before a window; a measurement again is made in the reserve's fresh processes, not in those that
+    timed the loader first, and with no reserve left in a new pair started with a reserve beside it."""
+    pids = "open(os.path.join(os.path.dirname(__file__), 'pids'), 'a').write(f'{os.getpid()}\\n')"
+    ref = tree(tmp_path / "ref", body=pids)
+    monkeypatch.setattr(turns, "RESERVE", True)
     with turns.Turns(ref, tree(tmp_path / "head"), seconds=0.1) as timed:
-        timed.time(("toyloader:parts", {}))
-        timed.time(("toyloader:parts", {}))
-        timed.time(("toyloader:parts", {}), fresh=True)
-    first, second, fresh = (ref / "pids").read_text().split()
-    assert first == second != fresh
-
-
-def test_the_fresh_processes_are_the_reserve_started_and_settled_with_the_first_pair(tmp_path):
-    with turns.Turns(tree(tmp_path / "ref"), tree(tmp_path / "head"), seconds=0.1) as timed:
+        began = time.perf_counter()
         timed.start()
+        assert time.perf_counter() - began < 1.0  # not waiting for their import of torch
         timed.settle()  # before the first window: the reserve's import of torch is done too
+        assert all(proc.poll() is None for proc in timed._procs.values()) and not timed._waiting
         reserve = {side: proc.pid for side, proc in timed._reserve[0].items()}
         assert not timed._reserve_waiting and all(proc.poll() is None for proc in timed._reserve[0].values())
         first = {side: proc.pid for side, proc in timed._procs.items()}
+        assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
         timed.time(("toyloader:parts", {}))
         timed.time(("toyloader:parts", {}), fresh=True)
         assert {side: proc.pid for side, proc in timed._procs.items()} == reserve != first and timed._reserve is None
         timed.time(("toyloader:parts", {}), fresh=True)  # no reserve left: a new pair, and a reserve beside it
         assert set(reserve.values()).isdisjoint(proc.pid for proc in timed._procs.values()) and timed._reserve
+    built_in = (ref / "pids").read_text().split()  # REF's loader, built in each process that timed it
+    assert built_in[0] == built_in[1] == str(first["REF"]) and built_in[2] == str(reserve["REF"]) != built_in[3]
 
 
-def test_started_ahead_the_processes_import_torch_while_the_caller_goes_on(tmp_path):
-    with turns.Turns(tree(tmp_path / "ref"), tree(tmp_path / "head"), seconds=0.1) as timed:
-        began = time.perf_counter()
-        timed.start()  # the session starts them before REF's run, which imports torch too
-        assert time.perf_counter() - began < 1.0  # not waiting for their import of torch
+def test_both_sides_time_on_one_core_from_a_worker_script_in_the_working_tree_with_a_loader_that_prints(tmp_path,
+                                                                                                       monkeypatch):
+    """Both make their samples on the same one core; the worker script lying in the working tree (as in the suite's own
+    repository, where the harness is the project's) is not taken for its module; a loader's prints do not break the
+    protocol."""
+    write = "open(os.path.join(os.path.dirname(__file__), 'cores'), 'w').write(str(sorted(os.sched_getaffinity(0))))"
+    ref = tree(tmp_path / "ref", item=write)
+    head = tree(tmp_path / "head", item=write, body="print('building the loader')")
+    (head / "torch_perf_suite").mkdir()
+    monkeypatch.setattr(turns, "WORKER", head / "torch_perf_suite" / turns.WORKER.name)
+    turns.WORKER.write_text(Path(turns.__file__).with_name("turn_worker.py").read_text())
+    with turns.Turns(ref, head, seconds=0.1) as timed:
         assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
+    assert (ref / "cores").read_text() == (head / "cores").read_text() == str([max(os.sched_getaffinity(0))])
 
 
 def test_started_before_the_trees_exist_the_processes_time_the_trees_named_later(tmp_path):
@@ -129,23 +146,6 @@ def test_started_before_the_trees_exist_the_processes_time_the_trees_named_later
         timed.aim(head, ref)
         with pytest.raises(turns.Unavailable, match="this process builds .*ref's loaders"):
             timed.time(("toyloader:parts", {}))
-
-
-def test_the_worker_script_lying_in_the_working_tree_is_not_taken_for_its_module(tmp_path, monkeypatch):
-    head = tree(tmp_path / "head")
-    (head / "torch_perf_suite").mkdir()  # as in the suite's own repository, where the harness is the project's
-    monkeypatch.setattr(turns, "WORKER", head / "torch_perf_suite" / turns.WORKER.name)
-    turns.WORKER.write_text(Path(turns.__file__).with_name("turn_worker.py").read_text())
-    with turns.Turns(tree(tmp_path / "ref"), head, seconds=0.1) as timed:
-        assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
-
-
-def test_both_sides_make_their_samples_on_the_same_one_core(tmp_path):
-    write = "open(os.path.join(os.path.dirname(__file__), 'cores'), 'w').write(str(sorted(os.sched_getaffinity(0))))"
-    ref, head = tree(tmp_path / "ref", item=write), tree(tmp_path / "head", item=write)
-    with turns.Turns(ref, head, seconds=0.1) as timed:
-        timed.time(("toyloader:parts", {}))
-    assert (ref / "cores").read_text() == (head / "cores").read_text() == str([max(os.sched_getaffinity(0))])
 
 
 def test_a_loader_that_cannot_be_built_on_one_side_says_which_and_why_and_the_next_one_is_timed(tmp_path):
@@ -188,12 +188,6 @@ def test_a_process_that_hangs_is_said_after_the_timeout_not_waited_on(tmp_path, 
             timed.time(("toyloader:parts", {}))
 
 
-def test_a_loader_that_prints_does_not_break_the_turns(tmp_path):
-    ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="print('building the loader')")
-    with turns.Turns(ref, head, seconds=0.1) as timed:
-        assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
-
-
 def test_refs_loader_importing_the_working_trees_own_module_is_refused(tmp_path, monkeypatch):
     """The factory is REF's, but a module it imports comes from the working tree (on the path: a src/ folder, an
     editable install): REF would be timed with the head's code."""
@@ -218,15 +212,6 @@ def test_a_loader_timed_without_a_loader_source_says_it_was_not_timed_by_turns(l
     assert figure is None
     assert (note is not None and note.startswith("loader CPU time not timed by turns: the workload names no "
                                                  "loader_source")) == said
-
-
-def test_processes_started_early_are_settled_before_a_window_and_then_time_at_once(tmp_path):
-    ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head")
-    with turns.Turns(ref, head, seconds=0.1) as timed:
-        timed.start()
-        timed.settle()
-        assert all(proc.poll() is None for proc in timed._procs.values()) and not timed._waiting
-        assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
 
 
 def test_a_process_that_died_importing_is_said_by_the_loaders_note_not_by_the_window(tmp_path, monkeypatch):

@@ -36,6 +36,7 @@ TURNS_S = 2.0  # seconds of turns on each side, at least LEAST_PAIRS pairs, at m
 LEAST_PAIRS, MOST_PAIRS = 20, 400
 READ_TIMEOUT_S = 300  # a process silent this long is stuck (importing torch takes seconds: docs/measurements/cost.md)
 WORKER = Path(__file__).with_name("turn_worker.py")
+RESERVE = True  # a reserve pair started beside the first, so that a measurement again (time(fresh=True)) waits on no import
 # glibc's malloc raises its mmap threshold as a process frees large blocks, so whether a 600 KB image comes from the
 # heap or from fresh pages (a page fault each 4 KB) depends on the process's history: fixed here, the same on both sides
 MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(64 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
@@ -159,7 +160,7 @@ class Turns:
             return
         self._procs, self._errors = self._spawn()
         self._waiting = set(self._procs)
-        if self._reserve is None:
+        if self._reserve is None and RESERVE:
             self._reserve, self._reserve_waiting = self._spawn(), True
 
     def _spawn(self) -> tuple[dict, dict]:
