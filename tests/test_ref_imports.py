@@ -297,14 +297,14 @@ def test_a_bisection_of_an_editable_install_names_the_commit_that_planted_the_sl
     """Each commit's run imports that commit's code, not the checkout's (which holds the sleep): without the mapping
     every commit, GOOD too, measured the checkout and none was first bad."""
     root, data = installed
-    for i in range(1, 4):
-        if i == 2:
+    for i in range(1, 3):  # the sleep, then an unrelated change: the planted commit is judged between GOOD and BAD
+        if i == 1:
             data.write_text(data.read_text().replace(*PLANTS[1]))
         else:
             (root / "notes.txt").write_text(f"change {i}\n")
-        git(root, "add", str(data if i == 2 else root / "notes.txt"))
+        git(root, "add", str(data if i == 1 else root / "notes.txt"))
         git(root, "commit", "-qm", f"change {i}")
     planted = git(root, "rev-parse", "HEAD~1")
-    found = perf_against(root, "--perf-bisect", "HEAD~3..HEAD")
-    assert f"first bad commit: {planted[:12]} 'change 2'" in found.stdout, found.stdout[-3000:]
+    found = perf_against(root, "--perf-bisect", "HEAD~2..HEAD")
+    assert f"first bad commit: {planted[:12]} 'change 1'" in found.stdout, found.stdout[-3000:]
     assert "the host blocks 1.00 times a step while issuing it, 0.00 at REF" in found.stdout, found.stdout[-3000:]

@@ -195,7 +195,7 @@ def bisect(repo, *args):
     return repo.runpytest("-p", "no:randomly", "--perf-smoke", "--perf-report=out/perf", *args)
 
 
-def test_the_commit_that_added_a_sync_is_found_and_a_second_bisection_judges_only_what_it_cannot_read(history):
+def test_the_commit_that_added_a_sync_is_found_past_one_that_cannot_run_and_judged_again_only_where_unreadable(history):
     good = git(history.path, "rev-list", "--max-parents=0", "HEAD")
     planted = git(history.path, "rev-parse", "HEAD~1")
     result = bisect(history, "--perf-bisect", f"{good}..HEAD")
@@ -214,10 +214,7 @@ def test_the_commit_that_added_a_sync_is_found_and_a_second_bisection_judges_onl
     again.stdout.fnmatch_lines(["*6 commit(s) (first parent), 6 judged, 1 measured in this run*",
                                 f"*first bad commit: {planted[:12]}*"])
     assert git(history.path, "worktree", "list", "--porcelain").count("worktree ") == 1  # none left behind
-
-
-def test_a_commit_where_the_test_cannot_run_is_skipped(history):
-    good = git(history.path, "rev-list", "--max-parents=0", "HEAD")
+    # a range whose BAD is the planted commit, the commit that cannot run in its halving (the verdicts above reused)
     result = bisect(history, "--perf-bisect", f"{good}..HEAD~1", "--perf-report=out/skip")
     assert result.ret == 0, result.stdout.str()
     tested = {t["subject"]: t["status"] for t in json.loads((history.path / "out" / "skip.bisect.json").read_text())["tested"]}
