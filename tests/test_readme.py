@@ -51,14 +51,17 @@ def test_the_test_script_runs_the_suites_tests_then_the_scenarios_then_the_examp
         "guard_your_step", "hf_trainer_step", "lightning_step"]  # every example project is run
 
 
-def test_ci_refuses_a_test_command_that_does_not_run_the_suites_tests(tmp_path):
+def test_ci_refuses_a_test_command_that_does_not_run_the_suites_tests_or_only_collects_them(tmp_path):
     assert ci_function(f"runs_pytest_tests {shlex.quote(readme('the test command'))}").returncode == 0
     assert ci_function("runs_pytest_tests '.venv/bin/python -m pytest tests -n 2'").returncode == 0
     (tmp_path / "dropped").write_text((ROOT / ".ci" / "test").read_text().replace(
         ".venv/bin/python -m pytest tests -n 2\n", ""))
     (tmp_path / "commented").write_text((ROOT / ".ci" / "test").read_text().replace(
         ".venv/bin/python -m pytest tests -n 2\n", "# .venv/bin/python -m pytest tests -n 2\n"))
-    for command in ("bash dropped", "bash commented", "bash missing", ".venv/bin/python -m pytest perf_tests"):
+    (tmp_path / "collects").write_text((ROOT / ".ci" / "test").read_text().replace(" -m pytest tests -n 2\n",
+                                                                                    " -m pytest tests -n 2 --co\n"))
+    for command in ("bash dropped", "bash commented", "bash missing", "bash collects", ".venv/bin/python -m pytest perf_tests",
+                    "pytest tests --collect-only -q", "pytest tests --setup-plan", "pytest tests --fixtures"):
         assert ci_function(f"runs_pytest_tests {shlex.quote(command)}", cwd=tmp_path).returncode == 1, command
 
 
