@@ -4,6 +4,7 @@ of git beside its cached results (no worktree registered), and each bad input na
 import fnmatch
 import json
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -389,3 +390,29 @@ def test_a_smoke_run_against_ref_fails_more_python_lines_a_sleep_and_a_host_read
                                  "*test_toy.py:8 in loss_of (0.00 -> 1.*, new)"])
     result.stdout.fnmatch_lines(["*measured 2.00 host reads per step with no GPU, 1.00 at REF HEAD (*) (+1.00)*",
                                  "*+1.00 aten::_local_scalar_dense at test_toy.py:9 in loss_of (0.00 -> 1.00, new)"])
+
+
+def test_refs_cache_folder_is_keyed_by_the_interpreter_the_installed_packages_and_the_options_from_outside(
+        tmp_path, monkeypatch):
+    """A verdict measured with another Python, another torchmetrics (or any package), PYTEST_ADDOPTS=--perf-smoke or an
+    ini value overridden with -o is not reused."""
+    env = {"gpu": "cpu", "torch": "2.15.0"}
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+    def folder():
+        return against.cache_folder(tmp_path, "a" * 40, env, ["--perf-rounds=3"])
+
+    first = folder()
+    assert folder() == first
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--perf-smoke")
+    assert folder() != first
+    monkeypatch.delenv("PYTEST_ADDOPTS")
+    packages = against.installed()
+    monkeypatch.setattr(against, "installed", lambda: [*packages, "torchmetrics==9.9"])
+    assert folder() != first
+    monkeypatch.undo()
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    monkeypatch.setattr(against.sys, "version", "3.99.0 (another interpreter)")
+    assert folder() != first
+    config = SimpleNamespace(option=SimpleNamespace(override_ini=["perf_tolerance=9"]))
+    assert against.keyed(config, ["--perf-rounds=3"]) == ["--perf-rounds=3", "-operf_tolerance=9"]

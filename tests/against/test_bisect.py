@@ -123,6 +123,27 @@ def test_a_commits_run_is_good_bad_or_skipped_by_what_its_pytest_said(tmp_path, 
     assert (outcome.status, outcome.why, outcome.figures) == (status, why, {})
 
 
+def test_a_commit_whose_run_was_killed_is_skipped_now_and_judged_again_by_the_next_run(tmp_path, monkeypatch):
+    """Killed (out of memory, a timeout) says nothing of the commit: its skip is not cached; a skip for the commit's own
+    reason is."""
+    killed = bisecting.judged(proc(-9, ""), ["t.py::a"], tmp_path / "none.json")
+    assert (killed.status, killed.why, killed.transient) == ("skip", ["its pytest was killed by signal 9"], True)
+    assert not bisecting.judged(proc(5, "no tests ran"), ["t.py::a"], tmp_path / "none.json").transient
+    runner = bisecting.Runner(tmp_path, tmp_path, "0" * 40, ["t.py::a"], [], tmp_path / "cache", {}, lambda line: None)
+    runs = []
+
+    def run(commit):
+        runs.append(commit)
+        if len(runs) == 1:
+            return bisecting.Outcome("skip", ["killed"], transient=True)
+        return bisecting.Outcome("skip", ["none collected"])
+
+    monkeypatch.setattr(runner, "_run", run)
+    commit = chain(1)[0]
+    assert [runner(commit).why for _ in range(3)] == [["killed"], ["none collected"], ["none collected"]]
+    assert len(runs) == 2  # the killed run judged again, the commit's own skip then taken from the cache
+
+
 def test_a_commit_without_the_test_files_is_skipped_saying_so(tmp_path):
     outcome = bisecting.judged(proc(4, err="ERROR: file or directory not found: t.py"), ["t.py::a"], tmp_path / "r.json")
     assert (outcome.status, outcome.why) == ("skip", ["its test files are not there"])

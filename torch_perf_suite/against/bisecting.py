@@ -57,6 +57,7 @@ class Outcome:
     figures: dict[str, dict] = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
+    transient: bool = False  # a skip for a reason of this run, not of the commit (killed, not checked out): not cached
 
 
 @dataclass
@@ -160,12 +161,15 @@ class Runner:
     the cache (`cache`/bisect), a skip too (remove the folder to judge it again)."""
 
     def __init__(self, top: Path, rootdir: Path, good_sha: str, test_ids: list[str], args: list[str], cache: Path,
-                 env: dict, say: Callable[[str], None]):
+                 env: dict, say: Callable[[str], None], overrides: list[str] = ()):
         self.top, self.rootdir, self.good_sha, self.test_ids, self.args = top, rootdir, good_sha, test_ids, args
-        self.cache, self.env, self.say = cache, env, say
+        self.cache, self.env, self.say, self.overrides = cache, env, say, list(overrides)
 
     def folder(self, commit: Commit) -> Path:
-        return against.cache_folder(self.cache / "bisect", commit.sha, self.env, [*self.args, self.good_sha, *self.test_ids])
+        """The commit's verdict's folder, keyed as REF's (against.cache_folder) by what else changes it: GOOD, the tests
+        and the ini values the command line overrides (`overrides`, against.keyed)."""
+        key = [*self.args, *self.overrides, self.good_sha, *self.test_ids]
+        return against.cache_folder(self.cache / "bisect", commit.sha, self.env, key)
 
     def __call__(self, commit: Commit) -> Outcome:
         kept = self.folder(commit) / "outcome.json"
@@ -174,8 +178,9 @@ class Runner:
             started = time.perf_counter()
             outcome = self._run(commit)
             outcome.seconds = time.perf_counter() - started
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            store.write_atomic(kept, json.dumps(asdict(outcome), indent=1))
+            if not outcome.transient:
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                store.write_atomic(kept, json.dumps(asdict(outcome), indent=1))
         self.say(f"{commit.short} {commit.subject[:60]}: {outcome.status}"
                  + (" (from the cache)" if outcome.cached else f" ({outcome.seconds:.0f} s)")
                  + (f": {outcome.why[0]}" if outcome.why else ""))
@@ -201,7 +206,7 @@ class Runner:
         self._remove(tree)
         added = against._git(self.top, "worktree", "add", "--detach", "--force", str(tree), commit.sha)
         if added.returncode:
-            return Outcome("skip", [f"could not check it out: {added.stderr.strip().splitlines()[-1:]}"])
+            return Outcome("skip", [f"could not check it out: {added.stderr.strip().splitlines()[-1:]}"], transient=True)
         try:
             cwd = tree / self.rootdir.relative_to(self.top)
             report_path = work / "report"
@@ -255,6 +260,8 @@ def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: 
                    "syncs_per_step": r.get("syncs_per_step")} for t, r in rows.items()}
     if proc.returncode == 0:
         return Outcome("good", figures=figures)
+    if proc.returncode < 0:  # killed (out of memory, a timeout): this run's, judged again by the next
+        return Outcome("skip", [f"its pytest was killed by signal {-proc.returncode}"], figures, transient=True)
     if failed:
         return Outcome("bad", failed, figures)
     if errors:

@@ -21,7 +21,9 @@ measures the base once per runner, and only the tests not measured there before.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -120,10 +122,25 @@ def cache_folder(base: Path, sha: str, env: dict, args: list[str], worker: str |
     another torch or other settings is another folder (and the old one is not used), and REF measured on 32 cores is
     not compared with a head on 16. Without a GPU UUID (a smoke run on a CPU) the xdist `worker` tells the folders
     apart, so that two workers never write one at once."""
-    what = {k: env.get(k) for k in ("gpu", "gpu_uuid", "driver", "cuda", "torch", "torchvision", "python")}
+    what = {k: env.get(k) for k in ("gpu", "gpu_uuid", "driver", "cuda", "torch", "torchvision")}
     what.update(worker=None if env.get("gpu_uuid") else worker, cores=cores)  # a GPU's own UUID tells workers apart
+    # and what else changes a verdict: the interpreter, every installed package's version (torchmetrics, numpy, Pillow,
+    # lightning, this plugin...) and the options pytest reads from the environment (a smoke run's results never serve a
+    # full one)
+    what.update(python=sys.version, installed=installed(), addopts=os.environ.get("PYTEST_ADDOPTS", ""))
     digest = hashlib.sha256(json.dumps([what, args], sort_keys=True, default=str).encode()).hexdigest()[:16]
     return base / f"{sha[:12]}-{digest}"
+
+
+@functools.cache
+def installed() -> list[str]:
+    """Every distribution installed in this interpreter, as name==version, sorted."""
+    return sorted({f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()})
+
+
+def keyed(config, args: list[str]) -> list[str]:
+    """`args` and the ini values the command line overrides (-o), which REF's cache folder is keyed by."""
+    return [*args, *(f"-o{o}" for o in (getattr(config.option, "override_ini", None) or []))]
 
 
 def forwarded(config) -> list[str]:
@@ -147,7 +164,7 @@ def prepare(ref: str, config, test_ids: list[str], env: dict, cache_base: Path) 
     args = forwarded(config)
     worker = getattr(config, "workerinput", {}).get("workerid")
     cores = host.cpu_list(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else None
-    folder = cache_folder(cache_base, sha, env, args, worker, cores)
+    folder = cache_folder(cache_base, sha, env, keyed(config, args), worker, cores)
     folder.mkdir(parents=True, exist_ok=True)
     status_file = folder / STATUS
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
