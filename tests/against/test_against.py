@@ -207,9 +207,9 @@ def test_a_run_is_refs_only_where_it_records_with_the_variable_set(monkeypatch, 
     assert against.is_ref_run(recording) is as_ref
 
 
-def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once(monkeypatch, tmp_path):
-    from types import SimpleNamespace
-
+@pytest.mark.parametrize("smoke", [False, True])
+def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once(monkeypatch, tmp_path, smoke):
+    """The turns' processes start beside REF's run, once, outside a smoke run (which times no loader by turns)."""
     from torch_perf_suite.against.state import RefState
 
     runs = []
@@ -220,18 +220,25 @@ def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once
 
     monkeypatch.setattr(against, "run", broken)
     ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", wanted=["a.py::t1", "a.py::t2"])
-    state = RefState(ref=ref, turns=SimpleNamespace(start=lambda: None))
-    worker = SimpleNamespace(worker="gw0", device=SimpleNamespace(free_cached_memory=lambda: None), records=None)
+    started = []
+    state = RefState(ref=ref, turns=SimpleNamespace(start=lambda: started.append(1)))
+    worker = SimpleNamespace(worker="gw0", device=SimpleNamespace(free_cached_memory=lambda: None), records=None,
+                             settings=SimpleNamespace(smoke=smoke))
     for test in ("a.py::t1", "a.py::t2"):
         item = SimpleNamespace(nodeid=test, user_properties=[])
         with pytest.raises(pytest.fail.Exception, match="REF's tests did not run at aaaaaaaaaaaa"):
             state.before(worker, item)
     assert runs == [{"a.py"}]  # once for the file, not once a test
+    assert started == ([] if smoke else [1])
 
 
-@pytest.mark.parametrize("smoke, loader, started", [(False, True, True), (True, True, False), (False, False, False)])
+@pytest.mark.parametrize("smoke, loader, measured, begun_then", [
+    (False, True, False, ["start"]), (True, True, False, ["close"]), (False, False, False, ["close"]),
+    (False, True, True, ["start", "start"]),  # beside REF's run, then for the tests
+    (True, True, True, ["close"]),  # a smoke run measuring REF starts none beside it
+])
 def test_with_refs_results_cached_the_turns_processes_start_with_the_session(monkeypatch, tmp_path, smoke, loader,
-                                                                              started):
+                                                                              measured, begun_then):
     """Where REF recorded a loader for a selected test, the turns' processes import torch while the first test builds
     its workload (started with the session, PerfSession, or else now), aimed at REF's tree and the working tree; the
     windows wait for them (Measuring). Not in a smoke run, which times nothing by turns, nor where no selected test
@@ -240,7 +247,8 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
 
     from torch_perf_suite.against import state
 
-    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", status={"a.py::t": "passed"}, cached=["a.py::t"])
+    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", status={"a.py::t": "passed"},
+                      cached=[] if measured else ["a.py::t"], wanted=["a.py::t"] if measured else [])
     monkeypatch.setattr(against, "prepare", lambda *args: ref)
     monkeypatch.setattr(against, "run", lambda ref: None)
     begun = []
@@ -253,7 +261,7 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
     state.RefState().compare(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
     aimed = (tmp_path / "tree", tmp_path, (ref.worktree, tmp_path / "tree"))  # and the trees REF's side imports from
-    assert begun == [aimed, "start" if started else "close"]
+    assert begun == [aimed, *begun_then]
 
 
 @pytest.mark.parametrize("role, ahead", [({}, True), ({"smoke": True}, False), ({"worker": "gw0"}, False),
