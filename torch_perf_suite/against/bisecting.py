@@ -158,7 +158,8 @@ def _signature(failure: str) -> str:
 
 class Runner:
     """Judges a commit: its selected tests run against GOOD in a worktree of its own (`work`/tree), its verdict kept in
-    the cache (`cache`/bisect), a skip too (remove the folder to judge it again)."""
+    the cache (`cache`/bisect), a skip for the commit's own reason too (remove the folder to judge it again); a skip for
+    a reason of its run (`Outcome.transient`) is not kept."""
 
     def __init__(self, top: Path, rootdir: Path, good_sha: str, test_ids: list[str], args: list[str], cache: Path,
                  env: dict, say: Callable[[str], None], overrides: list[str] = ()):
