@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from torch_perf_suite.loader import cost
 from torch_perf_suite.machine import device, nvml
 from torch_perf_suite.syncs import count_syncs, load_trace
 
@@ -135,6 +136,9 @@ def suite(pytester, monkeypatch):
     # under `pytest tests -n N` this process is an xdist worker; the session it starts is not one, but would
     # read this variable and have pytest-benchmark disable itself
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    # a loader's samples made alone: SOLO_LEAST of them, not 2 s of them a measured loader (the fake GPU's clock
+    # times the rest; tests/loader/ times them for real)
+    monkeypatch.setattr(cost, "SOLO_S", 0.0)
 
     class Suite:
         path = pytester.path

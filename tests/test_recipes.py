@@ -116,6 +116,7 @@ def test_a_loader_fed_workload_has_every_part_on_the_cpu():
         resident.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_workers_started_without_fork_train_the_same_recipe(method):
     """The suite runs under a start method that cannot deadlock: the dataset, its transforms and the
@@ -244,6 +245,7 @@ def _compile_twice(recipe: Recipe) -> int:
     return count.cache_hits
 
 
+@pytest.mark.slow
 def test_the_same_compiled_model_is_taken_from_the_cache_and_another_recipes_is_not():
     steps = ladder(2)
     assert _compile_twice(steps["fused_optimizer"]) > 0
@@ -297,3 +299,17 @@ def test_the_compile_cache_folder_is_set_for_the_step_only(monkeypatch):
     with _in_cache_of(ladder(2)["amp_fp16"]):  # not compiled: nothing set
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"
     assert inside != "/somewhere" and os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"
+
+
+def test_a_compiled_step_runs_inductor_on_a_gpu_and_dynamo_without_it_on_a_cpu():
+    """A smoke run on a CPU traces, breaks and recompiles as a GPU run does; only Inductor's C++ is left out."""
+    recipe = ladder(2)["compile"]
+    assert training.compile_args(recipe, torch.device("cuda", 0)) == {"mode": "default"}
+    assert training.compile_args(recipe, torch.device("cpu")) == {"backend": "aot_eager"}
+    with compiled.watch() as count:
+        workload = build(for_smoke(recipe), "cpu")
+        try:
+            workload.step()
+        finally:
+            workload.close()
+    assert count.graphs >= 1 and count.graph_breaks == []

@@ -241,7 +241,7 @@ class Timer:
         their prefetch queues for seconds after, and a sample 'alone' timed then waits on them by an amount that
         differs from one run to the next (docs/measurements/loader.md)."""
         collate = self.loader.collate_fn
-        self.alone = solo(self.loader.dataset, getattr(collate, "original", collate))
+        self.alone = solo(self.loader.dataset, getattr(collate, "original", collate), SOLO_S)
 
     def cost(self, since_ns: int, until_ns: int, alone_only: bool = False) -> UnitCost | None:
         """The samples made alone, with the batches made in the workers in that window; None where no batch was.
