@@ -57,11 +57,14 @@ def test_a_log_keeps_every_kth_step(mode):
     assert log.values() == [(0, 0.0), (4, 4.0), (8, 8.0)]
 
 
-def test_the_pinned_log_reads_nothing_in_the_step_on_a_cpu_either():
+@pytest.mark.parametrize("mode, reads", [("pinned", 0), ("item", 3)])
+def test_the_pinned_log_reads_nothing_in_the_step_on_a_cpu_either_and_item_reads_each_step(mode, reads):
+    """A loss computed from a parameter, as a step's is (a tensor made from a Python number is not counted as a read)."""
     from torch_perf_suite.syncs import host_reads
 
-    log = LossLog("pinned", 1, "cpu")
-    assert host_reads.count(lambda: log(torch.tensor(2.0)), 3).total == 0
+    weight = torch.nn.Parameter(torch.tensor(1.0))
+    log = LossLog(mode, 1, "cpu")
+    assert host_reads.count(lambda: log(weight * 2.0), 3).total == reads
     assert log.values() == [(0, 2.0), (1, 2.0), (2, 2.0)]
 
 

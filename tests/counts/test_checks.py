@@ -6,7 +6,7 @@ naming what changed."""
 from torch_perf_suite.counts import checks
 from torch_perf_suite.counts.compiled import CompileCount, Event
 from torch_perf_suite.counts.kernels import Kernel, KernelStats
-from torch_perf_suite.findings import failures
+from torch_perf_suite.findings import NOT_COMPARED, Finding, failures
 
 # ladder[bf16]'s families on an H200 (abridged), and the foreach optimizer planted in its place
 FUSED = {"at::native::multi_tensor_apply_kernel": 2.0, "triton_poi_fused_add_0": 40.0, "sm90_xmma_fprop": 13.0}
@@ -178,6 +178,11 @@ def test_fewer_recompilations_than_recorded_fail_naming_both_counts():
         "fewer graph breaks or recompilations than recorded (0 and 0, 0 and 1 recorded)")
     assert failures(checks.compile_counts(CompileCount(graphs=1), {"graphs": 1, "graph_breaks": 1})).startswith(
         "fewer graph breaks or recompilations than recorded (0 and 0, 1 and 0 recorded)")
+
+
+def test_step_memory_against_an_entry_without_it_is_not_compared_and_says_so():
+    found = checks.counted({"step_peak_bytes": 10**9}, {"copies_per_step": {}}, 1.0, CompileCount(), "REF HEAD (abc)")
+    assert found == [Finding(NOT_COMPARED, "step memory not compared: REF HEAD (abc) recorded none for this test")]
 
 
 def test_every_count_of_a_test_is_checked_against_its_entry_and_said_together():

@@ -74,9 +74,13 @@ def test_loader_instructions_of_another_environment_are_not_compared(suite, coun
     data["environments"] = {"py3.12.3-torch2.11.0": next(iter(data["environments"].values()))}
     path.write_text(json.dumps(data))
     counted_loader["now"] = 9e6
-    result = suite.run("--perf-strict")
+    result = suite.run()
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*loader instructions not comparable: recorded with py3.12.3-torch2.11.0; this is py*"])
+    strict = suite.run("--perf-strict")  # nothing else judged the loader's CPU work: a hole
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*--perf-strict: * not made against the baseline*",
+                                 "*loader instructions not comparable: recorded with py3.12.3-torch2.11.0*"])
 
 
 def test_loader_instructions_in_smoke_runs_and_off(suite, counted_loader):

@@ -74,6 +74,21 @@ def test_a_sync_count_is_held_exactly(suite, pytester, expect, outcome, message)
         no_traceback(result)
 
 
+def test_a_pitfall_that_syncs_more_than_its_baseline_recorded_fails(suite, pytester):
+    """The item trace syncs once a step: recorded so, it passes; recorded as half that, the pitfall grew and fails."""
+    suite.gpu(FakeGPU(case="item"))
+    pytester.makepyfile(test_copy=TEST_FILE.replace("per_step=0", "at_least=0.5"))
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    assert suite.entry()["syncs_per_step"] == 1.0
+    suite.run().assert_outcomes(passed=1)
+    suite.edit(lambda entry: entry.update(syncs_per_step=0.5))
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*measured 1.00 host-device syncs per step (3 in 3 profiled steps), 0.5 recorded by the "
+                                 "baseline: the pitfall syncs more than it did (a new sync beside it)*"])
+    no_traceback(result)
+
+
 def test_syncs_from_another_library_are_each_listed(suite, pytester):
     suite.gpu(FakeGPU(case="pageable_nonblocking"))
     pytester.makepyfile(test_copy=TEST_FILE.replace("per_step=0", "at_least=1, from_library='torchmetrics/'"))

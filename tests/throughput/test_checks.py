@@ -3,7 +3,7 @@ a message naming what changed."""
 
 from types import SimpleNamespace
 
-from torch_perf_suite.findings import FAILED, PASSED, REPORTED, Finding, failures
+from torch_perf_suite.findings import FAILED, NOT_CHECKED, PASSED, REPORTED, Finding, failures
 from torch_perf_suite.machine.nvml import Utilization
 from torch_perf_suite.throughput import checks, gpu_util
 from torch_perf_suite.throughput.parts import Parts
@@ -59,7 +59,7 @@ def test_utilization_fails_below_its_floor_and_notes_what_nvml_cannot_say():
     assert found.outcome == FAILED
     assert found.text.startswith("GPU-Util 80% over the gpu rounds (NVML, 9 samples), expected at least 90%")
     assert gpu_util.verdict(util, 80, "gpu") == Finding(PASSED)
-    assert gpu_util.verdict(None, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in the "
+    assert gpu_util.verdict(None, 80, "gpu") == Finding(NOT_CHECKED, "utilization not checked: no utilization sampled in the "
                                                                     "gpu window")
 
 
@@ -77,8 +77,8 @@ def test_a_utilization_shortfall_fails_only_where_its_second_measurement_falls_s
 
 def test_utilization_not_sampled_or_not_readable_is_noted():
     unread = SimpleNamespace(unavailable="NVML: Insufficient Permissions", gpu_util_pct=None)
-    assert gpu_util.verdict(unread, 80, "gpu") == Finding(REPORTED, "utilization not checked: NVML: Insufficient "
+    assert gpu_util.verdict(unread, 80, "gpu") == Finding(NOT_CHECKED, "utilization not checked: NVML: Insufficient "
                                                                       "Permissions")
     empty = SimpleNamespace(unavailable="", gpu_util_pct=None)
-    assert gpu_util.verdict(empty, 80, "gpu") == Finding(REPORTED, "utilization not checked: no utilization sampled in "
+    assert gpu_util.verdict(empty, 80, "gpu") == Finding(NOT_CHECKED, "utilization not checked: no utilization sampled in "
                                                                      "the gpu window")

@@ -18,9 +18,10 @@ def smoke_holes(now: dict, reads: dict | None, recorded: dict | None, against: s
             for name, has, at_ref in had if has and not at_ref]
 
 
-def holes(left: list[str], ref: str) -> list[Finding]:
-    """--perf-strict against REF: what a test left uncompared with REF and nothing else judged, one line each."""
+def holes(left: list[str], against: str) -> list[Finding]:
+    """--perf-strict: what a test left uncompared with `against` ("REF abc123", "the baseline") and nothing else
+    judged, one line each."""
     if not left:
         return []
-    return [Finding(FAILED, f"--perf-strict: {len(left)} check(s) not made against REF {ref}, and nothing else judged "
+    return [Finding(FAILED, f"--perf-strict: {len(left)} check(s) not made against {against}, and nothing else judged "
                             "what they cover:\n" + "\n".join(f"  {what}" for what in left))]

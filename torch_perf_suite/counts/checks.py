@@ -4,7 +4,7 @@ functions that return findings (findings.py); the `perf` fixture turns a failed 
 
 from __future__ import annotations
 
-from ..findings import FAILED, Finding
+from ..findings import FAILED, NOT_COMPARED, Finding
 from . import host_side
 
 TOP_CHANGES = 5  # kernel families named in a failure, most changed first
@@ -95,8 +95,8 @@ def compile_counts(now, recorded: dict) -> list[Finding]:
 
 def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> list[Finding]:
     """Every count of a test (Result.counts: kernel launches, bytes copied, step memory, compile graphs, the host
-    side) against its recorded entry: its parts' findings, one after the other. Nothing counted, or nothing recorded:
-    none. A test over several GPUs: ranks.counted."""
+    side) against its recorded entry: its parts' findings, one after the other, a count the entry lacks not compared.
+    Nothing counted, or nothing recorded: none. A test over several GPUs: ranks.counted."""
     if not now or not recorded:
         return []
     found = []
@@ -104,8 +104,10 @@ def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, 
         found += kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {}))
     if "copies_per_step" in now:
         found += copies(now["copies_per_step"], recorded.get("copies_per_step", {}), margin_pct)
-    if "step_peak_bytes" in now and "step_peak_bytes" in recorded:
-        found += step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct)
+    if "step_peak_bytes" in now:
+        found += step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct) \
+            if "step_peak_bytes" in recorded else [Finding(NOT_COMPARED, f"step memory not compared: {against} recorded "
+                                                                          "none for this test")]
     if "compile" in now or "compile" in recorded:
         found += compile_counts(compile_count, recorded.get("compile", {}))
     if "host" in now and "host" in recorded:

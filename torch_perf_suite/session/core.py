@@ -112,11 +112,13 @@ class PerfSession:
             self.laps[item.nodeid].lap("checks")
 
     def call_passed(self, item) -> None:
-        """A test's checks all passed: under --perf-against --perf-strict (the merge gate) it fails where it left
-        something uncompared that nothing else judged (Result.holes), naming each."""
+        """A test's checks all passed: under --perf-strict (the merge gate against REF, the nightly against the baseline
+        files) it fails where it left something uncompared that nothing else judged (Result.holes), naming each. A
+        smoke run compares nothing with the baseline files, and a recording run nothing at all."""
         result = self.results.get(item.nodeid)
-        if self.against.ref and self.settings.strict and result is not None:
-            found = ref_checks.holes(result.holes(), self.against.ref.label)
+        against_baseline = not (self.settings.smoke or self.settings.update_baselines)
+        if self.settings.strict and result is not None and (self.against.ref or against_baseline):
+            found = ref_checks.holes(result.holes(), self.against_label)
             if failure := failures(found):
                 texts = [f.text for f in found if f.outcome == FAILED]
                 pytest.fail(causes.message(item.nodeid, f"{item.nodeid}: {failure}", texts), pytrace=False)

@@ -7,9 +7,10 @@ from ..counts import host_side
 from ..findings import FAILED, Finding
 
 
-def syncs(counted, *, per_step: float | None = None, at_least: float | None = None, from_library: str | None = None,
-          versions: str = "") -> list[Finding]:
-    """Exactly `per_step` syncs per step, or `at_least` that many (a pitfall), optionally all from `from_library`.
+def syncs(counted, *, per_step: float | None = None, at_least: float | None = None, at_most: float | None = None,
+          from_library: str | None = None, versions: str = "", against: str = "the baseline") -> list[Finding]:
+    """Exactly `per_step` syncs per step, or `at_least` that many (a pitfall) and no more than `at_most`, what its
+    baseline entry (REF's, under --perf-against: `against`) recorded; optionally all from `from_library`.
 
     For a pitfall, fewer syncs than expected fails too: the pitfall is gone, and the workaround the scenario
     documents can be retired, knowingly. `versions` names the libraries the pitfall was seen with."""
@@ -28,6 +29,9 @@ def syncs(counted, *, per_step: float | None = None, at_least: float | None = No
         return [Finding(FAILED, f"{head}, expected at least {at_least:g}: the pitfall this scenario documents no longer "
                                 f"syncs with {versions}. If that is an upgrade's doing, retire the workaround and this "
                                 f"expectation together.{where}")]
+    if at_least is not None and at_most is not None and measured > at_most + 1e-9:
+        return [Finding(FAILED, f"{head}, {at_most:g} recorded by {against}: the pitfall syncs more than it did "
+                                f"(a new sync beside it){where}")]
     if from_library is not None:
         stray = [s for s in counted.sources if from_library not in s.library_line]
         if stray:

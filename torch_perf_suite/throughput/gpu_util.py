@@ -3,15 +3,15 @@ shortfall's second measurement."""
 
 from __future__ import annotations
 
-from ..findings import FAILED, PASSED, REPORTED, Finding
+from ..findings import FAILED, NOT_CHECKED, PASSED, REPORTED, Finding
 
 
 def verdict(util, at_least: float, part: str) -> Finding:
-    """nvidia-smi's GPU-Util over `part`'s rounds is at least `at_least` percent. Where NVML cannot say, reported with
-    why, and nothing fails (a GPU without NVML access measures everything else)."""
+    """nvidia-smi's GPU-Util over `part`'s rounds is at least `at_least` percent. Where NVML cannot say, not checked,
+    with why: a warning, and a failure under --perf-strict (a GPU without NVML access measures everything else)."""
     if util is None or util.unavailable or util.gpu_util_pct is None:
         why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
-        return Finding(REPORTED, f"utilization not checked: {why}")
+        return Finding(NOT_CHECKED, f"utilization not checked: {why}")
     if util.gpu_util_pct < at_least:
         return Finding(FAILED, f"GPU-Util {util.gpu_util_pct:.0f}% over the {part} rounds (NVML, {util.samples} samples), "
                                f"expected at least {at_least:g}%: the GPU waits for the host. {util.describe()}")
