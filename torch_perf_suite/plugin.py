@@ -153,7 +153,7 @@ def pytest_runtest_call(item):
         if perf_session:
             perf_session.call_ended(item)
     if perf_session:
-        perf_session.call_passed(item)  # may fail it: --perf-strict against REF, a check left unmade
+        perf_session.call_passed(item)  # may fail it: --perf-strict, a check left unmade
     return outcome
 
 
