@@ -134,8 +134,9 @@ class Option:
 SESSION_OPTIONS = (
     Option("strict", "", "off", "the nightly's and the merge gate's mode: no GPU, no baseline, no predecessor in the run, "
            "`--benchmark-skip`/`--benchmark-disable`, or a `--benchmark-compare` against another GPU model fails instead of "
-           "skipping or warning; under `--perf-against`, so does every check a test left unmade that nothing else judged "
-           "(a baseline from another host is said, not failed)", {"action": "store_true"},
+           "skipping or warning; so does every check a test left unmade that nothing else judged, against REF or the "
+           "baseline files (a number of another host is said, and covered where the step's host side or the loader's "
+           "CPU work was compared: docs/gates.md)", {"action": "store_true"},
            ini=("strict mode (see --perf-strict)", "bool", False)),
     Option("update_baselines", "", "off", "records each test that passed into `baselines/<gpu>.json` as soon as it passed, "
            "keeping every other entry (atomic write, file mode kept); a corrupt file is moved aside to "
