@@ -30,3 +30,13 @@ def fake_proc(tmp_path, monkeypatch):
         monkeypatch.setattr(module, "Path", lambda p: fake if p == proc_path else Path(p))
     return use
 
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: starts processes that import torch (a REF run, a bisected commit, the "
+                                       "turns, callgrind, xdist workers); collected first")
+
+
+def pytest_collection_modifyitems(items):
+    """The slow tests first, in their order: under -n 2 the two workers share them and the short ones fill in after,
+    rather than one worker running a minute-long test alone at the end (docs/cost.md)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -11,6 +11,8 @@ from fixtures import multi_gpu, recipes, training
 from fixtures.multi_gpu import Rank, Spread
 from torch_perf_suite.throughput.timing import Throughput
 
+pytestmark = pytest.mark.slow
+
 STEP = recipes.for_smoke(recipes.resnet50_ladder()["fused_optimizer"])
 
 

@@ -116,6 +116,7 @@ def test_a_loader_fed_workload_has_every_part_on_the_cpu():
         resident.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_workers_started_without_fork_train_the_same_recipe(method):
     """The suite runs under a start method that cannot deadlock: the dataset, its transforms and the
@@ -244,6 +245,7 @@ def _compile_twice(recipe: Recipe) -> int:
     return count.cache_hits
 
 
+@pytest.mark.slow
 def test_the_same_compiled_model_is_taken_from_the_cache_and_another_recipes_is_not():
     steps = ladder(2)
     assert _compile_twice(steps["fused_optimizer"]) > 0

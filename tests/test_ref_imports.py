@@ -273,6 +273,7 @@ def perf_against(root: Path, *how: str) -> subprocess.CompletedProcess:
                            "--perf-instructions", "off"], cwd=root, capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("installed", ["pth", "finder"], indirect=True)
 def test_an_editable_installs_planted_changes_fail_against_head(installed, request):
     """REF measured cold with the changes planted: without the mapping REF's run imported the working tree's package
@@ -292,6 +293,7 @@ def test_an_editable_installs_planted_changes_fail_against_head(installed, reque
         assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("installed", ["pth"], indirect=True)
 def test_a_bisection_of_an_editable_install_names_the_commit_that_planted_the_sleep(installed):
     """Each commit's run imports that commit's code, not the checkout's (which holds the sleep): without the mapping

@@ -13,6 +13,8 @@ from torch_perf_suite.against import ref as against
 
 pytest_plugins = ["pytester"]
 
+pytestmark = pytest.mark.slow
+
 TOY = """
 import time
 import pytest

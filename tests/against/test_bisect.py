@@ -10,6 +10,8 @@ from tests.against.test_against import git
 from torch_perf_suite.against import bisecting
 from torch_perf_suite.against.bisecting import Commit, Outcome
 
+pytestmark = pytest.mark.slow
+
 pytest_plugins = ["pytester"]
 
 GOOD = Commit("0" * 40, "good", "2026-11-01T00:00:00+00:00")

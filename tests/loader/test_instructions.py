@@ -62,6 +62,7 @@ def counter(tmp_path_factory):
         c.close()
 
 
+@pytest.mark.slow
 def test_a_loader_counts_the_same_begun_beside_other_work_and_in_a_second_process_and_one_that_cannot_be_built_is_said(
         counter):
     """The overlap (Counter.begin) changes when valgrind starts, not what it counts: the count begun beside the caller's

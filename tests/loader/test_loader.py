@@ -345,6 +345,7 @@ def test_parallelism_compares_what_the_workers_could_make_with_what_was_delivere
 # --- the timer, in real worker processes --------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_the_timer_sees_each_batch_in_the_workers_and_a_nap_as_waiting(tmp_path, start):
     dl = DataLoader(Squares(size=64, nap_s=0.002), batch_size=8, num_workers=2, multiprocessing_context=start)

@@ -11,6 +11,8 @@ import pytest
 from torch_perf_suite.findings import FAILED, PASSED, failures
 from torch_perf_suite.loader import turns
 
+pytestmark = pytest.mark.slow
+
 LOADER = '''
 import os
 

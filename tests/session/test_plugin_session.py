@@ -105,6 +105,7 @@ def test_the_sessions_seconds_count_from_pytests_start_and_hold_their_parts(suit
 
 
 # mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg
+@pytest.mark.slow
 @pytest.mark.skipif("'MUTANT_UNDER_TEST' in os.environ", reason="under mutmut: xdist's workers cannot load mutants")
 def test_xdist_runs_smoke_scenarios_on_a_cpu_and_merges_their_report(suite, monkeypatch):
     pytest.importorskip("xdist")

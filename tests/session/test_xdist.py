@@ -376,6 +376,7 @@ def test_auto_workers(monkeypatch, smoke, env, gpus, workers):
 # --- a sharded run end to end ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @under_mutmut
 def test_a_sharded_smoke_run_pins_a_gpu_a_worker_and_merges_their_reports(two_gpus, pytester, monkeypatch):
     """Two files on two workers (--dist loadfile gives each worker one file first); the controller sees two GPUs
@@ -540,6 +541,7 @@ ENTRY = {"parts": {"pipeline": {"samples_per_s": 1.0, "spread_pct": 0.0, "rounds
          "env": {"gpu": "NVIDIA H200", "host": None}}
 
 
+@pytest.mark.slow
 def test_two_processes_recording_into_one_baseline_file_at_once_lose_no_entry(tmp_path):
     """Each save reads the file, adds its entry and replaces the file: without the lock, two processes interleave and
     one overwrites the entry the other has just added."""
@@ -620,6 +622,7 @@ def test_it(i):
      {"test_heavy", "test_middle"}),
     ({}, {"test_many", "test_heavy"}),  # no seconds (a first run): xdist's order, by the count of tests, stands
 ])
+@pytest.mark.slow
 def test_a_sharded_run_hands_out_the_file_with_most_seconds_first(pytester, monkeypatch, seconds, first):
     pytest.importorskip("xdist")
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
