@@ -41,7 +41,7 @@ def test_the_test_script_runs_the_suites_tests_then_the_scenarios_then_the_examp
     assert commands(ROOT / ".ci" / "test") == [
         "set -euo pipefail",
         'cd "$(dirname "$0")/.."',
-        ".venv/bin/python -m pytest tests -n 2 --durations=25",
+        ".venv/bin/python -m pytest tests -n 2 --maxschedchunk 1 --durations=25",
         ".venv/bin/python -m pytest perf_tests --perf-smoke",
         ".venv/bin/python -m pytest examples/guard_your_step --perf-smoke",
         ".venv/bin/python -m pytest examples/lightning_step --perf-smoke",
@@ -55,9 +55,9 @@ def test_ci_refuses_a_test_command_that_does_not_run_the_suites_tests_or_only_co
     assert ci_function(f"runs_pytest_tests {shlex.quote(readme('the test command'))}").returncode == 0
     assert ci_function("runs_pytest_tests '.venv/bin/python -m pytest tests -n 2'").returncode == 0
     (tmp_path / "dropped").write_text((ROOT / ".ci" / "test").read_text().replace(
-        ".venv/bin/python -m pytest tests -n 2 --durations=25\n", ""))
+        ".venv/bin/python -m pytest tests -n 2 --maxschedchunk 1 --durations=25\n", ""))
     (tmp_path / "commented").write_text((ROOT / ".ci" / "test").read_text().replace(
-        ".venv/bin/python -m pytest tests -n 2 --durations=25\n", "# .venv/bin/python -m pytest tests -n 2\n"))
+        ".venv/bin/python -m pytest tests -n 2 --maxschedchunk 1 --durations=25\n", "# .venv/bin/python -m pytest tests -n 2\n"))
     (tmp_path / "collects").write_text((ROOT / ".ci" / "test").read_text().replace(" -m pytest tests -n 2 ",
                                                                                     " -m pytest tests -n 2 --co "))
     for command in ("bash dropped", "bash commented", "bash missing", "bash collects", ".venv/bin/python -m pytest perf_tests",
