@@ -97,11 +97,11 @@ def test_no_module_class_or_function_is_longer_than_its_limit():
 
 
 # where a finding becomes a test's failure or a usage error: the hooks and what they start before the session (early),
-# the session, the sharding, pytest-benchmark's side, the fixture and its Judge, the options, and the runs of another
+# the session and a test's call, the sharding, pytest-benchmark's side, the fixture, the options, and the runs of another
 # commit (against/: REF's state and steps, REF's pytest and its bad input, the bisection). Measuring, the verdicts and
 # the stores import no pytest.
-PYTEST_LAYER = {"plugin", "settings", "session/core", "session/early", "session/sharding", "session/benchmark", "fixture/perf",
-                "fixture/judging", "against/ref", "against/state", "against/bisecting", "against/ref_select"}
+PYTEST_LAYER = {"plugin", "settings", "session/core", "session/calls", "session/early", "session/sharding", "session/benchmark",
+                "fixture/perf", "against/ref", "against/state", "against/bisecting", "against/ref_select"}
 
 
 def test_only_the_pytest_layer_imports_pytest():

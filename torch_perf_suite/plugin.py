@@ -20,7 +20,7 @@ from .findings import PerfWarning
 from .fixture.perf import Perf
 from .fixture.result import Result
 from .machine import device
-from .session import sharding
+from .session import calls, sharding
 from .session import writing as session_report
 from .session.benchmark import (
     check_benchmark_options,
@@ -145,16 +145,10 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     perf_session = item.config.stash.get(SESSION, None)
-    if perf_session:
-        perf_session.call_started(item)
-    try:
-        outcome = yield
-    finally:
-        if perf_session:
-            perf_session.call_ended(item)
-    if perf_session:
-        perf_session.call_passed(item)  # may fail it: --perf-strict, a check left unmade
-    return outcome
+    if not perf_session:
+        return (yield)
+    with calls.call(perf_session, item):  # may fail it: every check that failed, what --perf-strict leaves unmade
+        return (yield)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -197,3 +197,27 @@ def test_every_count_of_a_test_is_checked_against_its_entry_and_said_together():
     gone = failures(checks.counted(dict(recorded), {**recorded, "compile": {"graphs": 1, "breaks": 0, "recompiles": 0}}, 1.0,
                                    CompileCount()))
     assert gone is not None and "graph" in gone  # compiled when recorded, not now
+
+
+def test_a_warm_step_calls_the_driver_to_allocate_no_more_than_recorded_and_none_where_none_was():
+    assert checks.allocator_calls({}, {}) == []
+    assert checks.allocator_calls({"cudaMalloc": 2.0}, {"cudaMalloc": 2.0}) == []  # recorded so (a scenario that must)
+    [grown] = checks.allocator_calls({"cudaFree": 161.0, "cudaMalloc": 161.0}, {})  # empty_cache() every step
+    assert grown.text.splitlines() == [
+        "322 calls a step from the allocators to the driver, 0 recorded: torch.cuda.empty_cache() in the step, a shape that "
+        "changes from step to step or a fragmented cache (each frees and allocates again, and cudaFree waits for the GPU):",
+        "  cudaFree: 161 a step, 0 recorded", "  cudaMalloc: 161 a step, 0 recorded"]
+    [pinned] = checks.allocator_calls({"cudaHostAlloc": 1.5, "cudaMalloc": 1.0}, {"cudaMalloc": 2.0})
+    assert pinned.text.splitlines()[1:] == ["  cudaHostAlloc: 1.5 a step, 0 recorded"]  # fewer cudaMalloc: not a failure
+
+
+def test_a_debugging_switch_the_record_did_not_have_on_fails_naming_it_first():
+    anomaly = "anomaly detection (torch.autograd.set_detect_anomaly(True): every backward op checked for NaN, a sync each)"
+    assert checks.debugging([anomaly], [anomaly], "the baseline") == []  # recorded with it on, on purpose
+    [on] = checks.debugging([anomaly], [], "REF HEAD (abc)")
+    assert on.text == f"debugging switched on in the measured steps, not at REF HEAD (abc): {anomaly}"
+    found = checks.counted({"kernels_per_step": {"k": 2.0}, "debugging": [anomaly]}, {"kernels_per_step": {"k": 1.0}}, 1.0,
+                           CompileCount())
+    assert [f.text.split(":")[0] for f in found] == ["debugging switched on in the measured steps, not at the baseline",
+                                                     "2 kernel launches per step, 1 recorded (+1)"]
+    assert checks.counted({"allocator_per_step": {"cudaMalloc": 1.0}}, {"kernels_per_step": {}}, 1.0, CompileCount())

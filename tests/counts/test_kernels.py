@@ -218,6 +218,7 @@ def test_the_json_and_the_description_of_a_window_in_full():
     assert k.as_json() == {
         "steps": 2, "kernel_ms_per_step": 0.09, "tensor_core_share": 0.8571, "conversions_per_step": 1.5,
         "conversions": [CONVERT], "copied_bytes_per_step": {}, "copies_per_step": {},  # no memcpy in this window
+        "allocator_per_step": {},
         "launches_per_step": 3.5,
         "top": [{"name": TC, "ms_per_step": 0.06, "launches_per_step": 1.0, "share": 0.6667, "tensor_core": True},
                 {"name": CONVERT, "ms_per_step": 0.015, "launches_per_step": 1.5, "share": 0.1667, "tensor_core": None},
@@ -268,3 +269,16 @@ def test_launches_a_step_by_family_sum_the_templates_of_one_family():
                                     kernels.Kernel("void f<2>(int)", 5.0, 1.5, 0.5, None),
                                     kernels.Kernel("g", 1.0, 0.5, 0.0, None)])
     assert stats.families == {"f": 3.5, "g": 0.5} and stats.launches_per_step == 4.0
+
+
+def test_the_allocators_calls_to_the_driver_are_counted_in_the_step_they_were_made_in():
+    """cudaMalloc and cudaFree (empty_cache() every step), a pinned host allocation, their suffixed variants; a call
+    outside every step (warming up) is not counted, nor is a runtime call that allocates nothing."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"perf_step_{i}", "ts": 200 * i, "dur": 100, "pid": 1, "tid": 1}
+              for i in range(2)]
+    for name, ts in [("cudaFree", 10), ("cudaMalloc", 20), ("cudaFree", 210), ("cudaMalloc_v3020", 220),
+                     ("cudaHostAlloc", 230), ("cudaMalloc", 150), ("cudaGetDevice", 30), ("cuMemCreate", 40)]:
+        events.append({"ph": "X", "cat": "cuda_runtime" if name.startswith("cuda") else "cuda_driver", "name": name, "ts": ts,
+                       "dur": 1, "pid": 1, "tid": 1, "args": {"correlation": ts}})
+    k = syncs.count_syncs({"traceEvents": events}).kernels
+    assert k.allocator_per_step == {"cuMemCreate": 0.5, "cudaFree": 1.0, "cudaHostAlloc": 0.5, "cudaMalloc": 1.0}

@@ -152,3 +152,15 @@ def test_the_plugin_puts_back_what_a_test_left_changed_and_says_so(pytester):
         "*test_leaky.py::test_a_leaks left torch settings changed: cuda.matmul.allow_tf32 True (was False), "
         "float32_matmul_precision 'high' (was 'highest'), cudnn.benchmark True (was False); restored them*"])
     assert "test_b_finds_torch_as_it_was left" not in result.stdout.str()
+
+
+def test_a_debugging_switch_on_is_named_and_anomaly_detection_is_restored_after_a_test():
+    assert torch_state.debugging_on() == []
+    saved = torch_state.snapshot()
+    torch.autograd.set_detect_anomaly(True)
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert [name.split(" (")[0] for name in torch_state.debugging_on()] == ["anomaly detection", "deterministic algorithms"]
+    finally:
+        left = torch_state.restore(saved)
+    assert set(left) == {"anomaly_detection", "deterministic_algorithms"} and torch_state.debugging_on() == []

@@ -68,7 +68,7 @@ def test_a_sync_count_is_held_exactly(suite, pytester, expect, outcome, message)
     suite.gpu(FakeGPU(case="item"))
     pytester.makepyfile(test_copy=TEST_FILE.replace("per_step=0", expect))
     result = suite.run()
-    result.assert_outcomes(**{outcome: 1}, warnings=1 if outcome == "passed" else 0)
+    result.assert_outcomes(**{outcome: 1}, warnings=1)  # "no baseline": assert_baseline runs after a failed sync check too
     if message:
         result.stdout.fnmatch_lines([f"*measured 1.00 host-device syncs per step (3 in 3 profiled steps), {message}*"])
         no_traceback(result)
@@ -109,3 +109,22 @@ def test_a_smoke_run_without_a_gpu_fails_a_host_read_naming_its_line(suite, pyte
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*measured 1.00 host reads per step (3 in 3 steps) with no GPU, expected at most 0:*",
                                  "*host read in aten::_local_scalar_dense*", "*user code: test_copy.py:24 in step*"])
+
+
+def test_a_new_sync_and_a_changed_kernel_count_fail_the_test_together_with_its_own_assertion(suite, pytester):
+    """The sync check fails first, yet the kernels are compared too and the test's own assertion after them runs: one
+    failure names all three in its first line."""
+    suite.gpu(FakeGPU(case="item"))
+    pytester.makepyfile(test_copy=TEST_FILE.replace("per_step=0", "per_step=1"))
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    suite.edit(lambda entry: entry["counts"]["kernels_per_step"].update(
+        {family: n - 1 for family, n in list(entry["counts"]["kernels_per_step"].items())[:1]}))
+    pytester.makepyfile(test_copy=TEST_FILE + "    assert False, 'own check'\n")
+    result = suite.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "1.00 host-device syncs per step, expected 0, from tests/traces/record_traces.py:*; * kernel launches per step, "
+        "* recorded (+1); AssertionError at test_copy.py:*",
+        "test_copy.py::test_copy: measured 1.00 host-device syncs per step*",
+        "test_copy.py::test_copy: counted at this GPU model's baseline*",
+        "test_copy.py::test_copy: then the test raised AssertionError at test_copy.py:*: own check"])

@@ -63,6 +63,24 @@ def copies(now: dict[str, float], recorded: dict[str, float], margin_pct: float)
     return [Finding(FAILED, "bytes copied per step changed:\n" + "\n".join(rows))] if rows else []
 
 
+def allocator_calls(now: dict[str, float], recorded: dict[str, float]) -> list[Finding]:
+    """The caching allocators' calls to the driver a step (cudaMalloc, cudaFree, cudaHostAlloc...), no more than
+    recorded, and none where none was recorded: a warm step takes its memory from the caches."""
+    grown = {call: n for call, n in now.items() if n > recorded.get(call, 0.0) + 1e-9}
+    if not grown:
+        return []
+    rows = "\n".join(f"  {call}: {n:g} a step, {recorded.get(call, 0.0):g} recorded" for call, n in sorted(grown.items()))
+    return [Finding(FAILED, f"{sum(now.values()):g} calls a step from the allocators to the driver, {sum(recorded.values()):g} "
+                            "recorded: torch.cuda.empty_cache() in the step, a shape that changes from step to step or a "
+                            "fragmented cache (each frees and allocates again, and cudaFree waits for the GPU):\n" + rows)]
+
+
+def debugging(now: list[str], recorded: list[str], against: str) -> list[Finding]:
+    """Debugging switches on in the measured steps (machine/torch_state.DEBUGGING) that `against` did not have on."""
+    new = [name for name in now if name not in recorded]
+    return [Finding(FAILED, f"debugging switched on in the measured steps, not at {against}: " + "; ".join(new))] if new else []
+
+
 def step_memory(now_bytes: int, recorded_bytes: int, margin_pct: float) -> list[Finding]:
     """The steps' peak GPU memory (above what was held when they began) no more than `margin_pct` over the record."""
     if now_bytes <= recorded_bytes * (1 + margin_pct / 100):
@@ -94,8 +112,10 @@ def compile_counts(now, recorded: dict) -> list[Finding]:
 
 
 def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> list[Finding]:
-    """Every count of a test (Result.counts: kernel launches, bytes copied, step memory, compile graphs, the host
-    side) against its recorded entry: its parts' findings, one after the other, a count the entry lacks not compared.
+    """Every count of a test (Result.counts: kernel launches, bytes copied, the allocators' calls, step memory, compile
+    graphs, the host side, debugging switches) against its recorded entry: its parts' findings, one after the other (a
+    debugging switch first: it explains the others), a count the entry lacks not compared, except the allocators' calls
+    and the switches, of which a record without them had none.
     Nothing counted, or nothing recorded: none. A test over several GPUs: ranks.counted."""
     if not now or not recorded:
         return []
@@ -104,6 +124,8 @@ def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, 
         found += kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {}))
     if "copies_per_step" in now:
         found += copies(now["copies_per_step"], recorded.get("copies_per_step", {}), margin_pct)
+    if "allocator_per_step" in now:
+        found += allocator_calls(now["allocator_per_step"], recorded.get("allocator_per_step", {}))
     if "step_peak_bytes" in now:
         found += step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct) \
             if "step_peak_bytes" in recorded else [Finding(NOT_COMPARED, f"step memory not compared: {against} recorded "
@@ -112,4 +134,4 @@ def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, 
         found += compile_counts(compile_count, recorded.get("compile", {}))
     if "host" in now and "host" in recorded:
         found += host_side.failure(now["host"], recorded["host"], against)
-    return found
+    return debugging(now.get("debugging", []), recorded.get("debugging", []), against) + found

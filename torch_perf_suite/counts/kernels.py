@@ -28,6 +28,12 @@ CONV_OR_MATMUL = re.compile(r"gemm|convolve|convolution|conv2d|fprop|dgrad|wgrad
 NOT_TENSOR_CORE = re.compile(r"ffma|sgemm|<float|winograd|fft", re.IGNORECASE)  # read first: "f32f32_f32f32_f32..._ffma"
 TENSOR_CORE = re.compile(r"tf32|f16|hmma|1688|16816|tensorop|nvjet|gmma", re.IGNORECASE)  # "f16" covers bf16
 TOP = 10
+# the caching allocators' calls to the driver: device memory (cudaMalloc; cuMem* under expandable segments) and pinned
+# host memory. A warm step makes none: its blocks come from the caches, which these calls fill or empty
+ALLOCATOR_CALLS = frozenset({"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaHostAlloc", "cudaMallocHost",
+                             "cudaFreeHost", "cudaHostRegister", "cudaHostUnregister", "cuMemAlloc", "cuMemFree",
+                             "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemAddressReserve",
+                             "cuMemAddressFree", "cuMemHostAlloc", "cuMemFreeHost"})
 MEMCPY = re.compile(r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")  # "Memcpy HtoD (Pinned -> Device)": direction, kinds
 ANONYMOUS = "(anonymous namespace)::"
 
@@ -86,6 +92,7 @@ class KernelStats:
     kernels: list[Kernel] = field(default_factory=list)  # every kernel name seen, most GPU time first
     copied_bytes_per_step: dict[str, float] = field(default_factory=dict)  # "HtoD", "DtoH", ...: memcpy bytes a step
     copies_per_step: dict[str, float] = field(default_factory=dict)  # "HtoD Pinned", "DtoH Pageable", ...: bytes a step
+    allocator_per_step: dict[str, float] = field(default_factory=dict)  # "cudaMalloc", "cudaFree", ...: calls a step
 
     @property
     def launches_per_step(self) -> float:
@@ -137,6 +144,7 @@ class KernelStats:
             "conversions": [k.name for k in self.conversions],
             "copied_bytes_per_step": self.copied_bytes_per_step,
             "copies_per_step": self.copies_per_step,
+            "allocator_per_step": self.allocator_per_step,
             "launches_per_step": self.launches_per_step,
             "top": [{"name": k.name, "ms_per_step": round(k.us_per_step / 1000, 4), "launches_per_step": k.launches_per_step,
                      "share": round(k.share, 4), "tensor_core": k.tensor_core} for k in self.top(n)],
@@ -152,6 +160,16 @@ def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> Kernel
     launched_at = {e["args"]["correlation"]: e["ts"] for e in events
                    if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     starts = [s for s, _ in steps]
+
+    def step_of(at: float) -> int | None:
+        i = bisect.bisect_right(starts, at) - 1
+        return None if i < 0 or at > steps[i][1] else i
+
+    allocator: dict[str, int] = defaultdict(int)
+    for e in events:  # the host's calls, each in the step it was made in
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and (call := call_name(e["name"])) in ALLOCATOR_CALLS \
+                and step_of(e["ts"]) is not None:
+            allocator[call] += 1
     time_us: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     copied: dict[str, float] = defaultdict(float)
@@ -159,9 +177,7 @@ def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> Kernel
     for e in events:
         if e.get("cat") not in ("kernel", "gpu_memcpy"):
             continue
-        at = launched_at.get(e.get("args", {}).get("correlation"), e["ts"])
-        i = bisect.bisect_right(starts, at) - 1
-        if i < 0 or at > steps[i][1]:
+        if step_of(launched_at.get(e.get("args", {}).get("correlation"), e["ts"])) is None:
             continue
         if e["cat"] == "gpu_memcpy":  # "Memcpy HtoD (Pinned -> Device)": bytes by direction
             bytes_ = e.get("args", {}).get("bytes")
@@ -176,4 +192,11 @@ def kernel_stats(events: list[dict], steps: list[tuple[float, float]]) -> Kernel
     kernels = [Kernel(name, us / n, count[name] / n, us / total if total else 0.0, tensor_core(name))
                for name, us in sorted(time_us.items(), key=lambda kv: -kv[1])]
     return KernelStats(n, kernels, {direction: total / n for direction, total in sorted(copied.items())},
-                       {kind: total / n for kind, total in sorted(by_kind.items())})
+                       {kind: total / n for kind, total in sorted(by_kind.items())},
+                       {call: count / n for call, count in sorted(allocator.items())})
+
+
+def call_name(name: str) -> str:
+    """A runtime or driver call's name without its per-thread-stream and version suffixes: cudaStreamSynchronize_ptsz
+    and friends are the per-thread-stream variants of the same call, cuMemAlloc_v2 a version of it."""
+    return re.sub(r"(_ptsz|_ptds|_v\d+)+$", "", name)

@@ -37,7 +37,27 @@ SETTINGS = {
     "default_dtype": (torch.get_default_dtype, torch.set_default_dtype),
     "deterministic_algorithms": (torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
     "grad_enabled": (torch.is_grad_enabled, torch.set_grad_enabled),
+    "anomaly_detection": (torch.is_anomaly_enabled, torch.set_anomaly_enabled),
 }
+
+
+# process-wide switches that debug at a cost in every step, each named as a failure names it: on in a measured step,
+# the test fails naming it unless its record had it on (counts/checks.debugging)
+DEBUGGING = {
+    "anomaly detection (torch.autograd.set_detect_anomaly(True): every backward op checked for NaN, a sync each)":
+        torch.is_anomaly_enabled,
+    "deterministic algorithms (torch.use_deterministic_algorithms(True))": torch.are_deterministic_algorithms_enabled,
+    "cuDNN's deterministic mode (torch.backends.cudnn.deterministic = True)": lambda: torch.backends.cudnn.deterministic,
+    "the CUDA sync debug mode (torch.cuda.set_sync_debug_mode)":
+        lambda: torch.cuda.is_initialized() and torch.cuda.get_sync_debug_mode() != 0,
+    "a profiler left running (torch.profiler.profile or torch.autograd.profiler.profile not stopped)":
+        torch.autograd._profiler_enabled,
+}
+
+
+def debugging_on() -> list[str]:
+    """The debugging switches on now (DEBUGGING's names, in its order)."""
+    return [name for name, on in DEBUGGING.items() if on()]
 
 
 # set together: writing the precision rewrites the flag, so restoring one means restoring both

@@ -159,7 +159,7 @@ def _validate_counts(counts) -> str | None:
         if not isinstance(ranks, dict):
             return f"'counts' 'ranks' is {quoted(ranks)}, expected an object of each rank's counts"
         return next((f"rank {rank}: {p}" for rank, c in ranks.items() if (p := _validate_counts(c))), None)
-    for key in ("kernels_per_step", "copies_per_step", "compile"):  # "host" is host_side's
+    for key in ("kernels_per_step", "copies_per_step", "allocator_per_step", "compile"):  # "host" is host_side's
         table = counts.get(key, {})
         if not isinstance(table, dict):
             return f"'counts' {key!r} is {quoted(table)}, expected an object"
@@ -169,6 +169,9 @@ def _validate_counts(counts) -> str | None:
     problem = _number(counts.get("step_peak_bytes"), optional=True, at_most=MAX_MEMORY_GB * 1e9)
     if problem:
         return f"'counts' 'step_peak_bytes' {problem}"
+    switches = counts.get("debugging", [])
+    if not isinstance(switches, list) or not all(isinstance(name, str) for name in switches):
+        return f"'counts' 'debugging' is {quoted(switches)}, expected a list of the debugging switches that were on"
     problem = "host" in counts and host_side.validate(counts["host"])
     return f"'counts' 'host': {problem}" if problem else None
 

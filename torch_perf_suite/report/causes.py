@@ -52,3 +52,12 @@ def whole(failure: str, test_id: str) -> str:
     """A failure's text as the report keeps it: without the cause line above the text that starts with the test's id."""
     head, _, rest = failure.partition("\n")
     return rest if rest.startswith(f"{test_id}: ") and not head.startswith(f"{test_id}: ") else failure
+
+
+def together(test_id: str, failed: list[tuple[str, list[str]]], raised: str = "") -> str:
+    """A test's failure made of every check that failed in it ((whole text, its findings' texts) in the order they
+    failed) and, where the test then raised, what it raised (`raised`): one cause line for them all, then each whole
+    text."""
+    texts = [t for _, found in failed for t in found] + ([raised] if raised else [])
+    wholes = [w for w, _ in failed] + ([f"{test_id}: then the test raised {raised}"] if raised else [])
+    return message(test_id, "\n".join(wholes), texts)

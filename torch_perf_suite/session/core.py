@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from .. import settings
-from ..against import checks as ref_checks
 from ..against import ref as against
 from ..against.state import RefState, check_against, check_bisect, load_records
-from ..findings import FAILED, PerfWarning, failures
+from ..findings import PerfWarning
 from ..fixture import references as records
 from ..fixture.result import Result
 from ..loader import instructions
@@ -69,6 +68,7 @@ class PerfSession:
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
         self.sections: dict[str, list[dict]] = {}
         self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
+        self.failed: dict[str, list[tuple[str, list[str]]]] = {}  # test id -> its checks failed so far (Judge.fail)
         self.report_error: str | None = None
         self.records = records.Records(self.settings, self.device, config.rootpath, config.stash.get(early.COUNTER, None))
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
@@ -101,27 +101,6 @@ class PerfSession:
             raise pytest.UsageError(str(e)) from None
         if dropped:
             config.hook.pytest_deselected(items=dropped)
-
-    def call_started(self, item) -> None:
-        """A perf test's call starts: its seconds are lapped from here (`laps_of`), the rest of it lapped as checks."""
-        if "perf" in getattr(item, "fixturenames", ()):
-            self.laps[item.nodeid] = timing.Laps()
-
-    def call_ended(self, item) -> None:
-        if item.nodeid in self.laps:
-            self.laps[item.nodeid].lap("checks")
-
-    def call_passed(self, item) -> None:
-        """A test's checks all passed: under --perf-strict (the merge gate against REF, the nightly against the baseline
-        files) it fails where it left something uncompared that nothing else judged (Result.holes), naming each. A
-        smoke run compares nothing with the baseline files, and a recording run nothing at all."""
-        result = self.results.get(item.nodeid)
-        against_baseline = not (self.settings.smoke or self.settings.update_baselines)
-        if self.settings.strict and result is not None and (self.against.ref or against_baseline):
-            found = ref_checks.holes(result.holes(), self.against_label)
-            if failure := failures(found):
-                texts = [f.text for f in found if f.outcome == FAILED]
-                pytest.fail(causes.message(item.nodeid, f"{item.nodeid}: {failure}", texts), pytrace=False)
 
     def laps_of(self, test_id: str) -> timing.Laps:
         return self.laps.setdefault(test_id, timing.Laps())

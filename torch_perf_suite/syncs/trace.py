@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..counts.files import _is_harness, _is_library, _short
-from ..counts.kernels import KernelStats, kernel_stats
+from ..counts.kernels import KernelStats, call_name, kernel_stats
 from . import advice as known
 from .advice import PAGEABLE_COPIES
 
@@ -158,7 +158,7 @@ def _blocking(events: list[dict], by_thread: "_Threads") -> list[dict]:
     """The host's blocking calls, and each pageable copy whose launch did not block in its own op (the copy waits)."""
     launches = {e["args"]["correlation"]: e for e in events
                 if e.get("cat") in HOST_CATEGORIES and "correlation" in e.get("args", {})}
-    syncs = [e for e in events if e.get("cat") in HOST_CATEGORIES and _base(e["name"]) in BLOCKING_CALLS]
+    syncs = [e for e in events if e.get("cat") in HOST_CATEGORIES and call_name(e["name"]) in BLOCKING_CALLS]
     for copy in (e for e in events if e["name"] in PAGEABLE_COPIES):
         launch = launches.get(copy.get("args", {}).get("correlation"))
         if launch is None or _blocks_in_same_op(launch, by_thread):
@@ -197,11 +197,6 @@ def _kernel_time_s(events: list[dict]) -> float:
 
 def _span(e: dict) -> tuple[float, float]:
     return (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
-
-
-def _base(name: str) -> str:
-    # cudaStreamSynchronize_ptsz and friends are the per-thread-stream variants of the same call
-    return name.split("_ptsz")[0].split("_v2")[0]
 
 
 def _thread(e: dict, by_thread: dict) -> list[dict]:
@@ -273,7 +268,7 @@ def _blocks_in_same_op(launch: dict, by_thread: _Threads) -> bool:
     if not ops:
         return False
     return any(
-        o.get("cat") in HOST_CATEGORIES and _base(o["name"]) in BLOCKING_CALLS
+        o.get("cat") in HOST_CATEGORIES and call_name(o["name"]) in BLOCKING_CALLS
         for o in by_thread.starting_within(launch, *_span(ops[-1]))
     )
 
