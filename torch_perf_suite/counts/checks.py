@@ -64,13 +64,13 @@ def copies(now: dict[str, float], recorded: dict[str, float], margin_pct: float)
 
 
 def allocator_calls(now: dict[str, float], recorded: dict[str, float]) -> list[Finding]:
-    """The caching allocators' calls to the driver a step (cudaMalloc, cudaFree, cudaHostAlloc...), no more than
-    recorded, and none where none was recorded: a warm step takes its memory from the caches."""
+    """The caching allocator's calls to the driver a step (cudaMalloc, cudaFree...), no more than recorded, and none
+    where none was recorded: a warm step takes its memory from the cache."""
     grown = {call: n for call, n in now.items() if n > recorded.get(call, 0.0) + 1e-9}
     if not grown:
         return []
     rows = "\n".join(f"  {call}: {n:g} a step, {recorded.get(call, 0.0):g} recorded" for call, n in sorted(grown.items()))
-    return [Finding(FAILED, f"{sum(now.values()):g} calls a step from the allocators to the driver, {sum(recorded.values()):g} "
+    return [Finding(FAILED, f"{sum(now.values()):g} calls a step from the allocator to the driver, {sum(recorded.values()):g} "
                             "recorded: torch.cuda.empty_cache() in the step, a shape that changes from step to step or a "
                             "fragmented cache (each frees and allocates again, and cudaFree waits for the GPU):\n" + rows)]
 
@@ -112,9 +112,9 @@ def compile_counts(now, recorded: dict) -> list[Finding]:
 
 
 def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> list[Finding]:
-    """Every count of a test (Result.counts: kernel launches, bytes copied, the allocators' calls, step memory, compile
+    """Every count of a test (Result.counts: kernel launches, bytes copied, the allocator's calls, step memory, compile
     graphs, the host side, debugging switches) against its recorded entry: its parts' findings, one after the other (a
-    debugging switch first: it explains the others), a count the entry lacks not compared, except the allocators' calls
+    debugging switch first: it explains the others), a count the entry lacks not compared, except the allocator's calls
     and the switches, of which a record without them had none.
     Nothing counted, or nothing recorded: none. A test over several GPUs: ranks.counted."""
     if not now or not recorded:

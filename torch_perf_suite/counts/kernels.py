@@ -28,12 +28,13 @@ CONV_OR_MATMUL = re.compile(r"gemm|convolve|convolution|conv2d|fprop|dgrad|wgrad
 NOT_TENSOR_CORE = re.compile(r"ffma|sgemm|<float|winograd|fft", re.IGNORECASE)  # read first: "f32f32_f32f32_f32..._ffma"
 TENSOR_CORE = re.compile(r"tf32|f16|hmma|1688|16816|tensorop|nvjet|gmma", re.IGNORECASE)  # "f16" covers bf16
 TOP = 10
-# the caching allocators' calls to the driver: device memory (cudaMalloc; cuMem* under expandable segments) and pinned
-# host memory. A warm step makes none: its blocks come from the caches, which these calls fill or empty
-ALLOCATOR_CALLS = frozenset({"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaHostAlloc", "cudaMallocHost",
-                             "cudaFreeHost", "cudaHostRegister", "cudaHostUnregister", "cuMemAlloc", "cuMemFree",
+# the caching allocator's calls to the driver for device memory (cudaMalloc; cuMem* under expandable segments): a warm
+# step makes none, its blocks come from the cache, which these calls fill or empty. Pinned host memory's calls
+# (cudaHostAlloc) are not counted: the pin-memory thread allocates whenever more batches are in flight than it has
+# cached blocks, 0.67 a step in a clean loader-fed step on an H200 (docs/counted-gates.md), no count to hold exactly
+ALLOCATOR_CALLS = frozenset({"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cuMemAlloc", "cuMemFree",
                              "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemAddressReserve",
-                             "cuMemAddressFree", "cuMemHostAlloc", "cuMemFreeHost"})
+                             "cuMemAddressFree"})
 MEMCPY = re.compile(r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")  # "Memcpy HtoD (Pinned -> Device)": direction, kinds
 ANONYMOUS = "(anonymous namespace)::"
 
