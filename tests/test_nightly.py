@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from torch_perf_suite import nightly
-from torch_perf_suite.against import bisecting
+from torch_perf_suite.against import bisect_alerts
 
 RUNS = Path(__file__).parent / "nightly"
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,7 +314,7 @@ def test_the_bisect_half_adds_each_regressions_first_bad_commit_to_its_alert(tmp
             return subprocess.CompletedProcess(cmd, 0, "", "")
         return subprocess.CompletedProcess(cmd, 4, "", "ERROR: --perf-bisect: aaaaaaaaaaaa is not an ancestor of cccc")
 
-    done = bisecting.bisect_alerts(decision, tmp_path, ["--perf-strict"], run=run)
+    done = bisect_alerts.bisect_alerts(decision, tmp_path, ["--perf-strict"], run=run)
     assert [c[3:6] for c in calls] == [[NAIVE, "--perf-bisect", f"{'a' * 40}..{'c' * 40}"],
                                        ["perf_tests/x.py::y", "--perf-bisect", f"{'a' * 40}..{'c' * 40}"]]
     assert all(c[-1] == "--perf-strict" for c in calls)

@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{args.decision} or --out {args.out}: {problem}")
         args.out.mkdir(parents=True, exist_ok=True)
         try:
-            from .against.bisecting import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
+            from .against.bisect_alerts import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
 
             print("\n".join(bisect_alerts(args.decision, args.out, args.pytest_args)))
         except (OSError, ValueError, KeyError, TypeError) as e:

@@ -55,14 +55,30 @@ def test_skipped_commits_just_before_the_first_bad_one_are_named_as_suspects():
     assert "the first bad one is one of: " in bisecting.describe(finding, "v1", "main")
 
 
-def test_two_regressions_name_the_first_and_say_what_only_bad_fails_on():
+@pytest.mark.parametrize("skipped", [{}, {15: "skip"}])
+def test_two_regressions_name_the_first_and_go_on_to_the_commit_of_what_only_bad_fails_on(skipped):
+    """Commit 6 adds a sync, commit 15 a slower GPU-side step; a commit that cannot run before it makes both suspects."""
     def why(i):
         return ["t: 1.00 syncs/step at loss_log.py:31"] + (["t: gpu -6.0% (allowed -3%)"] if i >= 15 else [])
-    finding = bisecting.search(GOOD, chain(20), judge_by({}, [], 6, why))
+    asked = []
+    finding = bisecting.search(GOOD, chain(30), judge_by(skipped, asked, 6, why))
     assert finding.first_bad.subject == "commit 6"
     assert finding.second == ["t: gpu -6.0% (allowed -3%)"]
+    [later] = finding.later
+    assert later.first_bad.subject == ("commit 16" if skipped else "commit 15") and later.why == ["t: gpu -6.0% (allowed -3%)"]
+    assert [c.subject for c in later.suspects] == (["commit 15", "commit 16"] if skipped else [])
+    assert len(asked) == len(set(asked)) <= 2 * bisecting.most_measured(30)  # each commit judged once
     text = bisecting.describe(finding, "v1", "main")
-    assert "also fails where 06aaaaaaaaaa does not, a later regression: bisect 06aaaaaaaaaa..main for it" in text
+    assert ("a later regression, which 30aaaaaaaaaa (main) has and the first bad commit does not: "
+            f"{later.first_bad.short} '{later.first_bad.subject}'") in text
+
+
+def test_each_later_regression_is_traced_and_one_commit_explains_every_failure_it_brought():
+    def why(i):
+        return (["t: 1.00 syncs/step"] + (["t: 20 kernel launches per step, 19 recorded (+1)", "u: peak memory +2%"]
+                                          if i >= 9 else []) + (["t: gpu -6.0% (allowed -3%)"] if i >= 17 else []))
+    finding = bisecting.search(GOOD, chain(20), judge_by({}, [], 4, why))
+    assert [(x.first_bad.subject, len(x.why)) for x in finding.later] == [("commit 9", 2), ("commit 17", 1)]
 
 
 def test_the_report_draws_each_judged_commits_first_figures_as_a_chart():
@@ -165,6 +181,11 @@ def test_a_failures_every_line_comes_from_its_report_where_the_summary_line_has_
     said = "FAILED t.py::a - t.py::a: the loader's settings changed against REF abc (abc):"
     outcome = bisecting.judged(proc(1, said), ["t.py::a"], tmp_path / "r.json")
     assert outcome.why == ["t.py::a: the loader's settings changed against REF abc (abc): num_workers 16 -> 4"]
+    both = f"t.py::a: 1.00 host-device syncs per step, expected 0:\n  at step.py:3\n{whole}"  # causes.together's
+    (tmp_path / "r.json").write_text(json.dumps({"tests": [{"test": "t.py::a", "failure": both}]}))
+    assert bisecting.judged(proc(1, said), ["t.py::a"], tmp_path / "r.json").why == [
+        "t.py::a: 1.00 host-device syncs per step, expected 0: at step.py:3",
+        "t.py::a: the loader's settings changed against REF abc (abc): num_workers 16 -> 4"]  # a check each
     older = bisecting.judged(proc(1, said), ["t.py::a"], tmp_path / "none.json")  # a commit whose report lacks it
     assert older.why == ["t.py::a: t.py::a: the loader's settings changed against REF abc (abc):"]
 

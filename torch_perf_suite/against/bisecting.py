@@ -61,6 +61,16 @@ class Outcome:
 
 
 @dataclass
+class Later:
+    """Failures of BAD that the first bad commit does not have, traced to the commit that brought them (`first_bad`;
+    BAD where none between could be judged), and, where commits just before it could not be judged, those and it
+    (`suspects`)."""
+    first_bad: Commit
+    why: list[str]
+    suspects: list[Commit] = field(default_factory=list)
+
+
+@dataclass
 class Finding:
     good: Commit
     commits: list[Commit]  # the range, oldest first, BAD last
@@ -68,6 +78,7 @@ class Finding:
     first_bad: Commit | None = None
     suspects: list[Commit] = field(default_factory=list)  # skipped commits that may be the first bad one, and it
     second: list[str] = field(default_factory=list)  # BAD's failures that the first bad commit does not have
+    later: list[Later] = field(default_factory=list)  # each of those traced to the commit that brought it
     at_good: Outcome | None = None  # GOOD judged against itself, once BAD failed
 
     @property
@@ -78,6 +89,7 @@ class Finding:
         return {"good": asdict(self.good), "at_good": self.at_good and asdict(self.at_good),
                 "first_bad": self.first_bad and asdict(self.first_bad),
                 "suspects": [asdict(c) for c in self.suspects], "second": self.second,
+                "later": [asdict(x) for x in self.later],
                 "tested": [{**asdict(c), **asdict(self.tested[c.sha])} for c in self.commits if c.sha in self.tested]}
 
 
@@ -120,21 +132,45 @@ def search(good: Commit, range_: list[Commit], judge: Callable[[Commit], Outcome
     finding.at_good = finding.tested[good.sha] = judge(good)  # an A/A: where GOOD fails against itself, nothing is told
     if finding.at_good.status != "good":
         return finding
-    lo, hi = -1, len(range_) - 1  # the last known good (-1: GOOD) and the first known bad
-    while untested := [i for i in range(lo + 1, hi) if range_[i].sha not in finding.tested]:
+    lo, hi = _halve(range_, -1, len(range_) - 1, lambda i: judged(i).status)
+    finding.first_bad = range_[hi]
+    finding.suspects = _suspects(range_, lo, hi)
+    first = {_signature(w) for w in finding.tested[range_[hi].sha].why}
+    finding.second = left = [w for w in last.why if _signature(w) not in first]
+    while left:  # each later regression, from the first bad commit on: the first commit that has its failure
+        target = _signature(left[0])
+
+        def brought(i: int) -> str:
+            outcome = finding.tested[range_[i].sha] if range_[i].sha in finding.tested else judged(i)
+            return "skip" if outcome.status == "skip" else "bad" if target in map(_signature, outcome.why) else "good"
+
+        lo, at = _halve(range_, hi, len(range_) - 1, brought)
+        signatures = set(map(_signature, finding.tested[range_[at].sha].why))
+        finding.later.append(Later(range_[at], [w for w in left if _signature(w) in signatures], _suspects(range_, lo, at)))
+        left = [w for w in left if _signature(w) not in signatures]
+    return finding
+
+
+def _halve(range_: list[Commit], lo: int, hi: int, status: Callable[[int], str]) -> tuple[int, int]:
+    """Between `lo` (known good) and `hi` (known bad), the last good and the first bad index, judging the commit nearest
+    the middle each time as `git bisect` does; a skipped one passed over."""
+    tried: set[int] = set()
+    while untested := [i for i in range(lo + 1, hi) if i not in tried]:
         middle = (lo + hi) / 2
         i = min(untested, key=lambda j: (abs(j - middle), j))
-        status = judged(i).status
-        if status == "good":
+        tried.add(i)
+        found = status(i)
+        if found == "good":
             lo = i
-        elif status == "bad":
+        elif found == "bad":
             hi = i
-    finding.first_bad = range_[hi]
+    return lo, hi
+
+
+def _suspects(range_: list[Commit], lo: int, hi: int) -> list[Commit]:
+    """The skipped commits between the last good and the first bad one, and it: one of them is the first bad one."""
     skipped = [range_[i] for i in range(lo + 1, hi)]  # all judged, none good or bad
-    finding.suspects = skipped + [range_[hi]] if skipped else []
-    first = {_signature(w) for w in finding.tested[range_[hi].sha].why}
-    finding.second = [w for w in last.why if _signature(w) not in first]
-    return finding
+    return skipped + [range_[hi]] if skipped else []
 
 
 def nothing_found(finding: Finding, bad_name: str) -> str | None:
@@ -246,15 +282,16 @@ def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: 
     """A commit's outcome from its pytest run: exit 0 good; a selected test FAILED bad; else (not collected, an error
     in a test or in pytest's start) skipped, saying why. A failure's text is its whole message where the commit's
     report keeps it (pytest's summary line holds only its first line: "the loader's settings changed against REF:",
-    without "num_workers 16 -> 4")."""
+    without "num_workers 16 -> 4"), each failed check of a test one `why`."""
     rows = _rows(report_json)
     failed, errors = [], []
     for line in proc.stdout.splitlines():
         head, _, why = line.partition(" - ")
         kind, _, test = head.partition(" ")
         if kind == "FAILED" and test in test_ids:
-            whole = rows.get(test, {}).get("failure")
-            failed.append(f"{test}: {_one_line(whole, test) if isinstance(whole, str) else why}")
+            whole = rows.get(test, {}).get("failure")  # each failed check of the test a line of its own (causes.together)
+            failed += [f"{test}: {_one_line(check, test)}" for check in _checks(whole, test)] if isinstance(whole, str) \
+                else [f"{test}: {why}"]
         elif kind == "ERROR" and test in test_ids:
             errors.append(f"{test}: {why}" if why else test)
     figures = {t: {**{p: r["parts"][p]["samples_per_s"] for p in PARTS if (r.get("parts") or {}).get(p)},
@@ -273,6 +310,17 @@ def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: 
         return Outcome("skip", ["its test files are not there"])
     tail = [line for line in (proc.stdout + proc.stderr).strip().splitlines() if line.strip()][-1:]
     return Outcome("skip", [f"pytest exit {proc.returncode}: " + (tail[0] if tail else "no output")])
+
+
+def _checks(whole: str, test: str) -> list[str]:
+    """A test's failure as its failed checks: each starts a line with the test's id (causes.together)."""
+    found: list[str] = []
+    for line in whole.splitlines():
+        if line.startswith(f"{test}: ") or not found:
+            found.append(line)
+        else:
+            found[-1] += "\n" + line
+    return found
 
 
 def _one_line(failure: str, test: str) -> str:
@@ -315,10 +363,14 @@ def describe(finding: Finding, good_name: str, bad_name: str) -> str:
         if finding.suspects:
             lines.append("the commits before it could not be judged, so the first bad one is one of: "
                          + ", ".join(s.short for s in finding.suspects))
-        if finding.second:
-            lines.append(f"{bad.short} ({bad_name}) also fails where {c.short} does not, a later regression: bisect "
-                         f"{c.short}..{bad_name} for it")
-            lines += [f"- {w}" for w in finding.second]
+        for later in finding.later:
+            c = later.first_bad
+            lines.append(f"**a later regression, which {bad.short} ({bad_name}) has and the first bad commit does not: "
+                         f"{c.short} {c.subject!r} ({c.date})**")
+            lines += [f"- {w}" for w in later.why]
+            if later.suspects:
+                lines.append("the commits before it could not be judged, so it is one of: "
+                             + ", ".join(s.short for s in later.suspects))
     lines += ["", "| commit | subject | date | verdict | figures |", "|---|---|---|---|---|"]
     for c in tested:
         o = finding.tested[c.sha]
@@ -342,29 +394,3 @@ def _figure_text(outcome: Outcome) -> str:
     if figures.get("syncs_per_step") is not None:
         parts.append(f"{figures['syncs_per_step']:g} syncs/step")
     return ", ".join(parts) or (outcome.why[0][:80] if outcome.status == "skip" and outcome.why else "-")
-
-
-def bisect_alerts(decision_path: Path, out: Path, pytest_args: list[str], run=subprocess.run) -> list[str]:
-    """Each regression's first bad commit since its last good night (--perf-bisect on this runner's GPU), added to its
-    alert's body in `decision_path`; what was done, a line each. A bisection that cannot run says why in the alert and
-    fails nothing: the regression is filed either way."""
-    decision = json.loads(decision_path.read_text(encoding="utf-8"))
-    done = []
-    for i, a in enumerate(decision["alerts"]):
-        if not a.get("good"):
-            a["body"] += "\n\nNot bisected: no earlier night on this GPU model passed this test."
-            done.append(f"{a['test']}: no good night to bisect from")
-            continue
-        path = out / f"bisect-{i}"
-        proc = run([sys.executable, "-m", "pytest", a["test"], "--perf-bisect", f"{a['good']}..{a['bad']}",
-                    f"--perf-report={path}", *pytest_args], capture_output=True, text=True)
-        found = path.with_suffix(".bisect.md")
-        if found.exists():
-            a["body"] += f"\n\n## The first bad commit (`--perf-bisect`, on this runner's GPU)\n\n{found.read_text()}"
-            done.append(f"{a['test']}: bisected, {found}")
-        else:
-            why = [line for line in (proc.stderr + proc.stdout).strip().splitlines() if line.strip()][-1:] or ["no output"]
-            a["body"] += f"\n\nNot bisected: `--perf-bisect {a['good'][:12]}..{a['bad'][:12]}` said: {why[0]}"
-            done.append(f"{a['test']}: not bisected: {why[0]}")
-    store.write_atomic(decision_path, json.dumps(decision, indent=1) + "\n")
-    return done
