@@ -163,7 +163,7 @@ def _cpu_ns(work, times: int) -> int:
     return time.thread_time_ns() - cpu
 
 
-def solo(dataset, collate, seconds: float = SOLO_S) -> tuple[int, float, float, float, float, float]:
+def solo(dataset, collate, seconds: float) -> tuple[int, float, float, float, float, float]:
     """(samples, wall, CPU, waiting µs, CPU in yardsticks, blocks) of one sample made alone on this thread, torch on one
     thread as in a worker: the median over chunks of CHUNK fixed indices of each chunk's items and collate per
     sample, each chunk followed by CHUNK yardsticks (`Yardstick`), the ratio the median of each chunk's CPU time over
