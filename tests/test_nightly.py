@@ -1,6 +1,7 @@
 """The nightly's alert logic on two recorded runs of the suite (H200, 2026-11-22, `pytest perf_tests --perf-report`):
 `clean.json.gz` (29 passed) and `one_failed.json.gz` (test_metrics[naive] failed its efficiency floor)."""
 
+import dataclasses
 import gzip
 import json
 import subprocess
@@ -364,3 +365,22 @@ def test_the_nightly_runs_the_suite_in_parts_and_one_job_merges_them_into_the_ni
     assert "torch_perf_suite.session.runners merge parts/*/perf.json --out reports/perf" in merge["run"]
     assert names.index("merge the parts") < names.index("trend")
     assert jobs["merge"]["needs"] == "perf" and jobs["alert"]["needs"] == "merge"
+
+
+def test_a_test_without_a_result_tonight_is_alerted_at_once_and_not_bisected(tmp_path):
+    """A test that errored before its result or whose process crashed has no row in tonight's report: the night after
+    a night that measured it alerts at once, naming it, and the bisect half leaves it alone, saying why."""
+    github, history = FakeGitHub(), [night("clean", "a")]
+    tonight = night("clean", "b")
+    del tonight.samples[NAIVE]
+    decision = nightly.decide(history, tonight)
+    assert decision.status == ("0 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only), 1 without "
+                               f"a result (errored or crashed): {NAIVE}")
+    [alert] = decision.alerts
+    assert alert.title == f"perf test without a result: {NAIVE}" and not alert.bisect
+    assert alert.body.startswith(f"`{NAIVE}` has a result on 2026-11-22 (aaaaaaaaaaaa) on NVIDIA H200 and none tonight")
+    assert nightly.apply(decision.alerts, github) == [f"opened: perf test without a result: {NAIVE}"]
+    path = tmp_path / "alerts.json"
+    path.write_text(json.dumps({"alerts": [dataclasses.asdict(alert)]}))
+    assert bisect_alerts.bisect_alerts(path, tmp_path, [], run=None) == [f"{NAIVE}: no result to bisect"]
+    assert nightly.decide(history, night("clean", "c")).alerts == []  # every test reported: nothing to say

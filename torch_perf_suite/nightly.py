@@ -35,6 +35,7 @@ from .store import quoted, write_atomic
 
 LABEL = "perf-regression"
 TITLE = "perf regression: {test}"
+NO_RESULT = "perf test without a result: {test}"
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Alert:
     body: str
     good: str = ""  # the commit of the last night on this GPU model that ran the test and passed it: where to bisect from
     bad: str = ""  # tonight's commit
+    bisect: bool = True  # False for a test without a result, which no commit's run can judge
 
 
 @dataclass
@@ -158,7 +160,8 @@ def _numbers(row: dict) -> str:
 
 
 def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision:
-    """Compare tonight with the last night on the same GPU model."""
+    """Compare tonight with the last night on the same GPU model: a test failed on both is a regression; a test with a
+    result then and none tonight (it errored before its result, or crashed) is alerted at once."""
     previous = next((n for n in reversed(history) if n.gpu == tonight.gpu), None)
     if previous is None:
         first = "first night" if not history else f"first night on {tonight.gpu}"
@@ -183,9 +186,18 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
         ]))
         for t in repeated
     ]
+    gone = [t for t in previous.samples if t not in tonight.samples]  # errored before its result, or crashed
+    alerts += [Alert(t, NO_RESULT.format(test=t), bad=tonight.commit, bisect=False, body="\n".join([
+        f"`{t}` has a result on {previous.date} ({previous.commit[:12]}) on {tonight.gpu} and none tonight, "
+        f"{tonight.date} ({tonight.commit[:12]}): it errored before its result (a fixture, the recipe's build, out of "
+        "memory), its process or its part of the run crashed, or it was removed, renamed or deselected.",
+        "",
+        f"Commits: {commits}. Run and logs: {tonight.run_url or '(no run URL)'}",
+        f"Reproduce: `pytest '{t}' -rfE` on a {tonight.gpu}."])) for t in gone]
     status = f"{len(repeated)} regression(s) (failed two nights in a row), {len(new)} suspicious (failed tonight only)"
+    status += f", {len(gone)} without a result (errored or crashed)" if gone else ""
     charts = "\n".join(trend(same_gpu, t) for t in repeated + new)
-    return Decision(status + (": " + ", ".join(repeated + new) if tonight.failed else ""), alerts, charts)
+    return Decision(status + (": " + ", ".join(repeated + new + gone) if tonight.failed or gone else ""), alerts, charts)
 
 
 def last_good(nights: list[Night], test: str) -> str:
@@ -379,8 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         decision = json.loads(args.decision.read_text(encoding="utf-8"))
         status, alerts = decision["status"], [Alert(**a) for a in decision["alerts"]]
-        if not isinstance(status, str) or not all(isinstance(v, str) for a in alerts for v in asdict(a).values()):
-            raise TypeError("'status' and each alert's 'test', 'title' and 'body' must be strings")
+        if not isinstance(status, str) or not all(isinstance(v, bool if k == "bisect" else str)
+                                                  for a in alerts for k, v in asdict(a).items()):
+            raise TypeError("'status' and each alert's 'test', 'title' and 'body' must be strings, 'bisect' true or false")
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
         parser.error(f"{args.decision}: not a decision written by `record` ({e!r}); run `record` again")
     print(status)

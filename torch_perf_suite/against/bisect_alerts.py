@@ -18,6 +18,10 @@ def bisect_alerts(decision_path: Path, out: Path, pytest_args: list[str], run=su
     decision = json.loads(decision_path.read_text(encoding="utf-8"))
     done = []
     for i, a in enumerate(decision["alerts"]):
+        if not a.get("bisect", True):
+            a["body"] += "\n\nNot bisected: a test without a result cannot be judged commit by commit; its log says why."
+            done.append(f"{a['test']}: no result to bisect")
+            continue
         if not a.get("good"):
             a["body"] += "\n\nNot bisected: no earlier night on this GPU model passed this test."
             done.append(f"{a['test']}: no good night to bisect from")
