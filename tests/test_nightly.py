@@ -12,6 +12,7 @@ import pytest
 
 from torch_perf_suite import nightly
 from torch_perf_suite.against import bisect_alerts
+from torch_perf_suite.report import github as github_api
 
 RUNS = Path(__file__).parent / "nightly"
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,7 +277,7 @@ def test_the_github_client_makes_the_three_rest_calls(monkeypatch):
         sent.append((request.get_method(), request.full_url, dict(request.header_items()), request.data, timeout))
         return Response([{"title": "perf regression: t", "number": 7}] if request.get_method() == "GET" else {})
 
-    monkeypatch.setattr(nightly.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(github_api.urllib.request, "urlopen", urlopen)
     github = nightly.GitHub("o/r", "t0ken")
     assert github.open_issues("perf-regression") == {"perf regression: t": 7}
     github.create_issue("perf regression: u", "body", "perf-regression")

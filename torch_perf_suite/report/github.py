@@ -1,0 +1,33 @@
+"""The GitHub REST calls the nightly's alerts need: open issues by label, a new issue, a comment. urllib only: the alert
+job runs on a hosted runner with nothing installed."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+
+class GitHub:
+    """The three REST calls the alerts need (urllib: nothing to install on the runner)."""
+
+    def __init__(self, repo: str, token: str, api: str = "https://api.github.com"):
+        self.repo, self.token, self.api = repo, token, api
+
+    def _call(self, method: str, path: str, payload: dict | None = None):
+        request = urllib.request.Request(
+            f"{self.api}/repos/{self.repo}/{path}", method=method,
+            data=None if payload is None else json.dumps(payload).encode(),
+            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/vnd.github+json",
+                     "X-GitHub-Api-Version": "2022-11-28"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+
+    def open_issues(self, label: str) -> dict[str, int]:
+        return {i["title"]: i["number"] for i in self._call("GET", f"issues?state=open&labels={label}&per_page=100")}
+
+    def create_issue(self, title: str, body: str, label: str) -> None:
+        self._call("POST", "issues", {"title": title, "body": body, "labels": [label]})
+
+    def comment(self, number: int, body: str) -> None:
+        self._call("POST", f"issues/{number}/comments", {"body": body})
