@@ -75,7 +75,8 @@ def test_a_failed_tests_numbers_on_one_line(row, line):
 
 
 def night(date, commit, failed, gpu="NVIDIA H200", url=""):
-    return nightly.Night(date, commit, gpu, failed, url, {t: {"gpu": 100.0} for t in failed})
+    """A night that measured each of three tests and failed `failed`."""
+    return nightly.Night(date, commit, gpu, failed, url, {t: {"gpu": 100.0} for t in ("t::a", "t::b", "t::c")})
 
 
 def test_the_alert_of_a_test_failed_two_nights_in_a_row_word_for_word():
