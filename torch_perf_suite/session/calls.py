@@ -25,7 +25,8 @@ def call(session, item):
         session.laps[item.nodeid] = timing.Laps()
     try:
         yield
-    except (Exception, pytest.fail.Exception) as error:  # the test's own: said with its checks that failed before it
+    except (Exception, pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception) as error:  # the test's own:
+        # said with its checks that failed before it (a skip or an xfail after a failed check fails)
         raised(session, item, error)
         raise
     finally:
@@ -51,9 +52,9 @@ def ended(session, item) -> None:
 
 
 def raised(session, item, error: BaseException) -> None:
-    """A test's call raised `error` (its own assertion, a failure it asked for, an error) after some of its checks had
-    failed: it fails with all of them and the error, in a line (its type, where, its message's first line); none
-    failed, the error stands as it was."""
+    """A test's call raised `error` (its own assertion, a failure, skip or xfail it asked for, an error) after some of
+    its checks had failed: it fails with all of them and the error, in a line (its type, where, its message's first
+    line); none failed, the error stands as it was."""
     failed = session.failed.pop(item.nodeid, [])
     if not failed:
         return
