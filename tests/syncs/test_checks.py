@@ -53,3 +53,12 @@ def test_syncs_from_another_library_are_listed_one_a_line():
     assert failures(checks.syncs(c, at_least=1, from_library="torchmetrics/")) == (
         "measured 3.00 host-device syncs per step (6 in 2 profiled steps); expected every sync to come from "
         f"'torchmetrics/', these do not:\n{stray[0].describe()}\n{stray[1].describe()}")
+
+
+def test_a_sync_failure_says_which_debugging_switches_were_on_in_its_steps():
+    anomaly = "anomaly detection (torch.autograd.set_detect_anomaly(True): every backward op checked for NaN, a sync each)"
+    [found] = checks.with_switches(checks.syncs(counted(282), per_step=0), [anomaly])
+    assert found.text.startswith("measured 141.00 host-device syncs per step (282 in 2 profiled steps), expected 0")
+    assert found.text.endswith(f"\n  debugging switched on in these steps, whose checks sync too: {anomaly}")
+    assert checks.with_switches(checks.syncs(counted(0), per_step=0), [anomaly]) == []  # nothing failed: nothing said
+    assert checks.with_switches(checks.syncs(counted(2), per_step=0), []) == checks.syncs(counted(2), per_step=0)

@@ -40,6 +40,15 @@ def syncs(counted, *, per_step: float | None = None, at_least: float | None = No
     return []
 
 
+def with_switches(found: list[Finding], switched: list[str]) -> list[Finding]:
+    """The syncs' failures, each saying which debugging switches were on in the steps (machine/torch_state.DEBUGGING):
+    anomaly detection reads every backward op's output, a sync the `.item()` advice above it does not fix."""
+    if not switched:
+        return found
+    line = "\n  debugging switched on in these steps, whose checks sync too: " + "; ".join(switched)
+    return [Finding(f.outcome, f.text + line) if f.outcome == FAILED else f for f in found]
+
+
 def periodic_every_step(counted) -> list[Finding]:
     """A phase marked periodic (`periodic()`, a `perf_periodic:` range) whose syncs are counted apart from the steps'
     must not run on every step: there its syncs are per-step syncs, and marking them would hide them."""
