@@ -58,7 +58,9 @@ def raised(session, item, error: BaseException) -> None:
     failed = session.failed.pop(item.nodeid, [])
     if not failed:
         return
-    where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    # where the test raised it: its last frame outside pytest's own (pytest.skip's is in _pytest/outcomes.py)
+    where = next((f for f in reversed(traceback.extract_tb(error.__traceback__)) if "_pytest" not in Path(f.filename).parts),
+                 None)
     said = (str(error).strip().splitlines() or [""])[0]
     at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
     what = type(error).__name__ + at + (f": {said}" if said else "")
