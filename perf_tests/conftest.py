@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 import math
 import warnings
 from dataclasses import replace
@@ -5,9 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import compile_cache, disk, recipes, training
 from torch_perf_suite import PerfWarning
 from torch_perf_suite.machine import host
+from torch_perf_suite.machine.environment import Mismatched, check_torchvision
+
+try:  # the recipes import torchvision: one built for another torch is said in one line (pytest_configure)
+    check_torchvision()
+    MISMATCHED = None
+    from fixtures import compile_cache, disk, recipes, training
+except Mismatched as e:
+    MISMATCHED = e
+
+
+def pytest_configure(config):
+    if MISMATCHED:
+        raise pytest.UsageError(str(MISMATCHED))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torchvision  # noqa: F401
 from hypothesis import HealthCheck, settings
 
 # the plugin's end-to-end tests, in several folders, share one pytester suite with a fake GPU: its fixture from here,
@@ -18,6 +19,23 @@ settings.register_profile("dev", max_examples=300, deadline=None, suppress_healt
 # once in a while, to find the next broken input: HYPOTHESIS_PROFILE=thorough pytest tests/test_inputs.py
 settings.register_profile("thorough", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+# torchvision imported here, once: the plugin no longer imports it, and a pytester session run in this process drops
+# the modules it imported when it ends, torchvision's and Triton's among them, whose extension cannot be imported a
+# second time (nanobind aborts the process: "refusing to add duplicate key")
+
+# Hypothesis's pytest plugin imports Hypothesis at the end of every session (2.4 s a process on the 2-core machine);
+# the sessions these tests start, and the processes those start in turn (REF's run, a bisected commit's, xdist's
+# workers), run no Hypothesis test
+WITHOUT_HYPOTHESIS = "-p no:hypothesispytest"
+
+
+@pytest.fixture
+def pytester(pytester, monkeypatch):
+    """pytester (which empties PYTEST_ADDOPTS), its sessions and their processes started without Hypothesis's plugin."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", WITHOUT_HYPOTHESIS)
+    return pytester
 
 
 @pytest.fixture

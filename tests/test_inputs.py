@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from torch_perf_suite import nightly, settings
 from torch_perf_suite.loader.instructions import InstructionsError, InstructionsFile
 from torch_perf_suite.records.baselines import BaselineError, BaselineFile
+from torch_perf_suite.report import rows
 from torch_perf_suite.session.benchmark import STATS, saved_run_problem
 from torch_perf_suite.syncs import SyncCount, TraceError, count_syncs, load_trace
 from torch_perf_suite.throughput.parts import PARTS
@@ -290,7 +291,7 @@ def broken_report(draw):
 
 
 def _is_date(text) -> bool:
-    return isinstance(text, str) and nightly._is_date(text)
+    return isinstance(text, str) and rows.is_date(text)
 
 
 def record(d: Path, report_text: str | bytes, commit: str = "c" * 40, **paths) -> tuple[int | str, str, str]:

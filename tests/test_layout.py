@@ -161,7 +161,8 @@ def test_measuring_judging_and_the_fixture_read_only_what_the_session_view_names
 # reach is a decision: make what it needs public, or add it here.
 INTERNAL_REACH = {"fixtures/training.py": {"machine.host"},
                   "fixtures/multi_gpu.py": {"machine.device", "syncs", "syncs.recording", "throughput.timing"},
-                  "perf_tests/conftest.py": {"machine.host"}, "perf_tests/test_worker_sweep.py": {"settings"}}
+                  "perf_tests/conftest.py": {"machine.host", "machine.environment"},
+                  "perf_tests/test_worker_sweep.py": {"settings"}}
 
 
 def test_the_scenarios_use_the_public_api_and_only_the_internals_declared():

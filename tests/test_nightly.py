@@ -334,6 +334,26 @@ def test_the_bisect_half_names_a_decision_it_cannot_read(tmp_path, capsys):
     assert "not a decision written by `record` (KeyError('alerts'))" in capsys.readouterr().err
 
 
+def test_the_bisect_half_hands_what_follows_the_double_dash_to_pytest_and_says_why_a_bisection_did_not_run(
+        tmp_path, monkeypatch, capsys):
+    """The workflow's `nightly bisect alerts.json --out DIR -- --perf-strict ...`: Python 3.12's argparse refused the
+    "--" before a positional list ("unrecognized arguments: -- --perf-strict") on the GPU image."""
+    decision = tmp_path / "alerts.json"
+    alert = nightly.Alert(NAIVE, "t", "body", good="a" * 40, bad="c" * 40)
+    decision.write_text(json.dumps({"status": "s", "alerts": [vars(alert)], "charts": ""}))
+    calls = []
+
+    def run(cmd, **kwargs):  # pytest's last line on stdout, --perf-bisect's error after it on stderr
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 4, "=== no tests ran in 9.1s ===\n", "ERROR: --perf-bisect: at aaaa the "
+                                           "selected tests cannot run against aaaa itself\n")
+
+    monkeypatch.setattr(bisect_alerts.subprocess, "run", run)
+    assert nightly.main(["bisect", str(decision), "--out", str(tmp_path / "b"), "--", "--perf-strict", "-o", "x=1"]) == 0
+    assert calls[0][-3:] == ["--perf-strict", "-o", "x=1"]
+    assert "not bisected: ERROR: --perf-bisect: at aaaa the selected tests cannot run" in capsys.readouterr().out
+
+
 def test_the_nightly_bisects_each_regression_on_the_gpu_runner_before_the_alert_job():
     import yaml
 

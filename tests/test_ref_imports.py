@@ -4,6 +4,8 @@
 working tree, run with `--perf-against HEAD`."""
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import io
 import json
 import os
@@ -16,6 +18,7 @@ import pytest
 import torch
 
 from tests.against.test_against import git
+from tests.conftest import WITHOUT_HYPOTHESIS
 from torch_perf_suite import ref_imports
 from torch_perf_suite.loader import count_worker, turn_worker, turns
 
@@ -69,6 +72,29 @@ def test_a_package_and_its_submodules_come_from_refs_tree(trees):
     mapped(w, r)
     data = importlib.import_module(f"{prefix}.data")
     assert data.VALUE == "ref" and sys.modules[prefix].__path__ == [str(r / "src" / prefix)]
+
+
+def test_a_package_another_finder_makes_with_no_folder_is_left_as_it_is(trees, monkeypatch):
+    """six.moves: six's meta path importer answers with a package spec whose search locations are empty (dateutil
+    imports it, under matplotlib as the report draws its charts); REF's finder raised IndexError on it, and a
+    bisected commit's session on the GPU image ended in that error (docs/measurements/creep.md)."""
+    w, r, prefix = trees
+
+    class Virtual(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname == f"{prefix}_moves":
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)  # search locations: []
+            return None
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            module.VALUE = "virtual"
+
+    monkeypatch.setattr(sys, "meta_path", [Virtual(), *sys.meta_path])
+    mapped(w, r)
+    assert importlib.import_module(f"{prefix}_moves").VALUE == "virtual"
 
 
 def test_a_namespace_packages_folders_are_mapped(trees):
@@ -267,7 +293,8 @@ def installed(tmp_path, request):
 
 
 def perf_against(root: Path, *how: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TORCH_PERF_SUITE_"))}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TORCH_PERF_SUITE_"))},
+           "PYTEST_ADDOPTS": WITHOUT_HYPOTHESIS}
     return subprocess.run([sys.executable, "-m", "pytest", "tests", "-p", "no:randomly", "-p", "no:xdist",
                            "--perf-smoke", "--perf-strict", *(how or ("--perf-against", "HEAD")),
                            "--perf-instructions", "off"], cwd=root, capture_output=True, text=True, env=env)

@@ -19,9 +19,7 @@ holds one runs no code under test.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import math
 import os
 import re
 import sys
@@ -30,11 +28,12 @@ from pathlib import Path
 
 from .report.charts import Chart, mermaid
 from .report.github import GitHub
-from .report.rows import outcome, own_notes
+from .report.rows import is_number, outcome, own_notes, report_problem
 from .store import quoted, write_atomic
 
 LABEL = "perf-regression"
 TITLE = "perf regression: {test}"
+CREEP = "perf creep: {test}: {number}"
 NO_RESULT = "perf test without a result: {test}"
 
 
@@ -46,6 +45,7 @@ class Night:
     failed: dict[str, str] = field(default_factory=dict)  # test id -> its numbers, one line
     run_url: str = ""
     samples: dict[str, dict[str, float]] = field(default_factory=dict)  # test id -> part -> samples/s (median)
+    numbers: dict[str, dict[str, float]] = field(default_factory=dict)  # test id -> its other numbers (records/creep.py)
 
 
 @dataclass
@@ -56,6 +56,7 @@ class Alert:
     good: str = ""  # the commit of the last night on this GPU model that ran the test and passed it: where to bisect from
     bad: str = ""  # tonight's commit
     bisect: bool = True  # False for a test without a result, which no commit's run can judge
+    args: list[str] = field(default_factory=list)  # more pytest options for its bisection (a creep's tolerance)
 
 
 @dataclass
@@ -65,77 +66,16 @@ class Decision:
     charts: str = ""  # Markdown: each failed test's numbers over the last nights
 
 
-def report_problem(report) -> str | None:
-    """What makes `report` no perf report that `summarize` can read, naming the entry; None where it is one."""
-    if not isinstance(report, dict):
-        return f"the top level is {type(report).__name__}, expected an object"
-    env = report.get("env")
-    if not isinstance(env, dict) or not isinstance(env.get("gpu"), str) or not env["gpu"].strip():
-        return f"'env' is {quoted(env)}, expected the environment with its 'gpu' and 'date'"
-    if not isinstance(env.get("date"), str) or not _is_date(env["date"]):
-        return f"env 'date' is {quoted(env.get('date'))}, expected a date such as 2026-11-22"
-    tests = report.get("tests")
-    if not isinstance(tests, list):
-        return f"'tests' is {quoted(tests)}, expected a list of rows"
-    for i, row in enumerate(tests):
-        problem = _row_problem(row)
-        if problem:
-            name = row.get("test") if isinstance(row, dict) and isinstance(row.get("test"), str) else None
-            return f"tests[{i}]" + (f" {name!r}" if name else "") + f": {problem}"
-    return None
-
-
-def _row_problem(row) -> str | None:
-    if not isinstance(row, dict):
-        return f"is {quoted(row)}, expected an object"
-    if not isinstance(row.get("test"), str) or not row["test"]:
-        return f"'test' is {quoted(row.get('test'))}, expected the test's id"
-    notes = row.get("notes", [])
-    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-        return f"'notes' is {quoted(notes)}, expected a list of lines"
-    if row.get("outcome") not in (None, "passed", "FAILED"):
-        return f"'outcome' is {quoted(row.get('outcome'))}, expected \"passed\", \"FAILED\" or null"
-    parts = row.get("parts")
-    if not isinstance(parts, dict):
-        return f"'parts' is {quoted(parts)}, expected an object of parts"
-    for name, part in parts.items():
-        if part is not None and (not isinstance(part, dict) or not _is_number(part.get("samples_per_s"))):
-            return f"part {name!r} is {quoted(part)}, expected null or an object with a 'samples_per_s' number"
-    for name in ("syncs_per_step", "efficiency"):
-        if row.get(name) is not None and not _is_number(row[name]):
-            return f"{name!r} is {quoted(row[name])}, expected a number or null"
-    verdicts = row.get("baseline", {})
-    if not isinstance(verdicts, dict):
-        return f"'baseline' is {quoted(verdicts)}, expected an object of parts"
-    for name, v in verdicts.items():
-        if not isinstance(v, dict) or (v.get("compared") and not all(_is_number(v.get(k)) for k in CHANGE)):
-            return f"baseline {name!r} is {quoted(v)}, expected an object with {CHANGE} numbers where compared"
-    return None
-
-
-CHANGE = ("change_pct", "allowed_pct")  # of a part compared with its baseline
-
-
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _is_date(text: str) -> bool:
-    try:
-        return datetime.date.fromisoformat(text).isoformat() == text
-    except ValueError:
-        return False
-
-
-
 def summarize(report: dict, commit: str, run_url: str = "") -> Night:
     """The night of one perf report (the JSON that --perf-report writes; `report_problem` says whether it is one)."""
     env = report.get("env") or {}
     tests = report.get("tests", [])
     failed = {row["test"]: _numbers(row) for row in tests if outcome(row) == "FAILED"}
     samples = {row["test"]: {name: p["samples_per_s"] for name, p in row["parts"].items() if p} for row in tests}
+    from .records.creep import numbers  # numpy: the record half's, not the alert job's
+
     return Night(date=str(env.get("date")), commit=commit, gpu=str(env.get("gpu")), failed=failed, run_url=run_url,
-                 samples=samples)
+                 samples=samples, numbers={row["test"]: numbers(row) for row in tests})
 
 
 def trend(nights: list[Night], test: str, last: int = 14) -> str:
@@ -168,9 +108,7 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
         return Decision(f"{first}: {len(tonight.failed)} failed test(s), nothing to compare with, no alert")
     repeated = [t for t in tonight.failed if t in previous.failed]
     new = [t for t in tonight.failed if t not in previous.failed]
-    commits = f"{previous.commit[:12]}..{tonight.commit[:12]}"
-    if repo_url:
-        commits = f"[{commits}]({repo_url}/compare/{previous.commit}...{tonight.commit})"
+    commits = _commits(previous.commit, tonight.commit, repo_url)
     same_gpu = [n for n in history if n.gpu == tonight.gpu] + [tonight]
     alerts = [
         Alert(t, TITLE.format(test=t), good=last_good(same_gpu, t), bad=tonight.commit, body="\n".join([
@@ -196,8 +134,24 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
         f"Reproduce: `pytest '{t}' -rfE` on a {tonight.gpu}."])) for t in gone]
     status = f"{len(repeated)} regression(s) (failed two nights in a row), {len(new)} suspicious (failed tonight only)"
     status += f", {len(gone)} without a result (errored or crashed)" if gone else ""
+    status += ": " + ", ".join(repeated + new + gone) if tonight.failed or gone else ""
     charts = "\n".join(trend(same_gpu, t) for t in repeated + new)
-    return Decision(status + (": " + ", ".join(repeated + new + gone) if tonight.failed or gone else ""), alerts, charts)
+    from .records import creep  # numpy and ruptures: the record half's, not the alert job's
+
+    creeps = creep.found(same_gpu)
+    alerts += [Alert(c.test, CREEP.format(test=c.test, number=c.number), good=same_gpu[c.before].commit,
+                     bad=same_gpu[c.at].commit, args=c.args(), body=creep.describe(
+                         c, same_gpu, _commits(same_gpu[c.before].commit, same_gpu[c.at].commit, repo_url)))
+               for c in creeps if c.worse]
+    status += "".join(f"; {'creep' if c.worse else 'improvement'}: {c.test} {c.number} {c.change.change_pct:+.2f}% "
+                      f"from {same_gpu[c.at].date}" for c in creeps)
+    charts += "".join("\n" + creep.chart(c, same_gpu) for c in creeps)
+    return Decision(status, alerts, charts)
+
+
+def _commits(good: str, bad: str, repo_url: str) -> str:
+    text = f"{good[:12]}..{bad[:12]}"
+    return f"[{text}]({repo_url}/compare/{good}...{bad})" if repo_url else text
 
 
 def last_good(nights: list[Night], test: str) -> str:
@@ -237,9 +191,11 @@ def _night_problem(night: Night) -> str | None:
             return f"{name!r} is {quoted(getattr(night, name))}, expected a string"
     if not isinstance(night.failed, dict) or not all(isinstance(v, str) for v in night.failed.values()):
         return f"'failed' is {quoted(night.failed)}, expected an object of test ids and lines"
-    if not isinstance(night.samples, dict) or not all(
-            isinstance(parts, dict) and all(_is_number(v) for v in parts.values()) for parts in night.samples.values()):
-        return f"'samples' is {quoted(night.samples)}, expected an object of test ids and their parts' samples/s"
+    for name in ("samples", "numbers"):
+        tests = getattr(night, name)
+        if not isinstance(tests, dict) or not all(
+                isinstance(each, dict) and all(is_number(v) for v in each.values()) for each in tests.values()):
+            return f"{name!r} is {quoted(tests)}, expected an object of test ids and their numbers by name"
     return None
 
 
@@ -344,30 +300,44 @@ def main(argv: list[str] | None = None) -> int:
                          "alert (pytest --perf-bisect, on this runner's GPU)")
     bis.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
     bis.add_argument("--out", type=Path, required=True, help="the folder of the bisections' reports")
-    bis.add_argument("pytest_args", nargs="*", help="after --: more pytest options for each bisection (--perf-strict)")
-    alert = sub.add_parser("alert", help="open or update one issue per regression (GITHUB_TOKEN, GITHUB_REPOSITORY)")
-    alert.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
-    args = parser.parse_args(argv)
+    bis.epilog = "after --: more pytest options for each bisection (--perf-strict)"
+    filing = sub.add_parser("alert", help="open or update one issue per regression (GITHUB_TOKEN, GITHUB_REPOSITORY)")
+    filing.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
+    argv = sys.argv[1:] if argv is None else argv
+    # what follows "--" is pytest's, taken here: argparse's handling of "--" before a positional list changed in
+    # Python 3.12, which then refused it ("unrecognized arguments: -- --perf-strict")
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.pytest_args = argv[cut + 1:]
 
     if args.command == "record":
         return record(rec, args)
-    if args.command == "bisect":
-        if problem := _output_problem(args.out, folder=True) or _output_problem(args.decision):
-            parser.error(f"{args.decision} or --out {args.out}: {problem}")
-        args.out.mkdir(parents=True, exist_ok=True)
-        try:
-            from .against.bisect_alerts import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
+    return bisect(parser, args) if args.command == "bisect" else alert(parser, args)
 
-            print("\n".join(bisect_alerts(args.decision, args.out, args.pytest_args)))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            parser.error(f"{args.decision}: not a decision written by `record` ({e!r}); run `record` again")
-        return 0
+
+def bisect(parser, args) -> int:
+    """The bisect half, on the GPU runner: each regression's first bad commit added to its alert."""
+    if problem := _output_problem(args.out, folder=True) or _output_problem(args.decision):
+        parser.error(f"{args.decision} or --out {args.out}: {problem}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        from .against.bisect_alerts import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
+
+        print("\n".join(bisect_alerts(args.decision, args.out, args.pytest_args)))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        parser.error(f"{args.decision}: not a decision written by `record` ({e!r}); run `record` again")
+    return 0
+
+
+def alert(parser, args) -> int:
+    """The alert half, on a hosted runner with the token: one issue per alert, opened or commented on."""
     try:
         decision = json.loads(args.decision.read_text(encoding="utf-8"))
         status, alerts = decision["status"], [Alert(**a) for a in decision["alerts"]]
-        if not isinstance(status, str) or not all(isinstance(v, bool if k == "bisect" else str)
-                                                  for a in alerts for k, v in asdict(a).items()):
-            raise TypeError("'status' and each alert's 'test', 'title' and 'body' must be strings, 'bisect' true or false")
+        kinds = {"bisect": bool, "args": list}
+        if not isinstance(status, str) or not all(isinstance(v, kinds.get(k, str)) for a in alerts for k, v in asdict(a).items()):
+            raise TypeError("'status' and each alert's 'test', 'title' and 'body' must be strings, 'bisect' true or false, "
+                            "'args' a list")
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
         parser.error(f"{args.decision}: not a decision written by `record` ({e!r}); run `record` again")
     print(status)

@@ -117,6 +117,8 @@ class RefFinder(importlib.abc.MetaPathFinder):
             spec.name, found[1], submodule_search_locations=[os.path.dirname(found[1])] if package else None)
 
     def _namespace(self, spec):
+        if not spec.submodule_search_locations:  # another finder's package with nothing on disk: six.moves (six's own
+            return spec  # meta path importer's, which dateutil imports under matplotlib) has no folder to map
         kept, missing = [], []
         for location in list(spec.submodule_search_locations):
             found = self.mapping.counterpart(os.path.realpath(location))

@@ -1,7 +1,11 @@
 """The environment recorded with every measurement: GPU, driver, library versions and host class."""
 
 import datetime
+import os
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -115,6 +119,11 @@ def test_a_torchvision_built_for_another_torch_is_named_with_how_to_install_both
     """A CPU torch beside a CUDA torchvision fails its import with an operator error: one line saying what to do."""
     import builtins
 
+    import torchvision
+
+    installed_torchvision = torchvision.__version__
+    monkeypatch.delitem(sys.modules, "torchvision")
+
     real = builtins.__import__
 
     def broken(name, *args, **kwargs):
@@ -128,4 +137,21 @@ def test_a_torchvision_built_for_another_torch_is_named_with_how_to_install_both
     with pytest.raises(environment.Mismatched, match=r"^torchvision \S+ does not load with torch \S+ \(operator "
                                                    r"torchvision::nms does not exist\): .* pip install --force-reinstall "
                                                    r"torch torchvision, adding --index-url"):
-        environment.environment()
+        environment.check_torchvision()
+    # the environment reads its version without importing it: a project's pytest need not pay torchvision's import
+    assert environment.environment()["torchvision"] == installed_torchvision
+
+
+@pytest.mark.slow
+def test_the_suites_recipes_refuse_a_torchvision_built_for_another_torch_in_one_line(tmp_path):
+    """The scenarios' conftest imports torchvision first, where the plugin no longer does: one line, no traceback."""
+    fake = tmp_path / "torchvision"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    root = Path(__file__).parents[2]
+    run = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "--co", "-q", "-p", "no:hypothesispytest",
+                          "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.stderr.strip().splitlines()[-1].startswith("ERROR: torchvision "), run.stderr[-2000:]
+    assert "does not load with torch" in run.stderr and "Traceback" not in run.stdout + run.stderr

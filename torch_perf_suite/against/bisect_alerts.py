@@ -11,10 +11,12 @@ from pathlib import Path
 from .. import store
 
 
-def bisect_alerts(decision_path: Path, out: Path, pytest_args: list[str], run=subprocess.run) -> list[str]:
-    """Each regression's first bad commit since its last good night (--perf-bisect on this runner's GPU), added to its
+def bisect_alerts(decision_path: Path, out: Path, pytest_args: list[str], run=None) -> list[str]:
+    """Each regression's first bad commit since its last good night (--perf-bisect on this runner's GPU), a creep's
+    between the nights around its change point with the tolerance its size asks (the alert's `args`), added to its
     alert's body in `decision_path`; what was done, a line each. A bisection that cannot run says why in the alert and
     fails nothing: the regression is filed either way."""
+    run = run or subprocess.run
     decision = json.loads(decision_path.read_text(encoding="utf-8"))
     done = []
     for i, a in enumerate(decision["alerts"]):
@@ -28,13 +30,13 @@ def bisect_alerts(decision_path: Path, out: Path, pytest_args: list[str], run=su
             continue
         path = out / f"bisect-{i}"
         proc = run([sys.executable, "-m", "pytest", a["test"], "--perf-bisect", f"{a['good']}..{a['bad']}",
-                    f"--perf-report={path}", *pytest_args], capture_output=True, text=True)
+                    f"--perf-report={path}", *pytest_args, *a.get("args", [])], capture_output=True, text=True)
         found = path.with_suffix(".bisect.md")
         if found.exists():
             a["body"] += f"\n\n## The first bad commit (`--perf-bisect`, on this runner's GPU)\n\n{found.read_text()}"
             done.append(f"{a['test']}: bisected, {found}")
         else:
-            why = [line for line in (proc.stderr + proc.stdout).strip().splitlines() if line.strip()][-1:] or ["no output"]
+            why = [line for line in (proc.stdout + proc.stderr).strip().splitlines() if line.strip()][-1:] or ["no output"]
             a["body"] += f"\n\nNot bisected: `--perf-bisect {a['good'][:12]}..{a['bad'][:12]}` said: {why[0]}"
             done.append(f"{a['test']}: not bisected: {why[0]}")
     store.write_atomic(decision_path, json.dumps(decision, indent=1) + "\n")

@@ -266,8 +266,10 @@ class Runner:
                      "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(work / "kept.json"),
                      "PERF_AGAINST_COLLECTED": str(work / "collected.json"),
                      **ref_imports.child_env(self.top, tree, commit.short, said)})  # its code, not the checkout's
+            (work / "pytest.log").write_text(proc.stdout + proc.stderr)  # read where a skip's one line is not enough
             errors = ref_imports.read_said(said)[0]
-            return Outcome("skip", errors[:1]) if errors else judged(proc, self.test_ids, report_path.with_suffix(".json"))
+            return Outcome("skip", errors[:1]) if errors else judged(proc, self.test_ids, report_path.with_suffix(".json"),
+                                                                      work / "pytest.log")
         finally:
             self._remove(tree)
 
@@ -278,7 +280,7 @@ class Runner:
         against._git(self.top, "worktree", "prune")
 
 
-def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: Path) -> Outcome:
+def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: Path, log: Path | None = None) -> Outcome:
     """A commit's outcome from its pytest run: exit 0 good; a selected test FAILED bad; else (not collected, an error
     in a test or in pytest's start) skipped, saying why. A failure's text is its whole message where the commit's
     report keeps it (pytest's summary line holds only its first line: "the loader's settings changed against REF:",
@@ -309,7 +311,8 @@ def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: 
     if proc.returncode == 4 and "file or directory not found" in proc.stderr:
         return Outcome("skip", ["its test files are not there"])
     tail = [line for line in (proc.stdout + proc.stderr).strip().splitlines() if line.strip()][-1:]
-    return Outcome("skip", [f"pytest exit {proc.returncode}: " + (tail[0] if tail else "no output")])
+    return Outcome("skip", [f"pytest exit {proc.returncode}: " + (tail[0] if tail else "no output")
+                            + (f" (its output: {log})" if log else "")])
 
 
 def _checks(whole: str, test: str) -> list[str]:

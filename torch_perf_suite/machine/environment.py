@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 from . import nvml
@@ -20,15 +22,7 @@ def environment() -> dict:
     import torch
 
     env = {"gpu": "cpu", "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__}
-    try:
-        env["torchvision"] = __import__("torchvision").__version__
-    except ImportError:
-        env["torchvision"] = None
-    except RuntimeError as e:  # built for another torch: "operator torchvision::nms does not exist"
-        raise Mismatched(f"torchvision {importlib.metadata.version('torchvision')} does not load with torch "
-                         f"{torch.__version__} ({e}): they come from different builds. Install both from one index: "
-                         f"pip install --force-reinstall torch torchvision, adding --index-url "
-                         f"https://download.pytorch.org/whl/cpu on a machine without a GPU") from None
+    env["torchvision"] = torchvision_version()
     try:  # from its installed metadata: importing torchmetrics takes seconds, and only the metric scenarios use it
         env["torchmetrics"] = importlib.metadata.version("torchmetrics")
     except importlib.metadata.PackageNotFoundError:
@@ -42,6 +36,36 @@ def environment() -> dict:
     env["host"] = host_class()
     env["date"] = datetime.date.today().isoformat()
     return env
+
+
+def torchvision_version() -> str | None:
+    """torchvision.__version__ ("0.26.0+cu130", where its metadata says "0.26.0"), read from the version.py its build
+    writes rather than imported: importing it takes seconds (its models import torch._dynamo) in every pytest process,
+    REF's and a bisected commit's too, where a project's tests need not use it. None where it is not installed."""
+    if "torchvision" in sys.modules:
+        return sys.modules["torchvision"].__version__
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or spec.origin is None:
+        return None
+    try:
+        found = re.search(r"^__version__ = ['\"]([^'\"]+)['\"]", Path(spec.origin).with_name("version.py").read_text(), re.M)
+    except OSError:
+        found = None
+    return found.group(1) if found else importlib.metadata.version("torchvision")
+
+
+def check_torchvision() -> None:
+    """Import torchvision, raising Mismatched, which says how to install both, where it was built for another torch
+    (a CPU torch beside a CUDA torchvision fails its import with "operator torchvision::nms does not exist")."""
+    import torch
+
+    try:
+        import torchvision  # noqa: F401
+    except RuntimeError as e:
+        raise Mismatched(f"torchvision {importlib.metadata.version('torchvision')} does not load with torch "
+                         f"{torch.__version__} ({e}): they come from different builds. Install both from one index: "
+                         f"pip install --force-reinstall torch torchvision, adding --index-url "
+                         f"https://download.pytorch.org/whl/cpu on a machine without a GPU") from None
 
 
 def gpu_uuid(index: int | None = None) -> str | None:

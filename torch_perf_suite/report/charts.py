@@ -25,6 +25,8 @@ class Chart:
     lines: tuple[str, ...] = ()  # columns drawn as lines
     ceiling: str | None = None  # a column whose best value is drawn as a flat line
     note: str | None = None  # a column shown beside each label ("bottleneck")
+    unit: str = "samples/s"  # the y axis
+    decimals: int = 0  # of the values drawn
 
     def labels(self, table: list[dict]) -> list[str]:
         return [f"{row.get(self.x)}" + (f" ({row[self.note]})" if self.note and row.get(self.note) else "") for row in table]
@@ -43,8 +45,9 @@ def mermaid(title: str, table: list[dict], chart: Chart) -> str:
     """The chart as Mermaid's xychart, which GitHub draws in a job summary, an issue or a Markdown file."""
     series = chart.series(table)
     lines = ["```mermaid", "xychart-beta", f"    title {json.dumps(title)}",
-             "    x-axis [" + ", ".join(json.dumps(label) for label in chart.labels(table)) + "]", '    y-axis "samples/s"']
-    lines += [f"    {kind} [" + ", ".join(f"{v:.0f}" for v in values) + "]" for kind, _, values in series]
+             "    x-axis [" + ", ".join(json.dumps(label) for label in chart.labels(table)) + "]",
+             f"    y-axis {json.dumps(chart.unit)}"]
+    lines += [f"    {kind} [" + ", ".join(f"{v:.{chart.decimals}f}" for v in values) + "]" for kind, _, values in series]
     legend = [f"bars: {name}" for kind, name, _ in series if kind == "bar"]
     legend += [f"line {i}: {name}" for i, name in enumerate((n for kind, n, _ in series if kind == "line"), start=1)]
     return "\n".join(lines + ["```", "", "; ".join(legend)]) + "\n"
@@ -68,7 +71,7 @@ def png(path: Path, title: str, table: list[dict], chart: Chart) -> bool:
             ax.plot(labels, values, marker="" if name.startswith("ceiling") else "o", label=name,
                     linestyle="--" if name.startswith("ceiling") else "-")
     ax.set_title(title)
-    ax.set_ylabel("samples/s")
+    ax.set_ylabel(chart.unit)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right", fontsize=8)
     ax.legend()
     fig.tight_layout()

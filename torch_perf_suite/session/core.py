@@ -22,7 +22,6 @@ from ..fixture.result import Result
 from ..loader import instructions
 from ..loader.cost import timer_folder
 from ..machine import device
-from ..machine.environment import Mismatched
 from ..report import causes
 from ..report import markdown as report
 from ..syncs.advice import Advice
@@ -54,10 +53,7 @@ class PerfSession:
         self.worker_outputs: dict[str, dict] = {}  # the controller's: what each worker sent at its end
         self.merged: dict | None = None  # the controller's: the workers' reports as one
         self.written: list[Path] = []  # the controller's: the merged report's files
-        try:
-            self.device = device.detect_device()
-        except Mismatched as e:
-            raise pytest.UsageError(str(e)) from None
+        self.device = device.detect_device()
         self.device.count_steps = count_steps  # the device's sync counter: the profiler's, from the syncs' side
         if self.gpu is not None and self.device.is_gpu:
             _sees_its_gpu_only(self.worker, self.gpu)
