@@ -476,7 +476,8 @@ def test_merge_orders_workers_by_number_and_of_none_is_empty():
 def test_a_document_carries_its_charts_so_that_the_json_renders_as_the_markdown():
     sections = {"Ladder": [{"step": "a", "gain": 1.5}]}
     written = json.loads(json.dumps(report.document([], {"gpu": "cpu"}, sections, charts={"Ladder": CHART})))
-    assert written["charts"] == {"Ladder": {"x": "step", "bars": ["gain"], "lines": [], "ceiling": None, "note": None}}
+    assert written["charts"] == {"Ladder": {"x": "step", "bars": ["gain"], "lines": [], "ceiling": None, "note": None,
+                                            "unit": "samples/s", "decimals": 0}}
     assert report.render(written) == report.markdown([], {"gpu": "cpu"}, sections, charts={"Ladder": CHART})
 
 
