@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -408,6 +409,16 @@ def test_the_counting_process_imports_what_a_loader_likely_needs_while_none_is_a
     monkeypatch.setattr(count_worker, "_asked", lambda stdin: False)
     assert run('{"factory": "served_loader:parts", "kwargs": {}}', "go") == ["started", "ready", "done"]
     assert sys.modules.pop("likely_module").IMPORTED  # one not installed is passed over
+
+
+def test_a_loader_without_torch_is_counted_in_a_process_that_never_imports_torch(tmp_path):
+    """Under valgrind, importing torch takes about a minute on 2 cores: the counting process leaves it to the loader."""
+    (tmp_path / "plain_loader.py").write_text("import sys\n\ndef parts():\n    return [0] * 100, lambda batch: print("
+                                              "'torch' in sys.modules, file=sys.stderr)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "torch_perf_suite.loader.count_worker"], capture_output=True, text=True,
+                          input='{"factory": "plain_loader:parts", "kwargs": {}}\ngo\n', env=env, timeout=60)
+    assert (done.stdout.split(), done.stderr.split()) == (["started", "ready", "done"], ["False", "False"]), done.stderr
 
 
 def test_a_request_is_told_waiting_on_a_pipe_and_assumed_on_a_stream_without_a_file():

@@ -21,19 +21,13 @@ LIKELY = ("torchvision.transforms",)  # what a loader most often imports, much o
 
 
 def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
-    """Run under callgrind: for each request line, build the loader, take two samples (warm-up), say "ready", wait,
-    take SAMPLES samples and collate them, say "done"."""
+    """Run under callgrind: for each request line, build the loader (torch, if it imports it, on one thread), take two
+    samples (warm-up), say "ready", wait, take SAMPLES samples and collate them, say "done"."""
 
     def say(word: str) -> None:
         stdout.write(word + "\n")
         stdout.flush()
 
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
     finder = ref_imports.install_from_env()  # counting REF's loader (in REF's run): REF's code, from REF's tree
     say("started")
     if not _asked(stdin):
@@ -44,6 +38,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
         request = json.loads(line)
         try:
             dataset, collate = load_factory(request["factory"])(**request["kwargs"])
+            _one_thread()
             indices = [i * STRIDE % len(dataset) for i in range(SAMPLES)]
             collate([dataset[i] for i in indices[:2]])
             if finder is not None and (leaked := ref_imports.leaks(finder.mapping)):
@@ -55,6 +50,13 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
         stdin.readline()
         collate([dataset[i] for i in indices])
         say("done")
+
+
+def _one_thread() -> None:
+    """torch's ops on one thread, where the loader or LIKELY imported torch: imported for them, not before, so that a
+    loader without torch is counted without valgrind starting torch (about a minute on 2 cores)."""
+    if (torch := sys.modules.get("torch")) is not None:
+        torch.set_num_threads(1)
 
 
 def _asked(stdin) -> bool:
