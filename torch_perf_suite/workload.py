@@ -93,7 +93,9 @@ class TrainingStep:
         self.device, self.non_blocking = device, non_blocking
         self.batch_size = loader.batch_size
         self.cycle_steps, self.warmup_steps = loader_pacing(loader)
-        self._train = train or self._default_train
+        self._own_train = train  # not self's bound method: kept on self, that holds self in a reference cycle, and a
+        # persistent_workers loader that only the cycle collector frees waits 5 s a worker for its workers to end (its
+        # queues are closed before its iterator's __del__ asks them to stop)
         self._batches: Iterator | None = None
         self._resident: tuple | None = None
 
@@ -120,12 +122,12 @@ class TrainingStep:
         return tuple(t.to(self.device, non_blocking=self.non_blocking) for t in self._next())
 
     def step(self):
-        return self._train(*self.loader_step())
+        return (self._own_train or self._default_train)(*self.loader_step())
 
     def gpu_step(self):
         if self._resident is None:
             self._resident = self.loader_step()
-        return self._train(*self._resident)
+        return (self._own_train or self._default_train)(*self._resident)
 
     def close(self) -> None:
         self._batches = None  # a loader's workers stop with its iterator (a persistent_workers loader keeps its own)
