@@ -39,6 +39,16 @@ def test_each_step_is_one_batch_of_the_loop_and_close_ends_it():
     assert members(loop).all_threads and thread is not threading.current_thread()
 
 
+def test_close_ends_a_persistent_loaders_workers():
+    """The framework's objects hold each other, and the cycle collector that frees them waits 5 s a worker."""
+    loader = torch.utils.data.DataLoader(BATCHES, batch_size=1, num_workers=1, persistent_workers=True)
+    loop = frameworks.DrivenLoop(lambda: None, 1, loader, lambda b: b, "a loop")
+    loop.loader_step()
+    (worker,) = loader._iterator._workers
+    loop.close()
+    assert loader._iterator is None and not worker.is_alive()
+
+
 def test_the_gpu_side_step_trains_on_one_batch_kept_on_the_device():
     trained = []
     loop = plain_loop(trained)

@@ -18,7 +18,7 @@ import threading
 from typing import Any, Callable, Iterable
 
 from .syncs import host_reads
-from .workload import loader_pacing
+from .workload import end_workers, loader_pacing
 
 
 class _Source:
@@ -144,6 +144,7 @@ class DrivenLoop:
             self._stop = True
             self._go.release()
             self._thread.join()
+        end_workers(self.loader)
 
 
 def _to_device(device) -> Callable[[Any], Any]:

@@ -73,6 +73,16 @@ def loader_pacing(loader) -> tuple[int, int]:
     return max(workers, 1), workers * ((getattr(loader, "prefetch_factor", None) or 2) + 1) + 2 if workers else 0
 
 
+def end_workers(loader) -> None:
+    """A persistent_workers DataLoader's workers ended now, as its last iterator would end them: a framework's objects
+    hold each other (a Lightning Trainer and its module), so the loader is freed by the cycle collector, which waits
+    5 s a worker for them (its queues are closed before its iterator asks the workers to stop)."""
+    iterator = getattr(loader, "_iterator", None)  # torch keeps a persistent loader's iterator there
+    if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+        iterator._shutdown_workers()
+        loader._iterator = None
+
+
 class TrainingStep:
     """A workload made of a model, its optimizer, a loss and a DataLoader that yields (inputs, targets).
 
