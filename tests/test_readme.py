@@ -37,12 +37,13 @@ def test_the_three_commands_are_in_the_readme():
 
 
 def test_the_test_script_runs_the_suites_tests_then_the_scenarios_then_the_examples():
-    # the suite's own tests over two processes (docs/inputs.md: faster on a 2-core machine), then the scenarios
+    # the suite's own tests over two processes (docs/inputs.md: faster on a 2-core machine), then the scenarios, over
+    # two processes too (docs/cost.md)
     assert commands(ROOT / ".ci" / "test") == [
         "set -euo pipefail",
         'cd "$(dirname "$0")/.."',
         ".venv/bin/python -m pytest tests -n 2 --maxschedchunk 1 --durations=25",
-        ".venv/bin/python -m pytest perf_tests --perf-smoke",
+        ".venv/bin/python -m pytest perf_tests --perf-smoke -n 2",
         ".venv/bin/python -m pytest examples/guard_your_step --perf-smoke",
         ".venv/bin/python -m pytest examples/lightning_step --perf-smoke",
         ".venv/bin/python -m pytest examples/hf_trainer_step --perf-smoke",
