@@ -251,16 +251,15 @@ def test_the_commit_that_added_a_sync_is_found_past_one_that_cannot_run_and_judg
     assert found["first_bad"]["sha"] == planted
     assert len(found["tested"]) <= bisecting.most_measured(6)
     assert (history.path / "out" / "perf.bisect.md").read_text().startswith(f"perf bisect {good[:12]}..HEAD: 6 commit(s)")
-    corrupt = next((history.path / ".pytest_cache").rglob("outcome.json"))
-    corrupt.write_text("{not json")
-    again = bisect(history, "--perf-bisect", f"{good}..HEAD")
-    again.stdout.fnmatch_lines([f"{corrupt}: not a verdict this suite wrote; the commit is judged again"])
-    again.stdout.fnmatch_lines(["*6 commit(s) (first parent), 6 judged, 1 measured in this run*",
-                                f"*first bad commit: {planted[:12]}*"])
     assert git(history.path, "worktree", "list", "--porcelain").count("worktree ") == 1  # none left behind
-    # a range whose BAD is the planted commit, the commit that cannot run in its halving (the verdicts above reused)
+    # a range whose BAD is the planted commit, its verdict unreadable, the commit that cannot run in its halving: the
+    # other verdicts above reused, the unreadable one judged again
+    (corrupt,) = (history.path / ".pytest_cache").rglob(f"{planted[:12]}-*/outcome.json")
+    corrupt.write_text("{not json")
     result = bisect(history, "--perf-bisect", f"{good}..HEAD~1", "--perf-report=out/skip")
     assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([f"{corrupt}: not a verdict this suite wrote; the commit is judged again"])
+    result.stdout.fnmatch_lines(["*5 commit(s) (first parent), * judged, 1 measured in this run*"])
     tested = {t["subject"]: t["status"] for t in json.loads((history.path / "out" / "skip.bisect.json").read_text())["tested"]}
     assert tested.get("change 3") in (None, "skip") and tested["change 5"] == "bad"
     assert json.loads((history.path / "out" / "skip.bisect.json").read_text())["first_bad"]["subject"] == "change 5"
