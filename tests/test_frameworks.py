@@ -3,15 +3,28 @@ Lightning's Trainer on the CPU."""
 
 import threading
 
-import lightning.pytorch as pl
 import pytest
 import torch
-import transformers
 
 from torch_perf_suite import frameworks
 from torch_perf_suite.workload import members
 
 BATCHES = [torch.full((2,), float(i)) for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def pl():
+    """Lightning, imported by the tests that use it (5 s on 2 cores: not in every xdist worker's collection)."""
+    import lightning.pytorch
+
+    return lightning.pytorch
+
+
+@pytest.fixture(scope="module")
+def transformers():
+    import transformers
+
+    return transformers
 
 
 def plain_loop(trained: list, *, limit: int | None = None, fail_at: int | None = None):
@@ -87,7 +100,7 @@ def test_a_loop_that_ends_on_its_own_says_how_to_build_it():
     loop.close()
 
 
-def test_lightning_trains_one_batch_a_step_in_its_own_loop():
+def test_lightning_trains_one_batch_a_step_in_its_own_loop(pl):
     class Tiny(pl.LightningModule):
         def __init__(self):
             super().__init__()
@@ -118,7 +131,7 @@ def test_lightning_trains_one_batch_a_step_in_its_own_loop():
     assert not loop._thread.is_alive() and trainer.global_step == 6
 
 
-def tiny_hf_trainer(tmp_path, **args):
+def tiny_hf_trainer(transformers, tmp_path, **args):
     """A one-layer BERT, randomly initialized from a config (nothing downloaded), on 12 random sequences."""
     config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                      intermediate_size=32, max_position_embeddings=16, num_labels=2)
@@ -130,8 +143,8 @@ def tiny_hf_trainer(tmp_path, **args):
                                 train_dataset=data)
 
 
-def test_hugging_face_trains_one_optimizer_step_a_step_in_its_own_loop(tmp_path):
-    trainer = tiny_hf_trainer(tmp_path, gradient_accumulation_steps=2)
+def test_hugging_face_trains_one_optimizer_step_a_step_in_its_own_loop(transformers, tmp_path):
+    trainer = tiny_hf_trainer(transformers, tmp_path, gradient_accumulation_steps=2)
     loop = frameworks.hf_train(trainer, loader_source=("mydata:parts", {}))
     assert loop.batch_size == 8  # two batches of 4 an optimizer step
     assert members(loop).loader_source == ("mydata:parts", {})
@@ -146,12 +159,12 @@ def test_hugging_face_trains_one_optimizer_step_a_step_in_its_own_loop(tmp_path)
     assert not loop._thread.is_alive()
 
 
-def test_a_hugging_face_trainer_without_max_steps_is_refused(tmp_path):
+def test_a_hugging_face_trainer_without_max_steps_is_refused(transformers, tmp_path):
     with pytest.raises(ValueError, match="give its TrainingArguments max_steps=10"):
-        frameworks.hf_train(tiny_hf_trainer(tmp_path, max_steps=-1))
+        frameworks.hf_train(tiny_hf_trainer(transformers, tmp_path, max_steps=-1))
 
 
-def test_a_read_in_lightnings_training_step_is_counted_in_its_thread_at_its_line():
+def test_a_read_in_lightnings_training_step_is_counted_in_its_thread_at_its_line(pl):
     class Reading(pl.LightningModule):
         def __init__(self):
             super().__init__()
@@ -178,12 +191,12 @@ def test_a_read_in_lightnings_training_step_is_counted_in_its_thread_at_its_line
     assert source.user_line == f"tests/test_frameworks.py:{line_of('# READ')} in training_step"
 
 
-def test_a_read_in_a_hugging_face_callback_is_counted_at_its_line(tmp_path):
+def test_a_read_in_a_hugging_face_callback_is_counted_at_its_line(transformers, tmp_path):
     class Reading(transformers.TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **kwargs):
             model.classifier.weight.sum().item()  # READ IN CALLBACK
 
-    trainer = tiny_hf_trainer(tmp_path, logging_nan_inf_filter=False)
+    trainer = tiny_hf_trainer(transformers, tmp_path, logging_nan_inf_filter=False)
     trainer.add_callback(Reading())
     loop = frameworks.hf_train(trainer)
     loop.step()
