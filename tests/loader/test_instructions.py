@@ -2,6 +2,7 @@
 (CI installs it; PERF_REQUIRE_VALGRIND=1 makes its absence a failure), and the recorded counts' file."""
 
 import datetime
+import gc
 import hashlib
 import io
 import json
@@ -324,8 +325,9 @@ def test_a_control_call_that_hangs_is_given_up(fake, monkeypatch):
 
 
 def test_a_loader_that_ends_the_process_is_said(fake, tmp_path):
-    (tmp_path / "exiting_loader.py").write_text("import os\n\ndef parts():\n    return [1] * 100, "
-                                                "lambda batch: os._exit(3) if len(batch) > 2 else batch\n")
+    (tmp_path / "exiting_loader.py").write_text("import os\n\nCALLS = []\n\ndef parts():\n    return [1] * 100, "
+                                                "lambda batch: os._exit(3) if CALLS.append(1) or len(CALLS) > 1 "
+                                                "else batch\n")  # the warm-up collates, the counted samples end it
     with pytest.raises(Unavailable, match=r"^the callgrind process answered '', expected 'done'; loader instructions"):
         fake.count(("exiting_loader:parts", {}))
 
@@ -378,6 +380,7 @@ def served(tmp_path, monkeypatch):
 
     yield run, threads
     sys.modules.pop("served_loader", None)
+    gc.unfreeze()  # serve() froze this process's objects, as the counting process's
 
 
 def test_the_counting_process_warms_up_then_waits_for_go_and_collates_its_samples(served):
@@ -386,8 +389,11 @@ def test_the_counting_process_warms_up_then_waits_for_go_and_collates_its_sample
     import served_loader
 
     warm, counted = served_loader.batches
-    assert warm == [0, 919] and counted[:4] == [0, 919, 838, 757]  # i * 7919 mod 1000: spread over the dataset
+    assert counted[:4] == [0, 919, 838, 757]  # i * 7919 mod 1000: spread over the dataset
     assert len(set(counted)) == instructions.SAMPLES and threads == [1]  # one thread, as in a DataLoader worker
+    # the warm-up made the counted samples once, and the collector's survivors were set aside: what the process ran
+    # before (other loaders) leaves no collection to fall into the count
+    assert warm == counted and gc.get_freeze_count() > 0
 
 
 def test_the_counting_process_answers_a_loader_it_cannot_build_and_serves_on(served):
@@ -646,11 +652,11 @@ def test_a_files_hash_is_of_its_code_not_its_comments_or_docstrings(tmp_path):
         assert loader_code.code_hash(path) == hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_the_digest_is_the_one_recorded_before_files_were_kept():
-    # the order and bytes of the digest are those of the counts committed before (GPU image: f31983fa320b34f1), so
-    # that no recorded count turned stale: paths in the order of their parts ("a/x" before "a-b/x")
+def test_the_digest_is_how_the_count_is_taken_then_each_file_in_the_order_of_its_parts():
+    # how the count is taken, then each path in the order of its parts ("a/x" before "a-b/x") and its hash: a count
+    # taken another way (count_worker before its warm-up made the counted samples) is counted again
     files = {"a-b/x.py": "00" * 32, "a/x.py": "11" * 32}
-    expected = hashlib.sha256(b"a/x.py\0" + bytes(32 * [0x11]) + b"a-b/x.py\0" + bytes(32)).hexdigest()[:16]
+    expected = hashlib.sha256(b"counted as 2\0a/x.py\0" + bytes(32 * [0x11]) + b"a-b/x.py\0" + bytes(32)).hexdigest()[:16]
     assert loader_code.digest_of(files) == expected
 
 
