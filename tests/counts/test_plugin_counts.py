@@ -156,6 +156,11 @@ def test_an_entry_older_than_the_host_count_says_so_once(suite):
     suite.edit(lambda entry: entry["counts"].pop("host"))
     result = suite.run("--perf-report=out/perf")
     result.assert_outcomes(passed=1)
+    said = [line for line in result.stdout.lines if "entries were recorded before the step's host side was counted" in line]
+    assert len(said) == 1 and said[0].endswith("nvidia-h200.json: 1 of 1 entries were recorded before the step's host "
+                                               "side was counted: their tests say \"host side not compared\" (a failure "
+                                               "under --perf-strict) until they are recorded again on this GPU model: "
+                                               "pytest --perf-update-baselines"), said
     [row] = json.loads((suite.path / "out" / "perf.json").read_text())["tests"]
     assert [n for n in row["notes"] if n.startswith("host side")] == [
         "host side not compared: the baseline recorded none (its entry is older than the count); record them with: "

@@ -79,6 +79,9 @@ class PerfSession:
             self.against.turns_ahead(self)
             return  # the baselines are REF's, loaded once it was measured (RefState.compare)
         load_records(self.records, self.settings.baseline_dir)
+        file = self.records.baseline_file  # None without a GPU
+        if file is not None and (older := file.older_than_the_host_count()):  # said once, beside each test's note
+            config.pluginmanager.register(_Header([older]), "perf_older_entries")
 
     def _prestart(self, config, runs_tests: bool) -> None:
         """The counting process started where a loader will be counted again (Records.prestart_counter), and the run's
