@@ -221,3 +221,22 @@ def test_a_debugging_switch_the_record_did_not_have_on_fails_naming_it_first():
     assert [f.text.split(":")[0] for f in found] == ["debugging switched on in the measured steps, not at the baseline",
                                                      "2 kernel launches per step, 1 recorded (+1)"]
     assert checks.counted({"allocator_per_step": {"cudaMalloc": 1.0}}, {"kernels_per_step": {}}, 1.0, CompileCount())
+
+
+def test_each_count_recorded_as_measured_passes_and_each_grown_one_is_said_beside_the_others():
+    """Kernels, copies, the allocator's calls, the host side and a debugging switch, each recorded: as measured, no
+    finding; each grown, one finding each, none of them dropping another's."""
+    anomaly = "anomaly detection (torch.autograd.set_detect_anomaly(True): every backward op checked for NaN, a sync each)"
+    host = {"lines_per_step": 1000.0, "blocks_per_step": 0.0, "lines": {"train.py:step": 1000.0}, "blocks": {}}
+    recorded = {"kernels_per_step": dict(FUSED), "copies_per_step": {"HtoD Pinned": 1000}, "allocator_per_step":
+                {"cudaMalloc": 2.0}, "host": host, "debugging": [anomaly]}
+    assert checks.counted(dict(recorded), recorded, 1.0, CompileCount()) == []
+    grown = {"kernels_per_step": {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0},
+             "copies_per_step": {"HtoD Pinned": 2000}, "allocator_per_step": {"cudaMalloc": 3.0},
+             "host": {**host, "lines_per_step": 2000.0, "lines": {"train.py:step": 2000.0}}, "debugging": [anomaly]}
+    found = [f.text.split(" ")[0:3] for f in checks.counted(grown, recorded, 1.0, CompileCount())]
+    assert found == [["56", "kernel", "launches"], ["bytes", "copied", "per"], ["3", "calls", "a"], ["the", "host", "runs"]]
+
+
+def test_a_step_still_calling_the_driver_as_often_as_recorded_passes():
+    assert checks.allocator_calls({"cudaMalloc": 2.0, "cudaFree": 2.0}, {"cudaMalloc": 2.0, "cudaFree": 2.0}) == []

@@ -62,3 +62,17 @@ def test_a_sync_failure_says_which_debugging_switches_were_on_in_its_steps():
     assert found.text.endswith(f"\n  debugging switched on in these steps, whose checks sync too: {anomaly}")
     assert checks.with_switches(checks.syncs(counted(0), per_step=0), [anomaly]) == []  # nothing failed: nothing said
     assert checks.with_switches(checks.syncs(counted(2), per_step=0), []) == checks.syncs(counted(2), per_step=0)
+
+
+def test_a_smoke_runs_host_reads_as_many_as_refs_pass_and_one_more_fails_naming_its_line():
+    """Against REF's smoke record (no GPU): the same reads a step pass, even where REF read the same value elsewhere;
+    one read more fails with the line whose reads grew."""
+    was = {"per_step": 1.0, "lines": {"train.py:40 in step": 1.0}}
+    assert checks.host_reads_against({"per_step": 1.0, "lines": {"train.py:41 in step": 1.0}}, was, "REF HEAD (abc)",
+                                     "listing") == []
+    [found] = checks.host_reads_against({"per_step": 2.0, "lines": {"train.py:40 in step": 1.0, "loss.py:7 in f": 1.0}},
+                                        was, "REF HEAD (abc)", "listing")
+    assert found.outcome == FAILED and found.text.startswith(
+        "measured 2.00 host reads per step with no GPU, 1.00 at REF HEAD (abc) (+1.00): each reads a tensor's value on "
+        "the host, which on a GPU is a host-device sync; reads a step by line, most grown first:\n")
+    assert "loss.py:7 in f" in found.text and found.text.endswith("\nlisting")
