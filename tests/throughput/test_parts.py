@@ -413,3 +413,26 @@ def test_a_pipeline_round_is_sized_no_faster_than_its_loader(loader_sps, steps):
     win = windows(Workload(), warmup=1, rounds=2, steps=1, round_s=0.19)
     win.loader = loader_sps and t(loader_sps)
     assert win.time("pipeline").samples_per_round == steps * 10
+
+
+class Timer:
+    """A loader.Timer's stand-in: the span each cost was asked for, and whether only samples made alone were wanted."""
+
+    def __init__(self):
+        self.asked = []
+
+    def cost(self, since, until, alone_only):
+        self.asked.append((since, until, alone_only))
+        return f"cost {len(self.asked)}"
+
+
+@pytest.mark.parametrize("resident, smoke", [(False, False), (False, True), (True, False)])
+def test_the_loaders_window_or_the_pipelines_where_it_has_none_carries_the_cost_of_a_sample(resident, smoke):
+    w = Workload(resident)
+    win = windows(w, smoke, warmup=1, rounds=2, steps=1)
+    win.timer = Timer()
+    carrier = "pipeline" if resident else "loader"
+    timed = {part: win.time(part) for part in win.available()}
+    assert [part for part, t in timed.items() if t.unit is not None] == [carrier] and timed[carrier].unit == "cost 1"
+    [(since, until, alone_only)] = win.timer.asked
+    assert 0 < since <= until and alone_only is smoke

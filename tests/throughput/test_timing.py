@@ -242,3 +242,14 @@ def test_laps_add_each_stretch_to_its_phase_and_split_moves_a_known_share():
     laps.split("timed", compile=2.0, **{"warm-up": 7.0})  # more than is left: what is left
     assert laps.seconds == {"build": 1.5, "timed": 0.0, "compile": 2.0, "warm-up": 6.5}
     assert sum(laps.seconds.values()) == 10.0
+
+
+def test_split_moves_a_fraction_of_a_second_nothing_negative_and_adds_to_a_phase_already_there():
+    from torch_perf_suite.throughput.timing import Laps
+
+    laps = Laps()
+    laps.seconds.update({"timed": 3.0, "compile": 1.0})
+    laps.split("timed", compile=0.25, idle=-1.0)  # a share below a second; one below nothing moves nothing
+    assert laps.seconds == {"timed": 2.75, "compile": 1.25, "idle": 0.0}
+    laps.split("never", compile=5.0)  # out of a phase never lapped: nothing to move
+    assert laps.seconds == {"timed": 2.75, "compile": 1.25, "idle": 0.0, "never": 0.0}
