@@ -405,3 +405,26 @@ def test_a_test_without_a_result_tonight_is_alerted_at_once_and_not_bisected(tmp
     path.write_text(json.dumps({"alerts": [dataclasses.asdict(alert)]}))
     assert bisect_alerts.bisect_alerts(path, tmp_path, [], run=None) == [f"{NAIVE}: no result to bisect"]
     assert nightly.decide(history, night("clean", "c")).alerts == []  # every test reported: nothing to say
+
+
+@pytest.mark.parametrize("out_is, decision_is, problem", [
+    ("file", "file", "is a file; give a folder"),  # --out names a file
+    ("new/deep", "folder", "is a folder; give a file"),  # the decision is a folder
+])
+def test_the_bisect_half_refuses_outputs_it_cannot_use_before_it_writes_anything(tmp_path, capsys, out_is, decision_is,
+                                                                                problem):
+    out, decision = tmp_path / out_is, tmp_path / "alerts.json"
+    if out_is == "file":
+        out.write_text("")
+    decision.mkdir() if decision_is == "folder" else decision.write_text("{}")
+    with pytest.raises(SystemExit):
+        nightly.main(["bisect", str(decision), "--out", str(out)])
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {decision} or --out {out}: {problem}")
+    assert out_is == "file" or not out.exists()  # refused before the folder was made
+
+
+def test_the_bisect_half_makes_its_folder_with_its_parents_and_takes_one_that_exists(tmp_path, capsys):
+    (tmp_path / "alerts.json").write_text(json.dumps({"status": "s", "alerts": [], "charts": ""}))
+    for out in (tmp_path / "a" / "b", tmp_path / "a" / "b"):  # made, then there already
+        assert nightly.main(["bisect", str(tmp_path / "alerts.json"), "--out", str(out)]) == 0
+        assert out.is_dir()
