@@ -42,7 +42,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
             _one_thread()
             indices = [i * STRIDE % len(dataset) for i in range(SAMPLES)]
             collate([dataset[i] for i in indices])  # the counted work once, then the collector's generations emptied
-            # and the survivors set aside: the count owes nothing to what the process ran before (another loader, or none)
+            # and the survivors set aside: the count owes little to what the process ran before (another loader, or none)
             gc.collect()
             gc.freeze()
             if finder is not None and (leaked := ref_imports.leaks(finder.mapping)):
