@@ -45,10 +45,15 @@ def by_turns(pairs, again=None):
     return replace(turns.from_pairs(pairs), again=again and turns.from_pairs(again))
 
 
+PRELOAD = turns.PRELOAD
+
+
 @pytest.fixture(autouse=True)
-def no_reserve(monkeypatch):
-    """Each start spawns a reserve pair beside the first, two more imports of torch and torchvision: only the test of
-    the reserve keeps it."""
+def light(monkeypatch):
+    """The toy loaders import nothing: their processes start without torch and torchvision (turns.PRELOAD), which
+    take seconds a process on the 2-core machine; only the test of the worker script keeps them. And each start would
+    spawn a reserve pair beside the first: only the test of the reserve keeps it."""
+    monkeypatch.setattr(turns, "PRELOAD", ())
     monkeypatch.setattr(turns, "RESERVE", False)
 
 
@@ -99,12 +104,17 @@ def test_started_ahead_settled_with_their_reserve_then_measured_again_in_fresh_p
     timed the loader first, and with no reserve left in a new pair started with a reserve beside it."""
     pids = "open(os.path.join(os.path.dirname(__file__), 'pids'), 'a').write(f'{os.getpid()}\\n')"
     ref = tree(tmp_path / "ref", body=pids)
+    (slow := tmp_path / "slow").mkdir()
+    (slow / "slowimport.py").write_text("import time\ntime.sleep(1.5)\n")  # as torch's import takes seconds
+    monkeypatch.setenv("PYTHONPATH", str(slow))
+    monkeypatch.setattr(turns, "PRELOAD", ("slowimport",))
     monkeypatch.setattr(turns, "RESERVE", True)
     with turns.Turns(ref, tree(tmp_path / "head"), seconds=0.1) as timed:
         began = time.perf_counter()
         timed.start()
-        assert time.perf_counter() - began < 1.0  # not waiting for their import of torch
-        timed.settle()  # before the first window: the reserve's import of torch is done too
+        assert time.perf_counter() - began < 1.0  # not waiting for their imports
+        timed.settle()  # before the first window: the reserve's imports are done too
+        assert time.perf_counter() - began >= 1.5
         assert all(proc.poll() is None for proc in timed._procs.values()) and not timed._waiting
         reserve = {side: proc.pid for side, proc in timed._reserve[0].items()}
         assert not timed._reserve_waiting and all(proc.poll() is None for proc in timed._reserve[0].values())
@@ -121,11 +131,12 @@ def test_started_ahead_settled_with_their_reserve_then_measured_again_in_fresh_p
 
 def test_both_sides_time_on_one_core_from_a_worker_script_in_the_working_tree_with_a_loader_that_prints(tmp_path,
                                                                                                        monkeypatch):
-    """Both make their samples on the same one core; the worker script lying in the working tree (as in the suite's own
-    repository, where the harness is the project's) is not taken for its module; a loader's prints do not break the
-    protocol."""
+    """Both make their samples on the same one core, torch and torchvision imported before the loader is built; the
+    worker script lying in the working tree (as in the suite's own repository, where the harness is the project's) is
+    not taken for its module; a loader's prints do not break the protocol."""
     write = "open(os.path.join(os.path.dirname(__file__), 'cores'), 'w').write(str(sorted(os.sched_getaffinity(0))))"
-    ref = tree(tmp_path / "ref", item=write)
+    monkeypatch.setattr(turns, "PRELOAD", PRELOAD)
+    ref = tree(tmp_path / "ref", item=write, body="import sys; assert {'torch', 'torchvision'} <= set(sys.modules)")
     head = tree(tmp_path / "head", item=write, body="print('building the loader')")
     (head / "torch_perf_suite").mkdir()
     monkeypatch.setattr(turns, "WORKER", head / "torch_perf_suite" / turns.WORKER.name)

@@ -1,7 +1,7 @@
-"""One side of `turns`: run as a script (`python turn_worker.py CORE STRIDE CHUNK`), never imported by the harness,
-so that nothing of the harness's own package is imported from ROOT's tree by this file.
+"""One side of `turns`: run as a script (`python turn_worker.py CORE STRIDE CHUNK [MODULE ...]`), never imported by
+the harness, so that nothing of the harness's own package is imported from ROOT's tree by this file.
 
-It imports torch first, before it knows its side: the session starts it before REF's tree is written out. Its first
+It imports the MODULEs first (torch and torchvision: turns.PRELOAD), before it knows its side: the session starts it before REF's tree is written out. Its first
 request names ROOT, its side's tree, and OTHER, the other side's; ROOT then goes first on the path (this file's folder
 is never on it) and becomes the working folder: the loader's factory is imported from that tree (REF's, or the
 working tree's), and a loader that imports any of the project's own files from OTHER (the other side's tree: an
@@ -86,12 +86,12 @@ def build(request: dict):
     return parts
 
 
-def serve(core: int, stride: int, chunk: int) -> None:
-    import torch
-
-    if importlib.util.find_spec("torchvision"):  # most loaders' transforms: imported now, while the session starts
-        import torchvision  # noqa: F401
-    torch.set_num_threads(1)
+def serve(core: int, stride: int, chunk: int, preload: list[str]) -> None:
+    for name in preload:  # most loaders' modules (turns.PRELOAD): imported now, while the session starts
+        if importlib.util.find_spec(name):
+            importlib.import_module(name)
+    if "torch" in sys.modules:  # a loader's torch imported later reads OMP_NUM_THREADS=1 (turns._spawn)
+        sys.modules["torch"].set_num_threads(1)
     cores = os.sched_getaffinity(0)
     say("started")
     while line := sys.stdin.readline():
@@ -121,4 +121,4 @@ if __name__ == "__main__":
     PROTOCOL = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    serve(core_, stride_, chunk_)
+    serve(core_, stride_, chunk_, sys.argv[4:])

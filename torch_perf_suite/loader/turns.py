@@ -36,6 +36,7 @@ TURNS_S = 2.0  # seconds of turns on each side, at least LEAST_PAIRS pairs, at m
 LEAST_PAIRS, MOST_PAIRS = 20, 400
 READ_TIMEOUT_S = 300  # a process silent this long is stuck (importing torch takes seconds: docs/measurements/cost.md)
 WORKER = Path(__file__).with_name("turn_worker.py")
+PRELOAD = ("torch", "torchvision")  # what each process imports as it starts, before it knows its loader: most loaders'
 RESERVE = True  # a reserve pair started beside the first, so that a measurement again (time(fresh=True)) waits on no import
 # glibc's malloc raises its mmap threshold as a process frees large blocks, so whether a 600 KB image comes from the
 # heap or from fresh pages (a page fault each 4 KB) depends on the process's history: fixed here, the same on both sides
@@ -169,7 +170,7 @@ class Turns:
         for side in self.roots:  # both import torch at once, then take turns
             errors[side] = tempfile.TemporaryFile("w+", errors="replace")
             procs[side] = subprocess.Popen(
-                [sys.executable, str(WORKER), str(core), str(STRIDE), str(CHUNK)],
+                [sys.executable, str(WORKER), str(core), str(STRIDE), str(CHUNK), *PRELOAD],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors[side], text=True,
                 env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **MALLOC})
         return procs, errors

@@ -46,10 +46,17 @@ def cost(tests: Iterable[str], seconds: Mapping[str, float]) -> float:
 def longest_file_first(config, log, seconds: Mapping[str, float]):
     """xdist's LoadFileScheduling, handing a worker that needs work the file that costs the most (`cost`). It
     reorders xdist's queue of files (workqueue: file -> {test id: done}) before xdist takes its first; a test file
-    of this suite (tests/session/test_xdist.py) sees the order a real run takes."""
+    of this suite (tests/session/test_xdist.py) sees the order a real run takes. The first files go to gw0, gw1, ...
+    in that order, not in the order the workers happened to start: run after run, the costliest file lands on the
+    same worker (its GPU, its cores), where REF's results for it are kept (against/ref.py, cache_folder)."""
     from xdist.scheduler import LoadFileScheduling
 
     class LongestFileFirst(LoadFileScheduling):
+        def schedule(self):
+            if self.collection is None:  # the first dealing: xdist deals to its nodes in the order they came up
+                self.assigned_work = dict(sorted(self.assigned_work.items(), key=lambda item: worker_order(item[0])))
+            super().schedule()
+
         def _assign_work_unit(self, node):
             if seconds:
                 longest = max(self.workqueue, key=lambda scope: cost(self.workqueue[scope], seconds))
@@ -57,3 +64,9 @@ def longest_file_first(config, log, seconds: Mapping[str, float]):
             super()._assign_work_unit(node)
 
     return LongestFileFirst(config, log)
+
+
+def worker_order(node) -> tuple[int, str]:
+    """gw0, gw1, ..., gw10: by number."""
+    name = node.gateway.id
+    return (int(name[2:]) if name[2:].isdigit() else -1, name)
