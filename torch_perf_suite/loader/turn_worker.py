@@ -1,13 +1,13 @@
 """One side of `turns`: run as a script (`python turn_worker.py CORE STRIDE CHUNK [MODULE ...]`), never imported by
 the harness, so that nothing of the harness's own package is imported from ROOT's tree by this file.
 
-It imports the MODULEs first (torch and torchvision: turns.PRELOAD), before it knows its side: the session starts it before REF's tree is written out. Its first
-request names ROOT, its side's tree, and OTHER, the other side's; ROOT then goes first on the path (this file's folder
-is never on it) and becomes the working folder: the loader's factory is imported from that tree (REF's, or the
-working tree's), and a loader that imports any of the project's own files from OTHER (the other side's tree: an
-editable install, a `src/` folder on the path) is refused, not timed against itself. Torch runs on one thread, and
-once a loader is built, the process on core CORE alone, as in a DataLoader worker. Its stdout is the parent's pipe alone:
-whatever else prints goes to stderr.
+It imports the MODULEs first (torch and torchvision: turns.PRELOAD), before it knows its side: the session starts it
+before REF's tree is written out. Its first request names ROOT, its side's tree, and OTHER, the other side's; ROOT
+then goes first on the path (this file's folder is never on it) and becomes the working folder: the loader's factory
+is imported from that tree (REF's, or the working tree's), and a loader that imports any of the project's own files
+from OTHER (the other side's tree: an editable install, a `src/` folder on the path) is refused, not timed against
+itself. Torch runs on one thread, and once a loader is built, the process on core CORE alone, as in a DataLoader
+worker. Its stdout is the parent's pipe alone: whatever else prints goes to stderr.
 
 Lines in: a request `{"root": ROOT, "other": OTHER, "factory": "module:function", "kwargs": {...}}`, then chunk
 numbers, then "end" (or EOF); every request of a process names the same ROOT.
