@@ -32,11 +32,13 @@ def test_every_option(parsed, pytester):
                "--perf-round-s=0.25", "--perf-profile-steps=6", "--perf-tolerance=4", "--perf-host-tolerance=12",
                "--perf-strict", "--perf-update-baselines", "--perf-baseline-dir=bl", "--perf-report=out/perf.md",
                "--perf-trace-dir=traces", "--perf-smoke", "--perf-workers=3", "--perf-worker-start=forkserver",
-               "--perf-split=2/3", "--perf-durations=seconds.json")
+               "--perf-split=2/3", "--perf-durations=seconds.json", "--perf-against=main", "--perf-against-cache=ref",
+               "--perf-bisect=v1..main")
     assert s == SessionSettings(
         strict=True, update_baselines=True, baseline_dir=pytester.path / "bl", report=pytester.path.__class__("out/perf"),
         trace_dir=pytester.path.__class__("traces"), smoke=True, workers=3, worker_start="forkserver",
-        split=(2, 3), durations=pytester.path.__class__("seconds.json"),
+        split=(2, 3), durations=pytester.path.__class__("seconds.json"), against="main",
+        against_cache=pytester.path.__class__("ref"), bisect="v1..main",
         measure=Measure(warmup=9, rounds=3, max_rounds=4, ci_pct=2.5, steps=40, round_s=0.25, profile_steps=6, tolerance=4.0,
                         host_tolerance=12.0))
 

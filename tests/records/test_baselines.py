@@ -192,6 +192,18 @@ def test_an_unknown_part_is_named_not_the_whole_parts_object(tmp_path):
      "entry 't': 'counts' 'kernels_per_step' 'gemm' is '3', expected a number"),
     (lambda e: e.update(counts={"step_peak_bytes": -1}),
      "entry 't': 'counts' 'step_peak_bytes' is -1, expected a non-negative number"),
+    (lambda e: e.update(counts={"allocator_per_step": {"malloc": None}}),
+     "entry 't': 'counts' 'allocator_per_step' 'malloc' is None, expected a number"),
+    (lambda e: e.update(counts={"ranks": [1, 2]}),
+     "entry 't': 'counts' 'ranks' is [1, 2], expected an object of each rank's counts"),
+    (lambda e: e.update(counts={"ranks": {"1": {"step_peak_bytes": "big"}}}),
+     "entry 't': rank 1: 'counts' 'step_peak_bytes' is 'big', expected a number"),
+    (lambda e: e.update(counts={"debugging": "anomaly"}),
+     "entry 't': 'counts' 'debugging' is 'anomaly', expected a list of the debugging switches that were on"),
+    (lambda e: e.update(counts={"debugging": ["anomaly", 3]}),
+     "entry 't': 'counts' 'debugging' is ['anomaly', 3], expected a list of the debugging switches that were on"),
+    (lambda e: e.update(counts={"host": {"lines_per_step": -1}}),
+     "entry 't': 'counts' 'host': host counts' lines_per_step must be a number of at least 0, not -1"),
     (lambda e: e["env"].update(host="Xeon"), "entry 't': 'env' 'host' is 'Xeon', expected an object or null"),
 ])
 def test_absurd_numbers_and_wrong_types_name_the_entry(tmp_path, change, problem):
@@ -312,3 +324,18 @@ def test_saved_file_is_indented_by_one_space_and_ends_with_a_newline(tmp_path):
     text = path.read_text()
     assert text.startswith('{\n "schema": 2,\n "gpu": "NVIDIA H200",\n "tests": {\n  "t": {\n')
     assert text.endswith("}\n") and not text.endswith("\n\n")
+
+
+def test_entries_older_than_the_host_count_are_said_in_one_line_naming_how_many_of_all(tmp_path):
+    host = {"lines_per_step": 10.0, "blocks_per_step": 0.0, "lines": {}, "blocks": {}}
+    path = tmp_path / "nvidia-h200.json"
+    write(path, {"counted": {**entry(), "counts": {"host": host}},
+                 "ranks": {**entry(), "counts": {"ranks": {"0": {}}}},  # a spread: its ranks' counts, no host side
+                 "uncounted": entry()})  # no counts at all: nothing of a step was counted
+    assert BaselineFile.load(path, "NVIDIA H200").older_than_the_host_count() == ""
+    write(path, {"older": {**entry(), "counts": {"kernels_per_step": {"gemm": 1.0}}},
+                 "counted": {**entry(), "counts": {"host": host}}, "also older": {**entry(), "counts": {"debugging": []}}})
+    assert BaselineFile.load(path, "NVIDIA H200").older_than_the_host_count() == (
+        f"{path}: 2 of 3 entries were recorded before the step's host side was counted: their tests say \"host side not "
+        "compared\" (a failure under --perf-strict) until they are recorded again on this GPU model: pytest "
+        "--perf-update-baselines")
