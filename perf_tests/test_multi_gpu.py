@@ -151,10 +151,12 @@ def test_spread(perf, gpus, scenario, tmp_path, request):
 
 def judged(perf, spread: multi_gpu.Spread, recipe, tmp_path: Path, resident: bool, scaling: float | None = None):
     """The spread as one result of the perf fixture, for the report and the baseline (keyed by the GPUs' count and
-    topology): each rank's counts, all GPUs' samples/s, the scaling efficiency over one GPU in this run."""
+    topology): each rank's counts and host side, all GPUs' samples/s, the scaling efficiency over one GPU in this
+    run; a spread fed by loaders is `fed` (its host-bound pipeline is the loaders' work, which the host side is not)."""
     processes = len(spread.ranks)
     return perf.measured_ranks(spread.timed, again=lambda: multi_gpu.train(recipe, spread.gpus, plan_for(perf, tmp_path)).timed,
                                batch_size=recipe.batch_size * processes, ranks={r.rank: r.syncs for r in spread.ranks},
+                               hosts={r.rank: r.host for r in spread.ranks}, fed=not recipe.resident,
                                peak_gb=spread.peak_gb, gpus=spread.gpus, resident=resident, scaling=scaling)
 
 

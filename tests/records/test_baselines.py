@@ -330,12 +330,13 @@ def test_entries_older_than_the_host_count_are_said_in_one_line_naming_how_many_
     host = {"lines_per_step": 10.0, "blocks_per_step": 0.0, "lines": {}, "blocks": {}}
     path = tmp_path / "nvidia-h200.json"
     write(path, {"counted": {**entry(), "counts": {"host": host}},
-                 "ranks": {**entry(), "counts": {"ranks": {"0": {}}}},  # a spread: its ranks' counts, no host side
+                 "ranks": {**entry(), "counts": {"ranks": {"0": {"host": host}, "1": {"host": host}}}},  # a spread
                  "uncounted": entry()})  # no counts at all: nothing of a step was counted
     assert BaselineFile.load(path, "NVIDIA H200").older_than_the_host_count() == ""
     write(path, {"older": {**entry(), "counts": {"kernels_per_step": {"gemm": 1.0}}},
-                 "counted": {**entry(), "counts": {"host": host}}, "also older": {**entry(), "counts": {"debugging": []}}})
+                 "counted": {**entry(), "counts": {"host": host}}, "also older": {**entry(), "counts": {"debugging": []}},
+                 "older spread": {**entry(), "counts": {"ranks": {"0": {"host": host}, "1": {}}}}})  # a rank without
     assert BaselineFile.load(path, "NVIDIA H200").older_than_the_host_count() == (
-        f"{path}: 2 of 3 entries were recorded before the step's host side was counted: their tests say \"host side not "
+        f"{path}: 3 of 4 entries were recorded before the step's host side was counted: their tests say \"host side not "
         "compared\" (a failure under --perf-strict) until they are recorded again on this GPU model: pytest "
         "--perf-update-baselines")

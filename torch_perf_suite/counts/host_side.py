@@ -211,6 +211,14 @@ def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_M
     return [Finding(FAILED, problem) for problem in problems]
 
 
+def counted(counts: dict) -> bool:
+    """Whether a test's counts (Result.counts, or its baseline entry's) hold the host side: a test over several GPUs,
+    on each of its ranks."""
+    if "ranks" in counts:
+        return bool(counts["ranks"]) and all("host" in c for c in counts["ranks"].values())
+    return "host" in counts
+
+
 def validate(entry) -> str | None:
     """Why a recorded host count is malformed, or None."""
     if not isinstance(entry, dict):
