@@ -156,11 +156,12 @@ def test_measuring_judging_and_the_fixture_read_only_what_the_session_view_names
 
 
 # The suite's own scenarios use the public API (torch_perf_suite.__all__) and, where it has no way yet, these internal
-# modules: the workers' memory and CPU time of a recipe's loader (machine.host), the ranks of a multi-GPU job measured in
-# processes of their own (machine.device, syncs, throughput.timing), and the worker sweep's core count (settings). A new
-# reach is a decision: make what it needs public, or add it here.
+# modules: the workers' memory and CPU time of a recipe's loader (machine.host), the ranks of a multi-GPU job measured
+# in processes of their own (machine.device, syncs, throughput.timing, and each rank's host side: counts.host_side),
+# and the worker sweep's core count (settings). A new reach is a decision: make what it needs public, or add it here.
 INTERNAL_REACH = {"fixtures/training.py": {"machine.host"},
-                  "fixtures/multi_gpu.py": {"machine.device", "syncs", "syncs.recording", "throughput.timing"},
+                  "fixtures/multi_gpu.py": {"counts.host_side", "machine.device", "syncs", "syncs.recording",
+                                            "throughput.timing"},
                   "perf_tests/conftest.py": {"machine.host", "machine.environment"},
                   "perf_tests/test_worker_sweep.py": {"settings"}}
 
