@@ -243,6 +243,27 @@ def test_the_command_line_says_what_each_half_needs(capsys):
     with pytest.raises(SystemExit):
         nightly.main(["record", "--report", "r.json"])  # the rest is required
     assert "the following arguments are required: --history, --commit, --out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        nightly.main(["record", "--history", "h", "--commit", "c", "--out", "o.json"])
+    assert "the following arguments are required: --report" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        nightly.main(["bisect", "alerts.json"])
+    assert "the following arguments are required: --out" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env", [{"GITHUB_TOKEN": "t0ken"}, {"GITHUB_REPOSITORY": "o/r"}])
+def test_the_alert_half_with_alerts_needs_both_the_repository_and_the_token(tmp_path, capsys, monkeypatch, env):
+    decision = nightly.decide([night("one_failed", "a")], night("one_failed", "b"))
+    path = tmp_path / "alerts.json"
+    path.write_text(json.dumps({"status": decision.status, "alerts": [vars(a) for a in decision.alerts]}))
+    for name in ("GITHUB_REPOSITORY", "GITHUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(nightly, "GitHub", lambda repo, token: pytest.fail("no issue is filed without both"))
+    with pytest.raises(SystemExit):
+        nightly.main(["alert", str(path)])
+    assert "alerts to file, but GITHUB_REPOSITORY or GITHUB_TOKEN is not set" in capsys.readouterr().err
 
 
 def test_a_failed_rows_numbers_in_one_line():
@@ -350,7 +371,7 @@ def test_the_bisect_half_hands_what_follows_the_double_dash_to_pytest_and_says_w
 
     monkeypatch.setattr(bisect_alerts.subprocess, "run", run)
     assert nightly.main(["bisect", str(decision), "--out", str(tmp_path / "b"), "--", "--perf-strict", "-o", "x=1"]) == 0
-    assert calls[0][-3:] == ["--perf-strict", "-o", "x=1"]
+    assert calls[0][-3:] == ["--perf-strict", "-o", "x=1"] and "--" not in calls[0]  # what follows it, not it
     assert "not bisected: ERROR: --perf-bisect: at aaaa the selected tests cannot run" in capsys.readouterr().out
 
 

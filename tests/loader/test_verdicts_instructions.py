@@ -18,3 +18,25 @@ def test_a_count_within_the_margin_of_its_own_environment_passes_and_beyond_it_f
     found = instructions.verdict(instructions.Counted(1_020_000.0, 16, "s"), f, "k", "t", 1.0, "record")
     assert found.outcome == FAILED
     assert "1,020,000 instructions per sample" in found.text and "1,000,000 recorded (+2.0%; allowed +1%)" in found.text
+
+
+def test_a_malformed_count_names_its_environment_on_one_line_and_its_test():
+    entry = {"per_sample": 1000.0, "source": "toyloader:parts", "files": {"toyloader.py": "abc"}}
+    assert instructions._validate({"schema": instructions.SCHEMA, "environments": {"py3.11-x\n": {"t": entry}}}) is None
+    bad = {**entry, "per_sample": 0}
+    assert instructions._validate({"schema": instructions.SCHEMA, "environments": {"py3.11-x\n": {"t": bad}}}) == (
+        "py3.11-x\\n / 't': 'per_sample' is 0, expected a positive number")
+    assert instructions._validate({"schema": instructions.SCHEMA, "environments": {"py3.11-x": {"t": bad}}}) == (
+        "py3.11-x / 't': 'per_sample' is 0, expected a positive number")  # a printable key as it is
+
+
+def test_the_environments_that_may_be_this_one_are_told_by_python_torch_machine_and_valgrind(monkeypatch):
+    import importlib.metadata
+    import platform
+
+    monkeypatch.setattr(instructions, "valgrind_version", lambda: None)
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: (_ for _ in ()).throw(
+        importlib.metadata.PackageNotFoundError(name)))
+    here = f"py{platform.python_version()}-torch-none-cpu-{platform.machine()}-valgrind-none"
+    other = f"py{platform.python_version()}-torch2.11.0-cpu-{platform.machine()}-valgrind-none"
+    assert instructions.installed_keys([here, other]) == [here]

@@ -410,3 +410,24 @@ def test_the_host_side_is_a_row_field_and_a_line_of_the_details():
     assert row["host"] == {"lines_per_step": 1234.4, "blocks_per_step": 1.0} and bare_row["host"] is None
     md = report.markdown([row, bare_row], ENV)
     assert "- host side 1,234 Python lines, 1.00 blocks a step" in md and md.count("host side") == 1
+
+
+def test_a_smoke_run_without_a_gpu_says_once_what_it_could_not_check_and_lists_no_details_without_tests():
+    md = report.markdown(report.rows([full(), bare()]), {**ENV, "gpu": "cpu"}, smoke=True)
+    head, rest = md.split("\n\n", 1)
+    assert head.startswith("SMOKE RUN (--perf-smoke): 2 scenario(s) built and trained for 2 steps on cpu")
+    assert rest.startswith(report.NOT_WITHOUT_GPU + "\n\n") and md.count(report.NOT_WITHOUT_GPU) == 1
+    assert report.NOT_WITHOUT_GPU not in report.markdown(report.rows([full()]), ENV, smoke=True)  # a GPU checked them
+    assert "### Details" not in report.markdown([], {**ENV, "gpu": "cpu"}, smoke=True)
+
+
+def test_a_rows_failure_whole_its_phases_seconds_and_the_test_that_measured_its_gpu_side():
+    failed = full()
+    failed.outcome, failed.failure = "FAILED", "test_a: first line\nsecond line"
+    failed.seconds = {"call": 12.3456, "timed": 4.0}
+    failed.parts.measured_in["gpu"] = "tests/test_x.py::test_y"
+    [row] = report.rows([failed])
+    assert row["failure"] == "test_a: first line\nsecond line"
+    assert row["seconds"] == {"call": 12.35, "timed": 4.0}
+    assert row["gpu_measured_in"] == "tests/test_x.py::test_y"
+    assert "failure" not in report.rows([full()])[0]
