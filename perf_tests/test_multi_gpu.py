@@ -152,11 +152,13 @@ def test_spread(perf, gpus, scenario, tmp_path, request):
 def judged(perf, spread: multi_gpu.Spread, recipe, tmp_path: Path, resident: bool, scaling: float | None = None):
     """The spread as one result of the perf fixture, for the report and the baseline (keyed by the GPUs' count and
     topology): each rank's counts and host side, all GPUs' samples/s, the scaling efficiency over one GPU in this
-    run; a spread fed by loaders is `fed` (its host-bound pipeline is the loaders' work, which the host side is not)."""
+    run; a spread fed by loaders is `fed`: its host-bound pipeline is the loaders' work, which the host side is not,
+    and their instructions per sample are counted (`loader_source`, test_storage's loader's count where the same)."""
     processes = len(spread.ranks)
     return perf.measured_ranks(spread.timed, again=lambda: multi_gpu.train(recipe, spread.gpus, plan_for(perf, tmp_path)).timed,
                                batch_size=recipe.batch_size * processes, ranks={r.rank: r.syncs for r in spread.ranks},
                                hosts={r.rank: r.host for r in spread.ranks}, fed=not recipe.resident,
+                               loader_source=None if recipe.resident else recipes.loader_source(recipe),
                                peak_gb=spread.peak_gb, gpus=spread.gpus, resident=resident, scaling=scaling)
 
 

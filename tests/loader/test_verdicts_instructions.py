@@ -40,3 +40,19 @@ def test_the_environments_that_may_be_this_one_are_told_by_python_torch_machine_
     here = f"py{platform.python_version()}-torch-none-cpu-{platform.machine()}-valgrind-none"
     other = f"py{platform.python_version()}-torch2.11.0-cpu-{platform.machine()}-valgrind-none"
     assert instructions.installed_keys([here, other]) == [here]
+
+
+def test_a_test_without_a_count_of_its_own_is_compared_with_another_tests_count_of_the_same_loader(tmp_path):
+    """A spread over GPUs feeds its ranks test_storage's loader: that loader's count is its record too."""
+    same, other = {"per_sample": 1_000_000.0, "samples": 16, "source": "s"}, {"per_sample": 10.0, "samples": 16, "source": "o"}
+    f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"a_storage": same, "b_other": other},
+                                                            "k2": {"spread": other}})
+    assert instructions.verdict(instructions.Counted(1_010_000.0, 16, "s"), f, "k", "spread", 1.0, "record") == Finding(
+        PASSED, "loader instructions compared (counted for a_storage, the same loader)")
+    found = instructions.verdict(instructions.Counted(1_020_000.0, 16, "s"), f, "k", "spread", 1.0, "record")
+    assert found.outcome == FAILED
+    assert found.text.endswith("1,000,000 recorded (+2.0%; allowed +1%): more CPU work per sample in the dataset, its "
+                               "transforms or the collate (counted for a_storage, the same loader)")
+    # another loader's count is no record of this one; nor is the same test's count in another environment
+    assert instructions.verdict(instructions.Counted(10.0, 16, "x"), f, "k", "spread", 1.0, "record").outcome != PASSED
+    assert instructions.verdict(instructions.Counted(10.0, 16, "o"), f, "k3", "spread", 1.0, "record").outcome == NOT_COMPARED

@@ -287,6 +287,11 @@ class InstructionsFile:
         return next((e for e in self.environments.get(env_key, {}).values()
                      if e.get("content") == digest and e.get("source") == source), None)
 
+    def of_source(self, env_key: str, source: str) -> tuple[str, dict] | None:
+        """(the test, its entry) of this environment that counted the same loader (`source`), where any did."""
+        return next(((test, e) for test, e in sorted(self.environments.get(env_key, {}).items())
+                     if e.get("source") == source), None)
+
     def keys_for(self, test_id: str) -> list[str]:
         return [k for k, tests in self.environments.items() if test_id in tests]
 
@@ -301,11 +306,15 @@ class InstructionsFile:
 
 def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, margin_pct: float,
             rerecord: str) -> Finding:
-    """A loader's count against the one recorded for `test_id` under `key`: failed beyond the margin
-    (`check`), else passed; not compared where the record is another environment's or another loader's;
-    not checked where nothing was recorded (`rerecord` says how to record it)."""
+    """A loader's count against the one recorded for `test_id` under `key`, or where `test_id` has none, for another
+    test that counted the same loader (a count is its loader's, whichever test ran it: a spread over GPUs feeds its
+    ranks test_storage's loader): failed beyond the margin (`check`), else passed; not compared where the record is
+    another environment's or another loader's; not checked where nothing was recorded (`rerecord` says how)."""
 
-    recorded = file.get(key, test_id)
+    recorded, of = file.get(key, test_id), ""
+    if recorded is None and (same := file.of_source(key, counted.source)) is not None:
+        other, recorded = same
+        of = f" (counted for {other}, the same loader)"
     if recorded is None:
         others = file.keys_for(test_id)
         if others:  # another environment's count says nothing of this one's
@@ -316,7 +325,7 @@ def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, 
         return Finding(NOT_COMPARED, f"loader instructions not comparable: recorded for {recorded['source']}, this test "
                                      f"counts {counted.source}; {rerecord}")
     found = check(counted.per_sample, recorded["per_sample"], margin_pct)
-    return found[0] if found else Finding(PASSED)
+    return Finding(FAILED, found[0].text + of) if found else Finding(PASSED, of and f"loader instructions compared{of}")
 
 
 def entry(counted: Counted) -> dict:
