@@ -3,7 +3,7 @@ a message naming what changed."""
 
 from types import SimpleNamespace
 
-from torch_perf_suite.findings import FAILED, NOT_CHECKED, PASSED, REPORTED, Finding, failures
+from torch_perf_suite.findings import FAILED, NOT_CHECKED, PASSED, Finding, failures
 from torch_perf_suite.machine.nvml import Utilization
 from torch_perf_suite.throughput import checks, gpu_util
 from torch_perf_suite.throughput.parts import Parts
@@ -67,12 +67,12 @@ def test_a_utilization_shortfall_fails_only_where_its_second_measurement_falls_s
     first = gpu_util.verdict(Utilization(samples=50, gpu_util_pct=84.0), 90, "gpu")
     assert first.outcome == FAILED
     assert gpu_util.confirmed(first, Utilization(samples=50, gpu_util_pct=97.0), 90, "gpu") == Finding(
-        REPORTED, "GPU-Util 84% over the gpu rounds (NVML, 50 samples), expected at least 90%: the GPU waits for the host; "
+        PASSED, "GPU-Util 84% over the gpu rounds (NVML, 50 samples), expected at least 90%: the GPU waits for the host; "
                   "measured again: GPU-Util 97%: not confirmed")
     again = gpu_util.confirmed(first, Utilization(samples=50, gpu_util_pct=85.0), 90, "gpu")
     assert again.outcome == FAILED and again.text == f"{first.text}; measured again: GPU-Util 85%"
     unread = gpu_util.confirmed(first, Utilization(unavailable="NVML: lost"), 90, "gpu")  # nothing read: not confirmed
-    assert unread.outcome == REPORTED and unread.text.endswith("; measured again: not confirmed")
+    assert unread.outcome == PASSED and unread.text.endswith("; measured again: not confirmed")
 
 
 def test_utilization_not_sampled_or_not_readable_is_noted():
