@@ -13,9 +13,14 @@ _ASIDE = re.compile(r" \((?![+-]\d)[^()]*\)")  # a parenthesis: how many in how 
 _WHERE = re.compile(r"^\s*user code: ([^\s(]\S*)", re.MULTILINE)  # a sync's file:line, as SyncSource.describe names it
 
 
+_RANK = re.compile(r"^rank \d+: ")  # a spread's rank, before each line of its count (fixture/ranks.counted)
+
+
 def _statement(line: str) -> str:
     """A line's statement without the explanation after its colon ("...expected at most 0: each reads a tensor's value
-    ..." -> "...expected at most 0"); a colon after a label of one word ("--perf-strict: ...") is kept."""
+    ..." -> "...expected at most 0"); a colon after a label of one word ("--perf-strict: ...") or a rank is kept."""
+    if rank := _RANK.match(line):
+        return rank[0] + _statement(line[rank.end():])
     for m in re.finditer(r": ", line):
         if " " in line[:m.start()].strip():
             return line[:m.start()]
