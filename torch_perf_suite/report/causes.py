@@ -11,8 +11,6 @@ BRIEF = 120  # characters at most of one finding's brief
 _ASIDE = re.compile(r" \((?![+-]\d)[^()]*\)")  # a parenthesis: how many in how many steps, which file, why; not
 # the change against the record ("(+301, +32.4%; allowed +1% or +20)"), which says how far it went
 _WHERE = re.compile(r"^\s*user code: ([^\s(]\S*)", re.MULTILINE)  # a sync's file:line, as SyncSource.describe names it
-
-
 _RANK = re.compile(r"^rank \d+: ")  # a spread's rank, before each line of its count (fixture/ranks.counted)
 
 

@@ -21,9 +21,12 @@ def verdict(util, at_least: float, part: str) -> Finding:
 def confirmed(first: Finding, again, at_least: float, part: str) -> Finding:
     """A shortfall (`first`, failed) with its second measurement's utilization (`again`): failed only where that falls
     short too. A burst of a neighbour's host work (another runner or xdist worker on the node) idles the GPU for a
-    window, while a step that waits on the host does so in both. Not confirmed, it passed, measured twice (a note)."""
-    said = ("measured again" if again is None or again.gpu_util_pct is None
-            else f"measured again: GPU-Util {again.gpu_util_pct:.0f}%")
-    if verdict(again, at_least, part).outcome != FAILED:
-        return Finding(PASSED, f"{first.text.split('. ', 1)[0]}; {said}: not confirmed")
+    window, while a step that waits on the host does so in both. Not confirmed, it passed, measured twice (a note);
+    where NVML could not say the second time, it was not checked."""
+    second, head = verdict(again, at_least, part), first.text.split(". ", 1)[0]
+    if second.outcome == NOT_CHECKED:  # no verdict either way: a failure under --perf-strict
+        return Finding(NOT_CHECKED, f"{head}; measured again: {second.text}")
+    said = f"measured again: GPU-Util {again.gpu_util_pct:.0f}%"
+    if second.outcome == PASSED:
+        return Finding(PASSED, f"{head}; {said}: not confirmed")
     return Finding(FAILED, f"{first.text}; {said}")
