@@ -679,8 +679,10 @@ def test_a_count_is_judged_against_its_own_environment_and_loader_only(tmp_path)
     found = instructions.verdict(instructions.Counted(1e6, 16, "s2"), f, "k", "t", 1.0, "record: x")
     assert found.outcome == NOT_COMPARED
     assert found.text.startswith("loader instructions not comparable: recorded for s, this test counts s2")
-    assert instructions.verdict(now, f, "k", "t2", 1.0, "record: x") == Finding(
-        NOT_CHECKED, f"no loader instruction count for k in {f.path}; record: x")
+    assert instructions.verdict(instructions.Counted(1005.0, 16, "s3"), f, "k", "t2", 1.0, "record: x") == Finding(
+        NOT_CHECKED, f"no loader instruction count for k in {f.path}; record: x")  # nor any of the same loader
+    assert instructions.verdict(now, f, "k", "t2", 1.0, "record: x") == Finding(  # t's count is of the same loader
+        PASSED, "loader instructions compared (counted for t, the same loader)")
 
 
 def test_the_harness_is_not_the_loaders_code(tmp_path, monkeypatch):
