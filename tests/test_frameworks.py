@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from torch_perf_suite import frameworks
+from torch_perf_suite.syncs import host_reads
 from torch_perf_suite.workload import members
 
 BATCHES = [torch.full((2,), float(i)) for i in range(5)]
@@ -183,7 +184,7 @@ def test_a_read_in_lightnings_training_step_is_counted_in_its_thread_at_its_line
                          enable_progress_bar=False, enable_model_summary=False)
     loop = frameworks.lightning_fit(trainer, Reading(), torch.utils.data.DataLoader(data, batch_size=4), "cpu")
     loop.step()
-    counted = loop.count_reads(2)
+    counted = host_reads.count(loop.step, 2, loop.within)
     loop.step()  # the watch left in the loop's thread: this step is not counted
     loop.close()
     [(source, n)] = counted.sources.items()
@@ -200,7 +201,7 @@ def test_a_read_in_a_hugging_face_callback_is_counted_at_its_line(transformers, 
     trainer.add_callback(Reading())
     loop = frameworks.hf_train(trainer)
     loop.step()
-    counted = loop.count_reads(2)
+    counted = host_reads.count(loop.step, 2, loop.within)
     loop.close()
     [(source, n)] = counted.sources.items()
     assert (n, source.ops) == (2, "aten::_local_scalar_dense")

@@ -14,11 +14,18 @@ milliseconds); docs/measurements/frameworks.md has the comparison with an unobse
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
+import re
 import threading
 from typing import Any, Callable, Iterable
 
-from .syncs import host_reads
+from .counts import uncounted
 from .workload import end_workers, loader_pacing
+
+
+class LoopEnded(RuntimeError):
+    """The framework's loop stopped on its own while the harness wanted more steps."""
 
 
 class _Source:
@@ -51,8 +58,9 @@ class DrivenLoop:
     """A workload whose steps are a framework's loop, run in a thread and held between steps.
 
     `run()` runs the loop (it does not return while steps are wanted); the framework's callback calls `batch_done()`
-    at the end of each batch, which returns False once the harness is done (stop the loop there). `count_reads(n)`:
-    n steps whose host reads the loop's own thread counts (a dispatch mode is its thread's own).
+    at the end of each batch, which returns False once the harness is done (stop the loop there). `within(step, begin,
+    end)`: one step with begin() and end() called in the loop's own thread as it starts and ends (a tracer, a dispatch
+    mode and a thread's context switches are that thread's own): its host side, FLOPs and host reads are counted there.
     """
 
     all_threads = True
@@ -66,34 +74,37 @@ class DrivenLoop:
         self._go, self._done = threading.Semaphore(0), threading.Semaphore(0)
         self._stop, self._error, self._steps = False, None, 0
         self._thread_ended, self._batches = False, None
-        self._watch, self._watching, self._watch_left = None, None, 0  # host reads: to count, counting, steps left
+        self._around: tuple[Callable[[], None], Callable[[], None]] | None = None  # begin and end of the next step
+        self._ending: Callable[[], None] | None = None  # end() of the step running in the loop's thread
 
     # the framework's side
+    @uncounted
     def batch_done(self) -> bool:
         self._steps += 1
-        self._watch_step()
+        self._end()
         self._done.release()
         self._go.acquire()
-        self._watch_begin()
+        self._begin()
         return not self._stop
 
-    def _watch_begin(self):
-        """In the loop's thread, as a step begins: the host reads' watch entered where one was asked for."""
-        if self._watch is not None:
-            self._watching, self._watch = self._watch, None
-            self._watching.__enter__()
+    @uncounted
+    def _begin(self):
+        """In the loop's thread, as a step begins: begin() of a step run `within`."""
+        if self._around is not None:
+            begin, self._ending = self._around
+            self._around = None
+            begin()
 
-    def _watch_step(self):
-        """In the loop's thread, as a step ends: the watch left after its last step, before the harness goes on."""
-        if self._watching is not None:
-            self._watch_left -= 1
-            if self._watch_left <= 0:
-                self._watching.__exit__(None, None, None)
-                self._watching = None
+    @uncounted
+    def _end(self):
+        """In the loop's thread, as a step ends, before the harness goes on: its end()."""
+        if self._ending is not None:
+            end, self._ending = self._ending, None
+            end()
 
     def _target(self):
         try:
-            self._watch_begin()
+            self._begin()
             self._run()
         except BaseException as e:  # noqa: BLE001 - handed to the harness's thread, which raises it
             self._error = e
@@ -106,14 +117,11 @@ class DrivenLoop:
         self.source.resident = False
         return self._one()
 
-    def count_reads(self, steps: int):
-        """`steps` steps (as `step`) with their host reads counted in the loop's own thread, as host_reads.count
-        counts a step run in the harness's: entered as the first begins, left as the last ends."""
-        watch = host_reads.Watch(steps)
-        self._watch, self._watch_left = watch, steps
-        for _ in range(steps):
-            self.step()
-        return watch.counted
+    def within(self, step: Callable[[], Any], begin: Callable[[], None], end: Callable[[], None]):
+        """`step` (self.step or self.gpu_step) with begin() called in the loop's thread as the step starts and end() as
+        it ends (Members.within)."""
+        self._around = (begin, end)
+        return step()
 
     def gpu_step(self):
         self.source.resident = True
@@ -134,9 +142,9 @@ class DrivenLoop:
         if self._thread_ended:
             if self._error is not None:
                 raise self._error
-            raise RuntimeError(f"{self.what} ended after {self._steps} step(s) while the harness wanted more: build it "
-                               "without a step or epoch limit (Lightning: max_steps=-1, max_epochs=-1; Hugging Face: "
-                               "max_steps=10**9), the harness stops it")
+            raise LoopEnded(f"{self.what} ended after {self._steps} step(s) while the harness wanted more: build it "
+                            "without a step or epoch limit, and let no callback stop it (Lightning: max_steps=-1, "
+                            "max_epochs=-1; Hugging Face: max_steps=10**9); the harness stops it")
 
     def close(self) -> None:
         self._batches = None
@@ -145,6 +153,19 @@ class DrivenLoop:
             self._go.release()
             self._thread.join()
         end_workers(self.loader)
+
+
+LIGHTNING_FROM = (2, 0)  # the releases whose loop the harness drives: Callback.on_train_batch_end, should_stop
+TRANSFORMERS_FROM = (4, 40)  # TrainerCallback.on_step_end, get_train_dataloader, add_callback, max_steps
+
+
+def _supported(what: str, distribution: str, least: tuple[int, int]) -> None:
+    """A framework of a release the harness does not drive refused at once, in a line."""
+    version = importlib.metadata.version(distribution)
+    numbers = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+    if numbers < least:
+        raise ValueError(f"{what}: {distribution} {version} is older than the harness drives ({'.'.join(map(str, least))} "
+                         f"or later): its loop's hooks differ; upgrade it (pip install -U {distribution})")
 
 
 def _to_device(device) -> Callable[[Any], Any]:
@@ -159,9 +180,16 @@ def lightning_fit(trainer, module, loader, device, *, batch_size: int | None = N
     """A workload of `trainer.fit(module, loader)`: each step is one batch of Lightning's own loop. Give the Trainer
     no step or epoch limit (`max_steps=-1`); the harness stops it when the test's measurements are done.
     `loader_source`, as TrainingStep's: the loader's factory, counted and timed by turns."""
-    from lightning.pytorch import Callback
+    # Lightning's Trainer as `lightning` ships it, or as the older `pytorch_lightning` does: the callback is its own kind
+    package = type(trainer).__module__.partition(".")[0]
+    framework = importlib.import_module("lightning.pytorch" if package == "lightning" else package)
+    _supported("lightning_fit", "lightning" if package == "lightning" else "pytorch-lightning", LIGHTNING_FROM)
+    if getattr(trainer, "max_steps", -1) not in (-1, None):
+        raise ValueError(f"lightning_fit: the Trainer stops after max_steps={trainer.max_steps}; build it with "
+                         "max_steps=-1, max_epochs=-1 (the harness stops it)")
 
-    class Held(Callback):
+    class Held(framework.Callback):
+        @uncounted
         def on_train_batch_end(self, trainer, *args):
             if not loop.batch_done():
                 trainer.should_stop = True
@@ -180,9 +208,11 @@ def hf_train(trainer, *, batch_size: int | None = None, loader_source: tuple[str
     `gradient_accumulation_steps` batches). Give its `TrainingArguments` a `max_steps` beyond any test's (10**9):
     the harness stops it when the test's measurements are done. `loader_source`, as TrainingStep's: a function that
     builds the Trainer's dataset and data collator, counted and timed by turns."""
+    _supported("hf_train", "transformers", TRANSFORMERS_FROM)
     from transformers import TrainerCallback
 
     class Held(TrainerCallback):
+        @uncounted
         def on_step_end(self, args, state, control, **kwargs):
             if not loop.batch_done():
                 control.should_training_stop = True

@@ -45,6 +45,11 @@ class Members:
     close()          called when the test ends (stop the loader's workers)
     all_threads      its steps run on a thread of their own (a framework's loop, frameworks.py): the profiled
                      window records every thread's events, not only the harness's
+    within(step, begin, end)
+                     such a workload's way to count in that thread: one call of `step` (its step or gpu_step) with
+                     begin() called in the thread that runs it as it starts and end() as it ends; the step's host
+                     side, its FLOPs and its host reads are counted there. Without it, a workload with all_threads
+                     has none of them counted
     """
 
     gpu_step: Callable[[], Any] | None = None
@@ -59,6 +64,12 @@ class Members:
     loader_source: tuple[str, dict] | None = None
     close: Callable[[], None] | None = None
     all_threads: bool = False
+    within: Callable[[Callable[[], Any], Callable[[], None], Callable[[], None]], Any] | None = None
+
+    @property
+    def countable(self) -> bool:
+        """Whether what a tracer or a mode counts in the thread that calls begin() is the step's work."""
+        return not self.all_threads or self.within is not None
 
 
 def members(workload) -> Members:

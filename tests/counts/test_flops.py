@@ -1,6 +1,7 @@
 """Model FLOPs per step (flops.py), on the CPU: against a hand count, FlopCounterMode's total and its dtype."""
 
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -30,12 +31,14 @@ def test_a_linear_step_counts_forward_and_backward_matmuls_as_by_hand():
 def test_the_dtype_is_where_the_matmuls_ran():
     model, x = torch.nn.Linear(8, 4), torch.randn(16, 8, requires_grad=True)
     assert flops.count(linear_step(model, x, torch.bfloat16)).dtype == "bfloat16"
+    on_gpu = SimpleNamespace(dtype=torch.float32, device=torch.device("cuda"))  # a CUDA tensor's dtype and device
     precision = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("highest")
-        assert flops.count(linear_step(model, x)).dtype == "float32"
+        assert flops.count(linear_step(model, x)).dtype == "float32" == flops._dtype(on_gpu, convolution=False)
         torch.set_float32_matmul_precision("high")
-        assert flops.count(linear_step(model, x)).dtype == "tfloat32"
+        assert flops._dtype(on_gpu, convolution=False) == "tfloat32"
+        assert flops.count(linear_step(model, x)).dtype == "float32"  # TF32 is CUDA's: a CPU matmul is float32
     finally:
         torch.set_float32_matmul_precision(precision)
 

@@ -29,7 +29,7 @@ LOADER = textwrap.dedent('''
     def work(n):
         total = 0
         for i in range(n):
-            total += i * i
+            total += i % 7  # small ints: each turn the same work (a square would outgrow a machine word)
         return total
 
     class Items:
@@ -75,7 +75,7 @@ def test_a_loader_counts_the_same_begun_beside_other_work_and_in_a_second_proces
     sum(i * i for i in range(3_000_000))  # the caller's work meanwhile
     first = counter.count(source)
     assert counter.count(source) is first  # counted once a session
-    # 15% more loop per sample: about 15% more instructions (16.7% here: a Python loop grows a little faster)
+    # 15% more loop per sample: about 15% more instructions
     heavier = counter.count(("toy_loader:parts", {"n": 2300}))
     with pytest.raises(Unavailable, match=r"could not be built for counting: toy_loader:parts: TypeError"):
         counter.count(("toy_loader:parts", {"m": 1}))
@@ -612,10 +612,11 @@ def test_an_entry_names_its_files_and_a_changed_one_is_found_at_a_sessions_start
     _write_loader(tmp_path, "return torch.tensor(float(i * myother.X))", "X = 1\n")
     for name in ("mydata", "myother", "mytimes"):
         sys.modules.pop(name, None)
-    files = loader_code.content_files(("mydata:parts", {}), tmp_path)
-    assert sorted(files) == ["mydata.py", "myother.py"]  # mytimes.py is imported, never read
-    assert loader_code.digest_of(files) == loader_code.content(("mydata:parts", {}), tmp_path)
-    counted = instructions.Counted(5.0, 16, "s", loader_code.digest_of(files), files=tuple(sorted(files.items())))
+    read = loader_code.read(("mydata:parts", {}), tmp_path)
+    assert sorted(read.files) == ["mydata.py", "myother.py"]  # mytimes.py is imported, never read
+    assert read.ran == {"mydata.py": ("Items.__getitem__", "Items.__len__", "parts"), "myother.py": ()}
+    assert read.digest == loader_code.content(("mydata:parts", {}), tmp_path)
+    counted = instructions.Counted(5.0, 16, "s", read.digest, read)
     f = instructions.InstructionsFile(tmp_path / "i.json", {})
     f.save("k", {"t": instructions.entry(counted)})
     f = instructions.InstructionsFile.load(tmp_path / "i.json")  # the entry as written is one the suite reads
@@ -625,6 +626,58 @@ def test_an_entry_names_its_files_and_a_changed_one_is_found_at_a_sessions_start
     assert loader_code.changed_files(f, ["k"], tmp_path) == ["myother.py"]
     (tmp_path / "mydata.py").unlink()
     assert loader_code.changed_files(f, ["k"], tmp_path) == ["mydata.py", "myother.py"]
+
+
+def test_an_edit_of_a_function_the_loader_never_runs_counts_no_loader_again(tmp_path, monkeypatch):
+    """A model's training_step in the file that holds the dataset is not the loader's code; the dataset's __getitem__,
+    a method of a class nested in it, a function a lambda of the loader lives in, and the module's constants are."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = ("mixed:parts", {})
+
+    def digest(getitem="return float(i * SCALE)", step="return batch", scale="2", nested="return i", made="lambda i: i"):
+        (tmp_path / "mixed.py").write_text(
+            f"SCALE = {scale}\n\n\nclass Model:\n    def training_step(self, batch):\n        {step}\n\n\n"
+            "class Items:\n    class Helper:\n        @staticmethod\n"
+            f"        def of(i):\n            {nested}\n\n    def __len__(self):\n        return 10\n\n"
+            f"    def __getitem__(self, i):\n        {getitem}\n\n\ndef shift():\n    return {made}\n\n\n"
+            "def parts():\n    items, f = Items(), shift()\n"
+            "    return items, lambda batch: [Items.Helper.of(f(b)) for b in batch]\n")
+        sys.modules.pop("mixed", None)
+        return loader_code.content(source, tmp_path)
+
+    first = digest()
+    assert digest(step="return batch * 2") == first  # the model's step: no count
+    assert loader_code.read(source, tmp_path).ran == {
+        "mixed.py": ("Items.Helper.of", "Items.__getitem__", "Items.__len__", "parts", "shift")}
+    changed = [digest(getitem="return float(i * SCALE + 1)"), digest(scale="3"), digest(nested="return i + 1"),
+               digest(made="lambda i: i + 1")]
+    assert first not in changed and len(set(changed)) == 4
+
+
+def test_a_file_the_loader_opens_and_a_package_whose_code_runs_are_what_it_reads(tmp_path, monkeypatch):
+    """A config read by the dataset, by its bytes (an augmentation's strength: its code unchanged); a package that is
+    not the environment's key's, by its version."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "aug.json").write_text('{"strength": 1}')
+    (tmp_path / "configured.py").write_text(
+        "import json\nimport pytest\n\n\nclass Items:\n    def __init__(self):\n"
+        "        self.strength = json.load(open('aug.json'))['strength']\n\n    def __len__(self):\n        return 10\n\n"
+        "    def __getitem__(self, i):\n        return pytest.approx(i * self.strength)\n\n\n"
+        "def parts():\n    return Items(), list\n")
+    read = loader_code.read(("configured:parts", {}), tmp_path)
+    assert "aug.json" in read.files and "aug.json" not in read.ran
+    assert read.packages == {"pytest": pytest.__version__}  # json is the interpreter's own: no package
+    assert read.describe() == ("Items.__getitem__, Items.__init__, Items.__len__ and parts of configured.py; aug.json; "
+                               f"pytest {pytest.__version__}")
+    (tmp_path / "aug.json").write_text('{"strength": 200}')
+    assert loader_code.read(("configured:parts", {}), tmp_path).digest != read.digest
+    f = instructions.InstructionsFile(tmp_path / "i.json", {})
+    f.save("k", {"t": instructions.entry(instructions.Counted(5.0, 16, "s", read.digest, read))})
+    assert loader_code.changed_files(f, ["k"], tmp_path) == ["aug.json"]
+    monkeypatch.setattr(loader_code.importlib.metadata, "version", lambda dist: "0.0")
+    assert loader_code.changed_files(f, ["k"], tmp_path) == ["aug.json", f"pytest {pytest.__version__} -> 0.0"]
 
 
 def test_a_files_hash_is_of_its_code_not_its_comments_or_docstrings(tmp_path):
@@ -652,12 +705,14 @@ def test_a_files_hash_is_of_its_code_not_its_comments_or_docstrings(tmp_path):
         assert loader_code.code_hash(path) == hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_the_digest_is_how_the_count_is_taken_then_each_file_in_the_order_of_its_parts():
-    # how the count is taken, then each path in the order of its parts ("a/x" before "a-b/x") and its hash: a count
-    # taken another way (count_worker before its warm-up made the counted samples) is counted again
+def test_the_digest_is_how_the_count_is_taken_then_each_file_in_the_order_of_its_parts_then_each_package():
+    # how the count is taken, then each path in the order of its parts ("a/x" before "a-b/x") and its hash, then each
+    # package and its version: a count taken another way (keyed by its files whole, COUNTED_AS 2) is counted again
     files = {"a-b/x.py": "00" * 32, "a/x.py": "11" * 32}
-    expected = hashlib.sha256(b"counted as 2\0a/x.py\0" + bytes(32 * [0x11]) + b"a-b/x.py\0" + bytes(32)).hexdigest()[:16]
-    assert loader_code.digest_of(files) == expected
+    expected = hashlib.sha256(b"counted as 3\0a/x.py\0" + bytes(32 * [0x11]) + b"a-b/x.py\0" + bytes(32)
+                              + b"albumentations==1.4.0\0").hexdigest()[:16]
+    assert loader_code.digest_of(files, {"albumentations": "1.4.0"}) == expected
+    assert loader_code.Read(files, packages={"albumentations": "1.4.0"}).digest == expected
 
 
 def test_a_recorded_count_is_reused_only_for_the_same_source_and_content(tmp_path):

@@ -41,8 +41,10 @@ def counted_loader(suite, pytester, monkeypatch):
     monkeypatch.setattr(instructions.Counter, "count",
                         lambda self, source: instructions.Counted(per_sample["now"], 16, instructions.describe_source(source)))
     # the code the loader runs, its files named from the rootdir (not from the folder pytest ran in)
-    monkeypatch.setattr(loader_code, "content_files", lambda source, root: per_sample.update(root=root) or {"toy.py": "ab"})
-    monkeypatch.setattr(loader_code, "digest_of", lambda files: per_sample["content"])
+    class Read(loader_code.Read):
+        digest = property(lambda self: per_sample["content"])
+
+    monkeypatch.setattr(loader_code, "read", lambda source, root: per_sample.update(root=root) or Read({"toy.py": "ab"}))
     per_sample["content"] = "c0"
     return per_sample
 
@@ -59,7 +61,7 @@ def test_loader_instructions_are_recorded_per_environment_and_a_plant_fails(suit
     counted_loader["now"] = 7_348_639  # +15.7%, with the loader's code as it was: the recorded count is the answer
     result = suite.run()
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*loader instructions: its code unchanged since counted (c0), not counted again*"])
+    result.stdout.fnmatch_lines(["*loader instructions: what it reads unchanged since counted (c0: toy.py), not counted again*"])
     counted_loader["content"] = "c1"  # the plant changed the code the loader runs: counted again
     result = suite.run()
     result.assert_outcomes(failed=1)

@@ -60,12 +60,13 @@ def test_only_the_loader_whose_code_changed_is_counted_again_and_recorded(projec
     assert counter.counted == [("toy_parts:parts", {"n": 50})] and sorted(updates) == ["t::same", "t::stale"]
     assert failed == 0
     saved = json.loads(path.read_text())["environments"]["this-env"]
-    files = {"toy_parts.py": loader_code.code_hash(project / "toy_parts.py")[:instructions.FILE_HASH]}
-    assert saved["t::same"] == {**an_entry(project), "files": files}  # unchanged: its count kept, its files named
+    files = {"toy_parts.py": loader_code.code_hash(project / "toy_parts.py", ("parts",))[:instructions.FILE_HASH]}
+    reads = {"files": files, "ran": {"toy_parts.py": ["parts"]}, "packages": {}}
+    assert saved["t::same"] == {**an_entry(project), **reads}  # unchanged: its count kept, what it reads named
     assert saved["t::stale"]["per_sample"] == 990.0 and saved["t::stale"]["content"] == an_entry(project, 50)["content"]
-    assert saved["t::stale"]["files"] == files
+    assert {k: saved["t::stale"][k] for k in reads} == reads
     assert "t::stale: 990 instructions per sample (900 recorded, +10.00%)" in said[0]
-    assert said[-1].endswith("1 entries recorded again, 1 unchanged (1 given their files), 0 not counted")
+    assert said[-1].endswith("1 entries recorded again, 1 unchanged (1 given what their loader reads), 0 not counted")
     said.clear()
     assert recount.recount(path, project, counter, said.append) == ({}, 0)  # nothing left to count or to name
     assert said[-1].endswith("0 entries recorded again, 2 unchanged, 0 not counted")
@@ -133,8 +134,23 @@ def test_without_valgrind_it_says_how_to_install_it(project, capsys, monkeypatch
     assert capsys.readouterr().err == f"recount: valgrind not found; {recount.instructions.INSTALL}\n"
 
 
+def test_an_entry_keyed_by_its_files_whole_is_keyed_by_what_its_loader_reads_without_a_count(project):
+    """Counts recorded before what a loader reads was kept were keyed by their code's files whole: where those are
+    unchanged, the count stands, given its new digest; one whose files changed is counted again."""
+    whole = loader_code.read(("toy_parts:parts", {"n": 40}), project).whole
+    path = write(project / "instructions.json", {"this-env": {"t::a": an_entry(project, content=whole)}})
+    counter, said = FakeCounter(), []
+    recount.recount(path, project, counter, said.append)
+    saved = json.loads(path.read_text())["environments"]["this-env"]["t::a"]
+    assert counter.counted == [] and saved["content"] == an_entry(project)["content"] != whole
+    assert saved["per_sample"] == 900.0 and saved["ran"] == {"toy_parts.py": ["parts"]}
+
+
 def test_another_environments_entry_whose_digest_is_this_trees_is_given_its_files(project):
-    this, stale = an_entry(project), an_entry(project, n=50, content="0" * 16)
+    """An entry keyed by its files whole (digest.Read.whole) of another environment: given those files, so that a
+    session there tells a changed file at its start; its packages are that machine's, so it keeps its digest."""
+    whole = loader_code.read(("toy_parts:parts", {"n": 40}), project).whole
+    this, stale = an_entry(project, content=whole), an_entry(project, n=50, content="0" * 16)
     path = write(project / "instructions.json", {"this-env": {"t::a": this}, "gpu-env": {"t::a": this, "t::b": stale}})
     said = []
     recount.recount(path, project, FakeCounter(), said.append)

@@ -775,8 +775,14 @@ def test_observe_says_why_a_loader_is_not_timed_and_what_a_loader_step_needs(tmp
     dl = DataLoader(Stream(), batch_size=2)
     described, timer, note = loader.observe(SimpleNamespace(loader=dl, loader_step=None), tmp_path / "t", "w")
     assert described == loader.describe(dl) and timer is None
-    assert note == "loader cost per sample not timed: an iterable dataset, or no batch size: torch's fetcher has no " \
-                   "per-batch hook to time"
+    assert note == "loader cost per sample not timed: an iterable dataset, or no batches (batch_size=None): torch's " \
+                   "fetcher has no per-batch hook to time"
+    # batches made by a batch sampler (Accelerate's loader, the Hugging Face Trainer's) are timed: no batch_size there
+    sampled = DataLoader(Numbers(), batch_sampler=BatchSampler(range(8), 4, drop_last=False))
+    assert sampled.batch_size is None
+    described, timer, note = loader.observe(SimpleNamespace(loader=sampled, loader_step=None), tmp_path / "s", "w")
+    assert note is None and timer.loader is sampled and len(timer.alone) == 6
+    timer.detach()
     with pytest.raises(loader.Undescribable, match=r"^my step's loader is builtins\.generator, not a torch"):
         loader.observe(SimpleNamespace(loader=(i for i in range(3)), loader_step=None), None, "my step")
     with pytest.raises(loader.Undescribable) as e:

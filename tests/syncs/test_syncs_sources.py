@@ -98,13 +98,27 @@ def test_the_harness_thread_that_runs_a_frameworks_loop_is_not_the_user_line(har
     ("aten::is_nonzero > aten::item > aten::_local_scalar_dense", "transformers/trainer.py(1882): _run_epoch",
      "Hugging Face loss check"),
     ("aten::item > aten::_local_scalar_dense", "transformers/trainer.py(2156): _maybe_log_save_evaluate",
-     "tensor read on the host"),
+     "Hugging Face logging"),  # logging_steps=1: the logged loss read each step (the profiler's name of the line)
+    ("aten::_local_scalar_dense", "transformers/trainer.py:2294 in _maybe_log_save_evaluate", "Hugging Face logging"),
+    ("aten::item > aten::_local_scalar_dense", "transformers/trainer.py(2000): _inner_training_loop",
+     "tensor read on the host"),  # elsewhere in the Trainer's loop: no setting known
+    ("aten::_local_scalar_dense", "lightning/fabric/utilities/apply_func.py:134 in to_item",
+     "Lightning logged value read"),  # the progress bar's or the logger's read of a self.log value
     ("aten::to > aten::_to_copy > aten::copy_", "accelerate/utils/operations.py(136): send_to_device",
      "Accelerate blocking batch copy"),
     ("aten::to > aten::_to_copy > aten::copy_", "lightning/pytorch/core/module.py:662 in __to_tensor", "blocking copy"),
 ])
 def test_the_frameworks_own_syncs_get_their_own_fix(ops, library, kind):
     assert SyncSource("cudaStreamSynchronize", ops, LIBRARY_LOOP, library).advice.kind == kind
+
+
+def test_a_fix_shared_by_several_sources_is_said_once():
+    """Anomaly mode's checks, or two logged values: each source named at its line, the fix once, then "as above"."""
+    counted = SyncCount(steps=1, sources=Counter({
+        SyncSource("host read", "aten::_local_scalar_dense", "", f"transformers/trainer.py:{line} in _maybe_log_save_evaluate"): 1
+        for line in (2294, 2301)}))
+    text = counted.describe()
+    assert text.count("TrainingArguments(logging_steps=...)") == 1 and text.count("fix:       as above (Hugging Face logging)") == 1
 
 
 def test_no_python_stack_says_so():

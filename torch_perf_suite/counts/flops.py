@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from . import on_this_thread
+
 # Dense peak FLOP/s (no structured sparsity) by GPU name and dtype. NVIDIA's H100 SXM and H200 SXM datasheets give the
 # Tensor Core figures with sparsity; the dense ones are half. Lightning's table has the H100 SXM's dense figures but
 # the H200's sparse ones (lightning 2.6) and no entry for the name "NVIDIA H200": the suite's own table comes first.
@@ -54,9 +56,10 @@ def peak_flops(gpu: str, dtype: str) -> tuple[float | None, str]:
     return (None if peak is None else float(peak)), "Lightning's table (lightning.fabric.utilities.throughput)"
 
 
-def count(step) -> StepFlops | None:
+def count(step, within=None) -> StepFlops | None:
     """FLOPs of one call of `step`, compiled code run eagerly (torch.compiler.set_stance) so that each matmul and
-    convolution passes the dispatcher, where they are counted; None where none was seen."""
+    convolution passes the dispatcher, where they are counted; None where none was seen. `within(step, begin, end)`
+    (workload.Members.within): the counting mode entered and left in the thread that runs the step."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import flop_registry
@@ -72,21 +75,23 @@ def count(step) -> StepFlops | None:
             formula = flop_registry.get(func._overloadpacket)
             if formula is not None:
                 first = next(a for a in args if isinstance(a, torch.Tensor))
-                by_dtype[_dtype(first.dtype, "convolution" in func.__name__)] += formula(*args, **kwargs, out_val=out)
+                by_dtype[_dtype(first, "convolution" in func.__name__)] += formula(*args, **kwargs, out_val=out)
             return out
 
-    with torch.compiler.set_stance("force_eager"), Tally():
-        step()
+    tally = Tally()
+    with torch.compiler.set_stance("force_eager"):
+        (within or on_this_thread)(step, tally.__enter__, lambda: tally.__exit__(None, None, None))
     if not by_dtype:
         return None
     return StepFlops(float(sum(by_dtype.values())), by_dtype.most_common(1)[0][0])
 
 
-def _dtype(dtype, convolution: bool) -> str:
+def _dtype(tensor, convolution: bool) -> str:
+    """The dtype a matmul or convolution of `tensor` ran in: float32 as TF32 where CUDA's TF32 is allowed for it."""
     import torch
 
-    name = str(dtype).removeprefix("torch.")
-    if name != "float32":
+    name = str(tensor.dtype).removeprefix("torch.")
+    if name != "float32" or tensor.device.type != "cuda":
         return name
     tf32 = torch.backends.cudnn.allow_tf32 if convolution else torch.get_float32_matmul_precision() != "highest"
     return "tfloat32" if tf32 else "float32"

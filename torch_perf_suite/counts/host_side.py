@@ -23,17 +23,20 @@ import collections
 import os
 import resource
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..findings import FAILED, Finding
-from .files import _is_library
+from . import UNCOUNTED, on_this_thread, uncounted
+from .files import _is_harness, _is_library
 
 LINES_MARGIN_PCT = 1.0  # Python lines a step may grow by before it counts
 LINES_FLOOR = 20  # ... or this many, for a step so light that a percent of it is a line or two
 BLOCKS_MARGIN = 0.5  # blocks a step that may appear before it counts (a sleep a step adds 1.00)
 TOP = 5  # functions or lines named in a failure, most grown first
 KEPT = 40  # functions and lines kept in an entry, busiest first
+AT = 3  # lines of a project's function kept in an entry, busiest first
+MOST_PASSES = 5  # passes over the steps where blocks came back in the first two
 
 _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
 BEFORE = "(before the step's first line)"
@@ -44,6 +47,8 @@ class HostCount:
     steps: int
     lines: dict[str, float]  # "path:function" -> Python lines a step
     blocks: dict[str, float]  # "path:line in function" -> voluntary context switches a step
+    at: dict[str, dict[int, float]] = field(default_factory=dict)  # a function of the project's -> its lines a step by
+    # line number: where a failure says its lines ran
 
     @property
     def lines_per_step(self) -> float:
@@ -55,8 +60,11 @@ class HostCount:
 
     def entry(self) -> dict:
         """As a baseline entry's counts keep it: the totals, and the busiest functions and lines."""
+        kept = _busiest(self.lines)
+        at = {name: {str(line): round(n, 2) for line, n in sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))[:AT]}
+              for name, lines in sorted(self.at.items()) if name in kept}
         return {"lines_per_step": round(self.lines_per_step, 1), "blocks_per_step": round(self.blocks_per_step, 2),
-                "lines": _busiest(self.lines), "blocks": _busiest(self.blocks)}
+                "lines": kept, "blocks": _busiest(self.blocks), **({"at": at} if at else {})}
 
 
 def _busiest(counts: dict[str, float]) -> dict[str, float]:
@@ -79,63 +87,117 @@ def short_path(filename: str) -> str:
     return filename[len(best):] if best else filename
 
 
-def count(step: Callable[[], object], steps: int, settle: Callable[[], object] | None = None) -> HostCount:
-    """Run one step, then `steps` steps on this thread with a tracer that counts their Python lines by function and
-    their blocks by line, twice. The first step is not counted: it finishes what an earlier window left (a gpu_step
-    drops the loader's iterator, whose workers then shut down). The steps run slower under the tracer: nothing is
-    timed here. A tracer already set (a debugger, coverage) is put back afterwards.
+def count(step: Callable[[], object], steps: int, settle: Callable[[], object] | None = None,
+          within: Callable | None = None) -> HostCount:
+    """Run one step, then `steps` steps with a tracer that counts their Python lines by function and their blocks by
+    line, twice. The first step is not counted: it finishes what an earlier window left (a gpu_step drops the loader's
+    iterator, whose workers then shut down). The steps run slower under the tracer: nothing is timed here. A tracer
+    already set (a debugger, coverage) is put back afterwards. `within(step, begin, end)` (workload.Members.within)
+    runs a step with the tracer's begin() and end() called in the thread that runs it: a framework's loop on a thread of
+    its own is counted there, the frames it was in when the step began included (`Tracer`).
 
     `settle` (the device's synchronize) runs before each counted step, outside the counts: a step the GPU bounds
     otherwise leaves its kernels queued for the next, whose launches may then wait for room in CUDA's queue, blocks
-    that follow the GPU's speed, not the code (docs/host-side.md). A line's blocks are the fewer of the two passes: a
-    block the code makes comes back in each (a sleep, a lock, a thread joined); one that comes once does not, such as
-    a wait for the interpreter's lock that another thread of the process held at that moment (a sharded gate run once
-    counted such blocks at one line of a compiled graph, in one pass, for a cause not established:
-    docs/measurements/multi-gpu.md)."""
+    that follow the GPU's speed, not the code (docs/host-side.md). A function's lines and a line's blocks are the fewest
+    of the passes: what the code does every step comes back in each; what comes once does not, such as a wait for
+    the interpreter's lock that another thread of the process held at that moment, or for a thread of torch's pool that
+    the host's load kept off its core (on a loaded 2-core host an unchanged step's blocks ranged from 0 to 209 a step:
+    docs/measurements/host-side.md), or a framework's work every n-th step (a log flushed every 50 steps) that one pass
+    happened to hold. Where two passes leave blocks, up to MOST_PASSES are counted: a block the code makes comes back
+    in every one."""
     if steps < 1:
         raise ValueError(f"steps={steps}; expected at least 1")
-    step()
-    lines, first = _pass(step, steps, settle)
-    _, second = _pass(step, steps, settle)
-    blocks = {where: n for where in first if (n := min(first[where], second[where]))}
-    by_function: collections.Counter = collections.Counter()
-    for code, n in lines.items():
-        by_function[f"{short_path(code.co_filename)}:{code.co_name}"] += n / steps
-    return HostCount(steps, dict(by_function), {where: n / steps for where, n in blocks.items()})
+    run = within or on_this_thread
 
-
-def _pass(step: Callable[[], object], steps: int, settle) -> tuple[collections.Counter, collections.Counter]:
-    """`steps` steps under the tracer: (lines by code object, blocks by where they happened)."""
-    previous = sys.gettrace()
-    lines: collections.Counter = collections.Counter()  # code object -> lines
-    blocks: collections.Counter = collections.Counter()  # where (_where) -> switches
-    last = [None, 0, _switches()]  # the frame running and its line, the switches counted up to it
-
-    def local(frame, event, arg):
-        now = _switches()
-        if now != last[2]:
-            blocks[_where(last[0], last[1])] += now - last[2]
-            last[2] = now
-        if event == "line":
-            lines[frame.f_code] += 1
-            last[0], last[1] = frame, frame.f_lineno
-        return local
-
-    try:
+    def one_pass() -> Tracer:
+        tracer = Tracer()
         for _ in range(steps):
             if settle is not None:
                 settle()
-                last[2] = _switches()  # its own waits are not the step's
-            sys.settrace(local)
-            step()
-            sys.settrace(previous)
-            now = _switches()
-            if now != last[2]:
-                blocks[_where(last[0], last[1])] += now - last[2]
-                last[2] = now
-    finally:
-        sys.settrace(previous)
-    return lines, blocks
+            run(step, tracer.begin, tracer.end)
+        return tracer
+
+    step()
+    passes = [one_pass(), one_pass()]
+    while _fewest([p.blocks for p in passes]) and len(passes) < MOST_PASSES:
+        passes.append(one_pass())
+    lines = {name: n / steps for name, n in _fewest([p.by_function() for p in passes]).items()}
+    blocks = {where: n / steps for where, n in _fewest([p.blocks for p in passes]).items()}
+    return HostCount(steps, lines, blocks,
+                     {name: {line: n / steps for line, n in by_line.items()}
+                      for name, by_line in passes[0].projects().items() if name in lines})
+
+
+def _fewest(counts: list[collections.Counter]) -> dict:
+    """What each of `counts` has, at the fewest any has."""
+    return {key: n for key in counts[0] if (n := min(c[key] for c in counts))}
+
+
+class Tracer:
+    """Counts the Python lines (by function, "path:function") and the blocks (by `_where`) of the thread that calls
+    begin(), until it calls end(). A step that begins inside frames already running (a framework's loop, held in its
+    callback) has those frames traced too, from there on: their lines after the callback are the step's. The harness's
+    hand-over around the step (counts.uncounted) is not counted, nor traced into."""
+
+    def __init__(self):
+        self.lines: collections.Counter = collections.Counter()  # (code object, line number) -> lines
+        self.blocks: collections.Counter = collections.Counter()
+        self._frame, self._line, self._switches = None, 0, 0  # the line running, the switches counted up to it
+        self._previous, self._outer = None, []
+
+    def begin(self) -> None:
+        self._previous = sys.gettrace()
+        self._switches = _switches()
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code in UNCOUNTED:
+            frame = frame.f_back
+        while frame is not None and frame.f_trace is None and not _is_harness(frame.f_code.co_filename):
+            frame.f_trace = self._local  # the loop's frames the step goes on in
+            self._outer.append(frame)
+            frame = frame.f_back
+        sys.settrace(self._local)
+
+    @uncounted
+    def end(self) -> None:
+        sys.settrace(self._previous)
+        self._note()
+        for frame in self._outer:
+            frame.f_trace = None
+        self._outer = []
+
+    def by_function(self) -> collections.Counter:
+        """Lines by "path:function" (the code objects of one name added up: a function made anew each step)."""
+        found: collections.Counter = collections.Counter()
+        for (code, _), n in self.lines.items():
+            found[_function(code)] += n
+        return found
+
+    def projects(self) -> dict[str, collections.Counter]:
+        """The lines of the project's own functions, by function and line number."""
+        found: dict[str, collections.Counter] = {}
+        for (code, line), n in self.lines.items():
+            if not _is_library(code.co_filename):
+                found.setdefault(_function(code), collections.Counter())[line] += n
+        return found
+
+    def _note(self) -> None:
+        now = _switches()
+        if now != self._switches:
+            self.blocks[_where(self._frame, self._line)] += now - self._switches
+            self._switches = now
+
+    def _local(self, frame, event, arg):
+        self._note()
+        if event == "call" and frame.f_code in UNCOUNTED:
+            return None
+        if event == "line":
+            self.lines[frame.f_code, frame.f_lineno] += 1
+            self._frame, self._line = frame, frame.f_lineno
+        return self._local
+
+
+def _function(code) -> str:
+    return f"{short_path(code.co_filename)}:{code.co_name}"
 
 
 def _where(frame, lineno: int) -> str:
@@ -155,19 +217,22 @@ def _where(frame, lineno: int) -> str:
 
 
 def why_uncountable(members, has_loader: bool) -> str | None:
-    """Why this workload's host side cannot be counted (None where it can): its steps on a thread of their own, or
-    only a step that pulls from its loader (whose queue it would wait on)."""
-    if members.all_threads:
-        return "host side not counted: the steps run on a thread of their own, which the tracer does not follow"
+    """Why this workload's host side cannot be counted (None where it can): its steps on a thread of their own that it
+    gives no way to count in (Members.within), or only a step that pulls from its loader (whose queue it would wait
+    on)."""
+    if not members.countable:
+        return ("host side not counted: the steps run on a thread of their own, and the workload has no within(step, "
+                "begin, end) to count them there (workload.Members)")
     if members.gpu_step is None and has_loader:
         return ("host side not counted: the workload's only step pulls from its loader, whose queue it waits on; give it "
                 "a gpu_step() (the same step on a batch kept on the device)")
     return None
 
 
-def grown(now: dict[str, float], recorded: dict[str, float], complete: bool) -> list[str]:
-    """Rows of what grew, most first: '+248.0 fixtures/recipes.py:train_step (12.0 -> 260.0)'. A block in a library is
-    matched by its own line, not by the project line that called it, which moves with any edit above it."""
+def grown(now: dict[str, float], recorded: dict[str, float], complete: bool, at: dict | None = None) -> list[str]:
+    """Rows of what grew, most first: '+248.0 fixtures/recipes.py:train_step (12.0 -> 260.0)', and where `at` has a
+    project function's lines by line number (HostCount.entry), its busiest lines now. A block in a library is matched
+    by its own line, not by the project line that called it, which moves with any edit above it."""
     def own(name: str) -> str:
         return name.split(" (from ", 1)[0]
 
@@ -184,7 +249,9 @@ def grown(now: dict[str, float], recorded: dict[str, float], complete: bool) -> 
         if d <= 0:
             break
         new = ", new" if key not in was and complete else ""
-        rows.append(f"    {d:+,.2f} {shown.get(key, key)} ({was.get(key, 0.0):,.2f} -> {mine.get(key, 0.0):,.2f}{new})")
+        busiest = ", ".join(f"{key.rsplit(':', 1)[0]}:{line} ({n:,.2f})" for line, n in (at or {}).get(key, {}).items())
+        rows.append(f"    {d:+,.2f} {shown.get(key, key)} ({was.get(key, 0.0):,.2f} -> {mine.get(key, 0.0):,.2f}{new})"
+                    + (f", its busiest lines now: {busiest}" if busiest else ""))
     return rows
 
 
@@ -200,7 +267,7 @@ def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_M
             f"{100 * (lines / was - 1) if was else float('inf'):+.1f}%; allowed +{margin_pct:g}% or +{LINES_FLOOR}): "
             "per-step Python (a hook, a callback, a logging helper, a library's wrapper, a part run eagerly); "
             "lines a step by function, most grown first:\n"
-            + "\n".join(grown(now["lines"], recorded["lines"], len(recorded["lines"]) < KEPT)))
+            + "\n".join(grown(now["lines"], recorded["lines"], len(recorded["lines"]) < KEPT, now.get("at"))))
     blocks, blocked = now["blocks_per_step"], recorded["blocks_per_step"]
     if blocks > blocked + BLOCKS_MARGIN:
         problems.append(
@@ -232,4 +299,8 @@ def validate(entry) -> str | None:
         if not isinstance(table, dict) or any(
                 isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in table.values()):
             return f"host counts' {key} must map names to numbers of at least 0"
+    at = entry.get("at", {})
+    if not isinstance(at, dict) or not all(isinstance(t, dict) and all(
+            not isinstance(v, bool) and isinstance(v, (int, float)) and v >= 0 for v in t.values()) for t in at.values()):
+        return "host counts' at must map functions to their lines' numbers of at least 0"
     return None

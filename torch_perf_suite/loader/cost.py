@@ -209,8 +209,9 @@ class Timer:
         from torch.utils.data import IterableDataset
 
         dataset = loader.dataset
-        if isinstance(dataset, IterableDataset) or loader.batch_size is None:
-            self.why_not = "an iterable dataset, or no batch size: torch's fetcher has no per-batch hook to time"
+        if isinstance(dataset, IterableDataset) or getattr(loader, "batch_sampler", None) is None:  # a batch a sample
+            self.why_not = ("an iterable dataset, or no batches (batch_size=None): torch's fetcher has no per-batch hook "
+                            "to time")
         elif not hasattr(dataset, "__dict__"):
             self.why_not = f"{_name(dataset)} has no __dict__ (__slots__): its items cannot be timed"
         if self.why_not:

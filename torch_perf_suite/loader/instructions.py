@@ -41,9 +41,13 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import store
 from ..findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
+
+if TYPE_CHECKING:
+    from .digest import Read
 
 SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
 STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
@@ -61,8 +65,8 @@ class Counted:
     per_sample: float
     samples: int
     source: str  # what was counted, as `describe_source` writes it
-    content: str = ""  # the digest of the project's code the loader runs (`digest.content`)
-    files: tuple[tuple[str, str], ...] = ()  # that code's files and their hashes (`digest.content_files`), recorded with it
+    content: str = ""  # the digest of what the loader reads (`digest.Read.digest`)
+    read: "Read | None" = None  # what it reads (`digest.read`), recorded with it
     reused: bool = False  # taken from a count recorded for the same content, key and source: valgrind not started
 
 
@@ -282,10 +286,11 @@ class InstructionsFile:
     def get(self, env_key: str, test_id: str) -> dict | None:
         return self.environments.get(env_key, {}).get(test_id)
 
-    def reusable(self, env_key: str, source: str, digest: str) -> dict | None:
-        """An entry of this environment that counted the same loader (`source`) running the same code (`digest`)."""
+    def reusable(self, env_key: str, source: str, digests: tuple[str, ...]) -> dict | None:
+        """An entry of this environment that counted the same loader (`source`) reading the same (one of `digests`:
+        what it reads, or its code's files whole for an entry keyed so, digest.Read.whole)."""
         return next((e for e in self.environments.get(env_key, {}).values()
-                     if e.get("content") == digest and e.get("source") == source), None)
+                     if e.get("content") in digests and e.get("source") == source), None)
 
     def of_source(self, env_key: str, source: str) -> tuple[str, dict] | None:
         """(the test, its entry) of this environment that counted the same loader (`source`), where any did."""
@@ -329,14 +334,17 @@ def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, 
 
 
 def entry(counted: Counted) -> dict:
-    files = files_entry(counted.files)
     return {"per_sample": round(counted.per_sample, 1), "samples": counted.samples, "source": counted.source,
-            "content": counted.content, **({"files": files} if files else {}), "date": datetime.date.today().isoformat()}
+            "content": counted.content, **read_entry(counted.read), "date": datetime.date.today().isoformat()}
 
 
-def files_entry(files: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    """An entry's `files`, what `digest.changed_files` reads at a session's start: each path and its hash's first digits."""
-    return {path: sha[:FILE_HASH] for path, sha in files}
+def read_entry(read: "Read | None") -> dict:
+    """What an entry keeps of what its loader reads, for `digest.changed_files` at a session's start: each file and
+    its hash's first digits, the functions of each Python file that ran, the packages' versions."""
+    if read is None:
+        return {}
+    return {"files": {path: sha[:FILE_HASH] for path, sha in sorted(read.files.items())},
+            "ran": {path: list(names) for path, names in read.ran.items()}, "packages": dict(read.packages)}
 
 
 def _one_line(key: str) -> str:
@@ -356,9 +364,14 @@ def _validate(data) -> str | None:
                 return f"{_one_line(env_key)} / {test_id!r}: 'per_sample' is {value!r}, expected a positive number"
             if not isinstance(e.get("source"), str):
                 return f"{_one_line(env_key)} / {test_id!r}: 'source' is {e.get('source')!r}, expected the loader counted"
-            files = e.get("files", {})
+            files, ran, packages = e.get("files", {}), e.get("ran", {}), e.get("packages", {})
             if not isinstance(files, dict) or not all(isinstance(h, str) and h for h in files.values()):
                 return f"{_one_line(env_key)} / {test_id!r}: 'files' is {files!r}, expected paths and their hashes"
+            if not isinstance(ran, dict) or not all(isinstance(n, list) and all(isinstance(x, str) for x in n)
+                                                    for n in ran.values()):
+                return f"{_one_line(env_key)} / {test_id!r}: 'ran' is {ran!r}, expected paths and their functions' names"
+            if not isinstance(packages, dict) or not all(isinstance(v, str) for v in packages.values()):
+                return f"{_one_line(env_key)} / {test_id!r}: 'packages' is {packages!r}, expected names and versions"
     return None
 
 

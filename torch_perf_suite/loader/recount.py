@@ -63,15 +63,15 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
             kwargs["data_dir"] = str(found)
         try:
             if described not in code:
-                code[described] = loader_code.content_files((factory, kwargs), root)
-            files, digest = tuple(sorted(code[described].items())), loader_code.digest_of(code[described])
-            if old.get("content") == digest:
+                code[described] = loader_code.read((factory, kwargs), root)
+            read = code[described]
+            if old.get("content") in (read.digest, read.whole):
                 unchanged += 1
-                if "files" not in old:  # an entry from before files were kept: its files, for a session's start
-                    updates[test] = {**old, "files": instructions.files_entry(files)}
+                if old.get("content") != read.digest or "ran" not in old:  # keyed before what it reads was kept
+                    updates[test] = {**old, "content": read.digest, **instructions.read_entry(read)}
                     noted += 1
                 continue
-            counted = replace(counter.count((factory, kwargs)), content=digest, files=files)
+            counted = replace(counter.count((factory, kwargs)), content=read.digest, read=read)
         except instructions.Unavailable as e:
             say(f"{test}: not counted: {e}")
             failed += 1
@@ -86,16 +86,18 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
     if updates:
         file.save(env_key, updates)
     say(f"{path} ({env_key}): {len(updates) - noted} entries recorded again, {unchanged} unchanged"
-        f"{f' ({noted} given their files)' if noted else ''}, {failed} not counted")
+        f"{f' ({noted} given what their loader reads)' if noted else ''}, {failed} not counted")
     name_files_elsewhere(file, env_key, root, code, say)
     return updates, failed
 
 
 def name_files_elsewhere(file: instructions.InstructionsFile, env_key: str, root: Path, code: dict, say=print) -> None:
-    """Each entry of another environment recorded without its files, whose digest is the one this tree's code gives
-    for its loader, given those files: the digest names the same files and contents on any machine, so a session
-    there can tell at its start that a loader's code changed (Records.prestart_counter). Nothing is counted; `code`
-    holds the files already read (source -> files, None where the factory failed) and gains those read here."""
+    """Each entry of another environment recorded without its files, keyed by its code's files whole (as counts were
+    keyed before what a loader reads was kept: digest.Read.whole) and whose digest is the one this tree gives, given
+    those files: they name the same files and contents on any machine, so a session there can tell at its start that a
+    loader's code changed (Records.prestart_counter), and a recording run there keys it by what it reads. Nothing is
+    counted; `code` holds what was already read (source -> Read, None where the factory failed) and gains what is read
+    here."""
     for key, tests in sorted(file.environments.items()):
         updates = {}
         for test, old in sorted(tests.items()):
@@ -104,13 +106,13 @@ def name_files_elsewhere(file: instructions.InstructionsFile, env_key: str, root
                 continue
             if old["source"] not in code:
                 try:
-                    code[old["source"]] = loader_code.content_files((factory, kwargs), root)
+                    code[old["source"]] = loader_code.read((factory, kwargs), root)
                 except Exception as e:  # the project's factory: said once, the entry left as it was
                     say(f"{key} / {test}: its files not named: {factory}(**{kwargs}) raised {type(e).__name__}: {e}")
                     code[old["source"]] = None
-            found = code[old["source"]]
-            if found is not None and loader_code.digest_of(found) == old["content"]:
-                updates[test] = {**old, "files": instructions.files_entry(tuple(sorted(found.items())))}
+            read = code[old["source"]]
+            if read is not None and read.whole == old["content"]:
+                updates[test] = {**old, "files": {p: h[:instructions.FILE_HASH] for p, h in read.whole_files.items()}}
         if updates:
             file.save(key, updates)
             say(f"{file.path} ({key}): {len(updates)} entries given their files (their digest is this tree's)")

@@ -19,6 +19,7 @@ class Advice:
     calls: frozenset = frozenset()  # the sync's call is one of these
     op: str = ""  # the sync runs inside this torch op
     library: str = ""  # the library line starts with this
+    function: str = ""  # ... and is in this function ("path:line in f", or the profiler's "path(line): f")
 
     def matches(self, source) -> bool:  # a trace.SyncSource
         return bool(
@@ -26,6 +27,7 @@ class Advice:
             and (not self.calls or source.call in self.calls)
             and (not self.op or self.op in source.ops.split(" > "))
             and source.library_line.startswith(self.library)
+            and (not self.function or source.library_line.endswith((f" in {self.function}", f": {self.function}")))
         )
 
 
@@ -54,6 +56,23 @@ KNOWN_SOURCES: list[Advice] = [
         "a CPU scalar tensor with a weight, not a Python float that is copied to the GPU on each update",
         "https://lightning.ai/docs/torchmetrics/stable/aggregation/mean.html",
         library="torchmetrics/",
+    ),
+    Advice(
+        "Hugging Face logging",
+        "TrainingArguments(logging_steps=...): at each logging step the Trainer reads the loss it logs and the "
+        "gradient norm on the host; log every 50 steps or more (logging_strategy=\"steps\", logging_steps=50), not "
+        "every step",
+        "https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments.logging_steps",
+        library="transformers/trainer.py",
+        function="_maybe_log_save_evaluate",
+    ),
+    Advice(
+        "Lightning logged value read",
+        "Lightning reads each value logged with self.log on the host for its progress bar (prog_bar=True, every "
+        "refresh) and its logger (every log_every_n_steps): log with prog_bar=False or give the bar a refresh_rate "
+        "of 50 or more, and keep Trainer(log_every_n_steps=...) at 50 or more",
+        "https://lightning.ai/docs/pytorch/stable/extensions/logging.html#logging-frequency",
+        library="lightning/fabric/utilities/apply_func.py",
     ),
     Advice(
         "Hugging Face loss check",

@@ -26,8 +26,8 @@ Where a tensor lives is told apart so that reads that are host-side on a GPU too
 - an optimizer's step counter (`state["step"]`, a CPU tensor unless the optimizer is fused or capturable), read by
   torch/optim's own code on every step; any other read inside torch/optim (`ReduceLROnPlateau.step(loss)`) counts.
 
-`Watch` holds both modes; it is entered and left in the thread that runs the steps (`count`, or a framework's loop in
-its own thread: frameworks.DrivenLoop.count_reads).
+`Watch` holds both modes; it is entered and left, a step at a time, in the thread that runs the steps (`count`: a
+framework's loop in its own thread, workload.Members.within).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from __future__ import annotations
 import sys
 import traceback
 
+from ..counts import on_this_thread
 from ..counts.files import _is_library, _short
 from . import PERIODIC_PREFIX, SyncCount, SyncSource, lines_of
 
@@ -62,12 +63,14 @@ def is_read(op: str, args: tuple, kwargs: dict | None = None, overload: str = ""
         getattr(i, "dtype", None) is not None and str(i.dtype) in ("torch.bool", "torch.uint8") for i in args[1] or ())
 
 
-def count(step, steps: int) -> SyncCount:
+def count(step, steps: int, within=None) -> SyncCount:
     """`steps` calls of `step` under both modes' watch: each host read with its lines, those inside a
-    `perf_periodic:` range counted apart, as the GPU's count does."""
-    with Watch(steps) as watch:
-        for _ in range(steps):
-            step()
+    `perf_periodic:` range counted apart, as the GPU's count does. `within(step, begin, end)` (workload.Members.within):
+    the watch entered and left in the thread that runs each step."""
+    watch = Watch(steps)
+    run = within or on_this_thread
+    for _ in range(steps):
+        run(step, watch.__enter__, lambda: watch.__exit__(None, None, None))
     return watch.counted
 
 

@@ -50,13 +50,20 @@ class SyncSource:
     def advice(self) -> known.Advice | None:
         return next((a for a in (*known.user_sources, *known.KNOWN_SOURCES) if a.matches(self)), None)
 
-    def describe(self) -> str:
+    def describe(self, fixed: set | None = None) -> str:
+        """The source in a few lines: its call and ops, the user's line, the library's, and the fix; a fix already in
+        `fixed` (said for another source above, which this adds to) as "as above"."""
         where = f" in {self.ops}" if self.ops else ""
         lines = [f"{self.call}{where}", f"    user code: {self.user_line or '(not seen)'}"]
         if self.library_line:
             lines.append(f"    library:   {self.library_line}")
         advice = self.advice
-        lines.append(f"    fix:       {advice.fix} (more: {advice.more})" if advice else f"    fix:       {known.UNKNOWN_FIX}")
+        fix = f"{advice.fix} (more: {advice.more})" if advice else known.UNKNOWN_FIX
+        if advice is not None and fixed is not None and fix in fixed:
+            fix = f"as above ({advice.kind})"
+        elif fixed is not None:
+            fixed.add(fix)
+        lines.append(f"    fix:       {fix}")
         return "\n".join(lines)
 
 
@@ -81,12 +88,13 @@ class SyncCount:
 
     def describe(self) -> str:
         rows = [] if self.sources else ["no host-device syncs in the steps"]
+        fixed: set = set()  # one fix for several sources of one cause (anomaly mode's), said once
         for source, n in self.sources.most_common():
-            rows.append(f"  {n / self.steps:.2f}/step  " + source.describe().replace("\n", "\n           "))
+            rows.append(f"  {n / self.steps:.2f}/step  " + source.describe(fixed).replace("\n", "\n           "))
         for name, runs in self.periodic_runs.items():
             inside = [(s, n) for (phase, s), n in self.periodic.items() if phase == name]
             rows.append(f"plus {sum(n for _, n in inside)} sync(s) in {name}, which ran {runs}x in {self.steps} steps:")
-            rows += [f"  {n}x  " + s.describe().replace("\n", "\n      ") for s, n in inside]
+            rows += [f"  {n}x  " + s.describe(fixed).replace("\n", "\n      ") for s, n in inside]
         return "\n".join(rows)
 
 
