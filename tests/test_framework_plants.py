@@ -14,12 +14,15 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 LOOP = "        total = 0\n        for i in range(150):  # PLANTED LINES\n            total += i\n"  # 302 lines a step
 
+# the file planted, where, what, and the planted function as the host side names it (its path from its sys.path folder:
+# pytest puts tests/ on the path for a test module) and as the host read names it
 PLANTS = {
     "lightning_step": ("lit.py", "        images, labels = batch\n",
                        "        images, labels = batch\n" + LOOP + "        float(images.sum())  # PLANTED READ\n",
-                       "lit.py:training_step"),
+                       "lit.py:training_step", "lit.py:{} in training_step"),
     "hf_trainer_step": ("tests/test_speed.py", "    loop = hf_train(",
-                        "    trainer.add_callback(Planted())\n    loop = hf_train(", "tests/test_speed.py:on_step_end"),
+                        "    trainer.add_callback(Planted())\n    loop = hf_train(", "test_speed.py:on_step_end",
+                        "tests/test_speed.py:{} in on_step_end"),
 }
 CALLBACK = ("\n\nclass Planted(transformers.TrainerCallback):\n    def on_step_end(self, args, state, control, model=None, "
             "**kwargs):\n" + LOOP + "        model.classifier.weight.sum().item()  # PLANTED READ\n")
@@ -53,7 +56,7 @@ def test_a_framework_loops_planted_python_and_host_read_fail_against_head_and_th
     assert clean.returncode == 0, clean.stdout[-3000:]
     assert "Python lines" in clean.stdout and "host side not counted" not in clean.stdout  # in the loop's own thread
 
-    path, anchor, planted, function = PLANTS[example]
+    path, anchor, planted, function, read_at = PLANTS[example]
     text = (project / path).read_text()
     assert anchor in text
     (project / path).write_text(text.replace(anchor, planted, 1) + (CALLBACK if example == "hf_trainer_step" else ""))
@@ -63,8 +66,8 @@ def test_a_framework_loops_planted_python_and_host_read_fail_against_head_and_th
     lines = line_of(project / path, "# PLANTED LINES")
     grown = re.search(r"the host runs ([\d,]+) Python lines a step to issue it, ([\d,]+) at REF HEAD", out)
     assert grown and int(grown[1].replace(",", "")) - int(grown[2].replace(",", "")) >= 300, out[-3000:]
-    assert re.search(rf"\+30\d\.00 {re.escape(function)} .*its busiest lines now: {re.escape(path)}:({lines}|{lines + 1}) ",
+    named = function.rsplit(":", 1)[0]
+    assert re.search(rf"\+30\d\.00 {re.escape(function)} .*its busiest lines now: {re.escape(named)}:({lines}|{lines + 1}) ",
                      out), out[-3000:]
-    read = line_of(project / path, "# PLANTED READ")
-    assert re.search(rf"user code: {re.escape(path)}:{read} in {function.rsplit(':', 1)[1]}", out), out[-3000:]
+    assert f"user code: {read_at.format(line_of(project / path, '# PLANTED READ'))}" in out, out[-3000:]
     assert "loader instructions: what it reads unchanged since counted" in out  # the model's edit: the loader not counted

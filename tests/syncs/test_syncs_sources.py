@@ -118,7 +118,8 @@ def test_a_fix_shared_by_several_sources_is_said_once():
         SyncSource("host read", "aten::_local_scalar_dense", "", f"transformers/trainer.py:{line} in _maybe_log_save_evaluate"): 1
         for line in (2294, 2301)}))
     text = counted.describe()
-    assert text.count("TrainingArguments(logging_steps=...)") == 1 and text.count("fix:       as above (Hugging Face logging)") == 1
+    assert text.count("TrainingArguments(logging_steps=...)") == 1
+    assert text.count("fix:       as above (Hugging Face logging)") == 1
 
 
 def test_no_python_stack_says_so():

@@ -37,6 +37,11 @@ TOP = 5  # functions or lines named in a failure, most grown first
 KEPT = 40  # functions and lines kept in an entry, busiest first
 AT = 3  # lines of a project's function kept in an entry, busiest first
 MOST_PASSES = 5  # passes over the steps where blocks came back in the first two
+# The import system's entries (an import statement of a module not yet imported, importlib.util.find_spec): what runs
+# inside them, the finders over sys.path's folders, depends on the process's path and finders (REF's process has one
+# more finder and folder than the head's), not on the step's code; the line that imports is counted
+IMPORTING = frozenset({"_find_and_load", "_find_spec"})
+_BOOTSTRAP = "<frozen importlib._bootstrap>"
 
 _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
 BEFORE = "(before the step's first line)"
@@ -144,6 +149,7 @@ class Tracer:
         self.blocks: collections.Counter = collections.Counter()
         self._frame, self._line, self._switches = None, 0, 0  # the line running, the switches counted up to it
         self._previous, self._outer = None, []
+        self._importing = None  # the import system's frame the step is in, where it is in one
 
     def begin(self) -> None:
         self._previous = sys.gettrace()
@@ -188,8 +194,15 @@ class Tracer:
 
     def _local(self, frame, event, arg):
         self._note()
-        if event == "call" and frame.f_code in UNCOUNTED:
+        if self._importing is not None:  # inside the import system: nothing counted until its frame returns
+            if event == "return" and frame is self._importing:
+                self._importing = None
+            return None if event == "call" else self._local
+        if event == "call" and (frame.f_code in UNCOUNTED):
             return None
+        if event == "call" and frame.f_code.co_name in IMPORTING and frame.f_code.co_filename == _BOOTSTRAP:
+            self._importing = frame
+            return self._local  # for its return
         if event == "line":
             self.lines[frame.f_code, frame.f_lineno] += 1
             self._frame, self._line = frame, frame.f_lineno

@@ -107,34 +107,11 @@ def read(source: tuple[str, dict], root: Path | None = None) -> Read:
     functions never run), the project's other files opened meanwhile, and the distributions whose code ran. Equal
     digests, keys and sources: the same instructions, so a recorded count is the answer."""
     root = (root or Path.cwd()).resolve()
-    called: dict[str, set[int]] = {}  # file -> the first lines of its code objects that ran
-    read_names: dict[str, set[str]] = {}  # file -> the global and attribute names its called functions read
-    modules: set[str] = set()  # the modules of the C functions called
-
-    def profile(frame, event, arg):  # a function's call; a module's body, run by an import, is not the loader's code
-        if event == "call" and frame.f_code.co_name != "<module>":
-            code = frame.f_code
-            called.setdefault(code.co_filename, set()).add(code.co_firstlineno)
-            read_names.setdefault(code.co_filename, set()).update(code.co_names)
-        elif event == "c_call":
-            modules.add(getattr(arg, "__module__", None) or type(getattr(arg, "__self__", None)).__module__ or "")
-
     factory, kwargs = source
-    build = load_factory(factory)  # before the profile: the harness's own code is not the loader's
-    _install_audit()
-    opened: set[str] = set()
-    _opening.append(opened)
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        dataset, collate = build(**kwargs)
-        collate([dataset[i * STRIDE % len(dataset)] for i in range(SAMPLES)])
-    finally:
-        sys.setprofile(previous)
-        _opening.remove(opened)
+    called, read_names, modules, opened = _run(load_factory(factory), kwargs)  # imported before: not the loader's code
     module_file = sys.modules[factory.partition(":")[0]].__file__
     called.setdefault(module_file, set())
-    # the interpreter's folders, and the harness's own: on Python 3.11 the comprehension above is a call into this file
+    # the interpreter's folders, and the harness's own: on Python 3.11 the comprehension in _run is a call into this file
     outside = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(__file__)}}
 
     def projects(path: Path) -> bool:
@@ -156,6 +133,36 @@ def read(source: tuple[str, dict], root: Path | None = None) -> Read:
     return Read(files, {name(p): kept for p, kept in sorted(ran.items())},
                 _packages([n for n in called if not projects(Path(n).resolve())], modules),
                 whole_files={name(p): code_hash(p) for p in ran})
+
+
+def _run(build, kwargs: dict) -> tuple[dict[str, set[int]], dict[str, set[str]], set[str], set[str]]:
+    """The loader built by its factory and its samples made and collated once, under a profile and an audit hook: (file
+    -> the first lines of its code objects that ran, file -> the global and attribute names they read, the modules of
+    the C functions called, the files opened to read)."""
+    called: dict[str, set[int]] = {}
+    read_names: dict[str, set[str]] = {}
+    modules: set[str] = set()
+
+    def profile(frame, event, arg):  # a function's call; a module's body, run by an import, is not the loader's code
+        if event == "call" and frame.f_code.co_name != "<module>":
+            code = frame.f_code
+            called.setdefault(code.co_filename, set()).add(code.co_firstlineno)
+            read_names.setdefault(code.co_filename, set()).update(code.co_names)
+        elif event == "c_call":
+            modules.add(getattr(arg, "__module__", None) or type(getattr(arg, "__self__", None)).__module__ or "")
+
+    _install_audit()
+    opened: set[str] = set()
+    _opening.append(opened)
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        dataset, collate = build(**kwargs)
+        collate([dataset[i * STRIDE % len(dataset)] for i in range(SAMPLES)])
+    finally:
+        sys.setprofile(previous)
+        _opening.remove(opened)
+    return called, read_names, modules, opened
 
 
 def _outermost(path: Path, firsts: set[int]) -> tuple[str, ...]:

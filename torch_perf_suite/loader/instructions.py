@@ -41,13 +41,9 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import store
 from ..findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
-
-if TYPE_CHECKING:
-    from .digest import Read
 
 SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
 STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
@@ -66,7 +62,7 @@ class Counted:
     samples: int
     source: str  # what was counted, as `describe_source` writes it
     content: str = ""  # the digest of what the loader reads (`digest.Read.digest`)
-    read: "Read | None" = None  # what it reads (`digest.read`), recorded with it
+    read: object | None = None  # what it reads (a digest.Read), recorded with it
     reused: bool = False  # taken from a count recorded for the same content, key and source: valgrind not started
 
 
@@ -338,8 +334,9 @@ def entry(counted: Counted) -> dict:
             "content": counted.content, **read_entry(counted.read), "date": datetime.date.today().isoformat()}
 
 
-def read_entry(read: "Read | None") -> dict:
-    """What an entry keeps of what its loader reads, for `digest.changed_files` at a session's start: each file and
+def read_entry(read) -> dict:
+    """What an entry keeps of what its loader reads (a digest.Read, or None), for `digest.changed_files` at a session's
+    start: each file and
     its hash's first digits, the functions of each Python file that ran, the packages' versions."""
     if read is None:
         return {}
