@@ -160,6 +160,21 @@ def test_hugging_face_trains_one_optimizer_step_a_step_in_its_own_loop(transform
     assert not loop._thread.is_alive()
 
 
+def test_a_framework_release_the_harness_does_not_drive_and_a_lightning_step_limit_are_refused_in_a_line(
+        pl, transformers, tmp_path, monkeypatch):
+    trainer = pl.Trainer(accelerator="cpu", max_steps=5, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    with pytest.raises(ValueError, match=r"^lightning_fit: the Trainer stops after max_steps=5; build it with "
+                                         r"max_steps=-1, max_epochs=-1 \(the harness stops it\)$"):
+        frameworks.lightning_fit(trainer, None, [], "cpu")
+    monkeypatch.setattr(frameworks.importlib.metadata, "version", lambda name: "1.9.5")
+    with pytest.raises(ValueError, match=r"^lightning_fit: lightning 1\.9\.5 is older than the harness drives \(2\.0 or "
+                                         r"later\): its loop's hooks differ; upgrade it \(pip install -U lightning\)$"):
+        frameworks.lightning_fit(trainer, None, [], "cpu")
+    with pytest.raises(ValueError, match=r"^hf_train: transformers 1\.9\.5 is older than the harness drives \(4\.40"):
+        frameworks.hf_train(tiny_hf_trainer(transformers, tmp_path))
+
+
 def test_a_hugging_face_trainer_without_max_steps_is_refused(transformers, tmp_path):
     with pytest.raises(ValueError, match="give its TrainingArguments max_steps=10"):
         frameworks.hf_train(tiny_hf_trainer(transformers, tmp_path, max_steps=-1))
