@@ -181,8 +181,19 @@ def test_fewer_recompilations_than_recorded_fail_naming_both_counts():
 
 
 def test_step_memory_against_an_entry_without_it_is_not_compared_and_says_so():
-    found = checks.counted({"step_peak_bytes": 10**9}, {"copies_per_step": {}}, 1.0, CompileCount(), "REF HEAD (abc)")
+    found = checks.counted({"step_peak_bytes": 10**9, "copies_per_step": {}}, {"copies_per_step": {}}, 1.0, CompileCount(),
+                           "REF HEAD (abc)")
     assert found == [Finding(NOT_COMPARED, "step memory not compared: REF HEAD (abc) recorded none for this test")]
+
+
+def test_a_count_the_entry_has_and_this_run_did_not_take_is_not_compared_and_says_so():
+    """A workload whose step is no longer counted (no gpu_step now, no profiled window): each count its entry holds is
+    a hole under --perf-strict, not a silent pass."""
+    recorded = {"kernels_per_step": dict(FUSED), "copies_per_step": {}, "step_peak_bytes": 10**9,
+                "host": {"lines_per_step": 10.0, "blocks_per_step": 0.0, "lines": {}, "blocks": {}}}
+    assert checks.counted({"copies_per_step": {}}, recorded, 1.0, CompileCount()) == [
+        Finding(NOT_COMPARED, f"{what} not compared: the baseline counted it, this run did not")
+        for what in ("kernel launches a step", "step memory", "the step's host side")]
 
 
 def test_every_count_of_a_test_is_checked_against_its_entry_and_said_together():

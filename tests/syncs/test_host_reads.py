@@ -2,7 +2,7 @@
 
 import torch
 
-from torch_perf_suite.findings import failures
+from torch_perf_suite.findings import NOT_CHECKED, Finding, failures
 from torch_perf_suite.syncs import PERIODIC_PREFIX, host_reads
 from torch_perf_suite.syncs import checks as sync_checks
 
@@ -102,7 +102,12 @@ def test_a_periodic_phase_that_runs_every_step_fails_as_per_step_syncs():
     message = failures(sync_checks.host_reads(counted, per_step=0))
     assert message.startswith("a phase marked periodic ran in every one of the 3 profiled steps (perf_periodic:metrics)")
     assert message == failures(sync_checks.syncs(counted, per_step=0))  # the GPU's verdict says the same
-    assert failures(sync_checks.periodic_every_step(host_reads.count(step, 1))) is None  # one step cannot tell
+    # one step cannot tell: not checked, which --perf-strict fails on (--perf-profile-steps 1 switched the guard off)
+    [found] = sync_checks.periodic_every_step(host_reads.count(step, 1))
+    assert found == Finding(NOT_CHECKED, "a phase marked periodic (perf_periodic:metrics) ran in the one profiled step: "
+                                         "one step cannot tell a phase that runs every step from one that runs every k "
+                                         "steps; profile 2 or more (--perf-profile-steps)")
+    assert sync_checks.host_reads(host_reads.count(step, 1), per_step=0) == [found]
 
 
 def test_a_value_made_on_the_host_is_not_a_read_and_what_it_touches_on_the_device_is():

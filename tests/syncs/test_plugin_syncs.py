@@ -30,6 +30,23 @@ def test_vanished_pitfall_fails_with_a_retire_message(suite, pytester):
     result.stdout.fnmatch_lines(["*expected at least 1: the pitfall this scenario documents no longer syncs*retire*"])
 
 
+def test_a_pitfall_whose_syncs_doubled_fails_the_smoke_runs_sync_pass_on_a_gpu_as_a_measured_run(suite, pytester):
+    """The merge gate's sync pass is a smoke run: it bounds a pitfall by the syncs its baseline entry recorded, as a
+    measured run does, and records no entry."""
+    pytester.makepyfile(test_copy=TEST_FILE.replace("per_step=0", "at_least=1"))
+    suite.gpu(FakeGPU(case="item"))  # 1 a step
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    recorded = suite.baseline.read_text()
+    suite.run("--perf-smoke", "--perf-strict").assert_outcomes(passed=1)
+    suite.gpu(FakeGPU(case="mean_metric"))  # 2 a step
+    for args in ((), ("--perf-smoke", "--perf-strict")):
+        result = suite.run(*args)
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["*measured 2.00 host-device syncs per step (6 in 3 profiled steps), 1 recorded by *"])
+    suite.run("--perf-smoke", "--perf-update-baselines").assert_outcomes(passed=1)  # a recording run: no bound
+    assert suite.baseline.read_text() == recorded  # ... and a smoke run's profiled steps are no measured run's entry
+
+
 def test_pitfall_from_another_library_fails(suite, pytester):
     suite.gpu(FakeGPU(case="grad_scaler"))
     pytester.makepyfile(test_copy=TEST_FILE.replace("per_step=0", "at_least=1, from_library='torchmetrics/'"))

@@ -111,15 +111,23 @@ def compile_counts(now, recorded: dict) -> list[Finding]:
     return [Finding(FAILED, problem) for problem in problems]
 
 
+MISSING = {"kernels_per_step": "kernel launches a step", "copies_per_step": "bytes copied a step",
+           "step_peak_bytes": "step memory", "host": "the step's host side"}  # counts a record has that a run may lack
+
+
 def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> list[Finding]:
     """Every count of a test (Result.counts: kernel launches, bytes copied, the allocator's calls, step memory, compile
     graphs, the host side, debugging switches) against its recorded entry: its parts' findings, one after the other (a
     debugging switch first: it explains the others), a count the entry lacks not compared, except the allocator's calls
-    and the switches, of which a record without them had none.
-    Nothing counted, or nothing recorded: none. A test over several GPUs: ranks.counted."""
-    if not now or not recorded:
+    and the switches, of which a record without them had none; a count the entry has that this run did not take (no
+    profiled window, a step no longer counted) not compared either.
+    Nothing recorded: none. A test over several GPUs: ranks.counted."""
+    if not recorded:
         return []
-    found = []
+    found = [Finding(NOT_COMPARED, f"{MISSING[key]} not compared: {against} counted it, this run did not")
+             for key in MISSING if key in recorded and key not in now]
+    if not now:
+        return found
     if "kernels_per_step" in now:
         found += kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {}))
     if "copies_per_step" in now:

@@ -127,15 +127,15 @@ def settings_failure(found: list[tuple[str, object, object]], expected: tuple[st
 
 
 def settings_verdict(now: dict | None, recorded: dict | None, *, workers: int, worker_start: str | None,
-                     expected: tuple[str, ...], against: str, recorded_any: bool = True) -> list[Finding]:
+                     expected: tuple[str, ...], against: str, rerecord: str = "") -> list[Finding]:
     """The loader's settings against the `recorded` entry (SettingsFile's): failed, naming each undeclared change;
-    passed, saying the declared ones; not compared where nothing was recorded for this test though settings are
-    recorded (`recorded_any`: for other tests, or REF's run)."""
+    passed, saying the declared ones; not compared where nothing was recorded for this test (no loaders.json, an
+    empty one, or one without this test: `rerecord` says how to record it), which --perf-strict fails on."""
     if now is None:
         return []
-    if recorded is None:  # said where loader settings are recorded, for other tests or at REF
-        return [Finding(NOT_COMPARED, f"loader settings not compared: {against} recorded none for this test")] \
-            if recorded_any else []
+    if recorded is None:
+        return [Finding(NOT_COMPARED, f"loader settings not compared: {against} recorded none for this test"
+                                      + (f"; {rerecord}" if rerecord else ""))]
     found = changes(now, recorded["settings"], (recorded.get("workers"), workers), worker_start)
     declared = [f"{name} {_short(old)} -> {_short(new)}" for name, old, new in found if name in expected]
     return settings_failure(found, expected, against) + (

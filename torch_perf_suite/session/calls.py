@@ -37,13 +37,11 @@ def call(session, item):
 
 def ended(session, item) -> None:
     """A test's call returned: it fails with every check that failed in it (Judge.fail), and, under --perf-strict (the
-    merge gate against REF, the nightly against the baseline files), with what it left uncompared that nothing else
-    judged (Result.holes), naming each. A smoke run compares nothing with the baseline files, and a recording run
-    nothing at all."""
+    merge gate against REF, the nightly against the baseline files, a smoke run against the loader's records), with what
+    it left uncompared that nothing else judged (Result.holes), naming each. A recording run compares nothing."""
     failed = session.failed.pop(item.nodeid, [])
     result = session.results.get(item.nodeid)
-    against_baseline = not (session.settings.smoke or session.settings.update_baselines)
-    if session.settings.strict and result is not None and (session.against.ref or against_baseline):
+    if session.settings.strict and result is not None and not session.settings.update_baselines:
         found = ref_checks.holes(result.holes(), session.against_label)
         if failure := failures(found):
             failed.append((f"{item.nodeid}: {failure}", [f.text for f in found if f.outcome == FAILED]))

@@ -80,7 +80,7 @@ class PerfSession:
             return  # the baselines are REF's, loaded once it was measured (RefState.compare)
         load_records(self.records, self.settings.baseline_dir)
         file = self.records.baseline_file  # None without a GPU
-        if file is not None and (older := file.older_than_the_host_count()):  # said once, beside each test's note
+        if file is not None and not self.settings.smoke and (older := file.older_than_the_host_count()):  # said once
             config.pluginmanager.register(_Header([older]), "perf_older_entries")
 
     def _prestart(self, config, runs_tests: bool) -> None:

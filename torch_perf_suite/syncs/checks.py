@@ -4,7 +4,7 @@ expects, and a smoke run's reads against REF's. Plain functions that return find
 from __future__ import annotations
 
 from ..counts import host_side
-from ..findings import FAILED, Finding
+from ..findings import FAILED, NOT_CHECKED, Finding
 
 
 def syncs(counted, *, per_step: float | None = None, at_least: float | None = None, at_most: float | None = None,
@@ -17,8 +17,13 @@ def syncs(counted, *, per_step: float | None = None, at_least: float | None = No
     if (per_step is None) == (at_least is None):
         raise TypeError("assert_syncs takes exactly one of per_step= and at_least=")
     every_step = periodic_every_step(counted)
-    if every_step:
+    if any(f.outcome == FAILED for f in every_step):
         return every_step
+    return every_step + _expected(counted, per_step, at_least, at_most, from_library, versions, against)
+
+
+def _expected(counted, per_step, at_least, at_most, from_library, versions, against) -> list[Finding]:
+    """`syncs` once a periodic phase is known not to hide per-step syncs."""
     measured = counted.per_step
     head = f"measured {measured:.2f} host-device syncs per step ({counted.total} in {counted.steps} profiled steps)"
     where = f"\n{counted.describe()}"
@@ -51,9 +56,14 @@ def with_switches(found: list[Finding], switched: list[str]) -> list[Finding]:
 
 def periodic_every_step(counted) -> list[Finding]:
     """A phase marked periodic (`periodic()`, a `perf_periodic:` range) whose syncs are counted apart from the steps'
-    must not run on every step: there its syncs are per-step syncs, and marking them would hide them."""
+    must not run on every step: there its syncs are per-step syncs, and marking them would hide them. One profiled step
+    cannot tell (not checked: --perf-strict fails on it)."""
     steps = counted.steps
-    every = sorted(name for name, runs in counted.periodic_runs.items() if steps > 1 and runs >= steps)
+    every = sorted(name for name, runs in counted.periodic_runs.items() if runs >= steps)
+    if every and steps == 1:
+        return [Finding(NOT_CHECKED, f"a phase marked periodic ({', '.join(every)}) ran in the one profiled step: one "
+                                     "step cannot tell a phase that runs every step from one that runs every k steps; "
+                                     "profile 2 or more (--perf-profile-steps)")]
     if not every:
         return []
     return [Finding(FAILED, f"a phase marked periodic ran in every one of the {steps} profiled steps ({', '.join(every)}): "
@@ -67,9 +77,9 @@ def host_reads(counted, *, per_step: float | None = None) -> list[Finding]:
     Only an upper bound holds: a pitfall's sync that is not a read (a pageable copy) has no read to see, and which
     reads sync depends on where the tensor would live."""
     every_step = periodic_every_step(counted)
-    if every_step or per_step is None or counted.per_step <= per_step + 1e-9:
+    if any(f.outcome == FAILED for f in every_step) or per_step is None or counted.per_step <= per_step + 1e-9:
         return every_step
-    return [Finding(FAILED, f"measured {counted.per_step:.2f} host reads per step ({counted.total} in {counted.steps} "
+    return every_step + [Finding(FAILED, f"measured {counted.per_step:.2f} host reads per step ({counted.total} in {counted.steps} "
                             f"steps) with no GPU, expected at most {per_step:g}: each reads a tensor's value on the host, "
                             f"which on a GPU is a host-device sync:\n{counted.describe()}")]
 

@@ -30,6 +30,7 @@ from .timing import Throughput, measure_throughput
 
 PARTS = ("pipeline", "gpu", "loader", "loader_cpu")
 TIMED = ("pipeline", "gpu", "loader")  # the parts with a window of their own; loader_cpu is the loader's
+NAMES = {"pipeline": "pipeline", "gpu": "GPU-side", "loader": "loader"}  # each timed part as a sentence names it
 LAUNCH_BOUND = 0.8
 # A loader this much faster than the GPU-side step keeps its prefetch queue full through the
 # pipeline: the batches wait for the GPU, not the GPU for the next burst of batches, so the
