@@ -71,7 +71,7 @@ UTIL = nvml.Utilization(5, gpu_util_pct=97.0, mem_used_gb=45.0, mem_total_gb=141
 class FakeGPU(device.Device):
     """A GPU by its name and environment. Time is a clock that the workload's steps advance (so every
     number is exact); `slow` makes a part slower by a factor for its first `slow_steps` steps (all, if
-    None). Syncs come from the recorded trace `case`; the kernels keep the GPU 95% busy."""
+    None; a set: those steps). Syncs come from the recorded trace `case`; the kernels keep the GPU 95% busy."""
 
     is_gpu = True
 
@@ -88,7 +88,8 @@ class FakeGPU(device.Device):
         self.steps[part] += 1
         if part not in self.order:
             self.order.append(part)
-        slowed = self.slow_steps is None or self.steps[part] <= self.slow_steps
+        n = self.steps[part]
+        slowed = self.slow_steps is None or (n in self.slow_steps if isinstance(self.slow_steps, set) else n <= self.slow_steps)
         self.now += seconds * (self.slow.get(part, 1.0) if slowed else 1.0)
         if part == "loader":  # two workers busy all the while: 10,000 samples per CPU second
             self.cpu_s += 2 * seconds * (self.slow.get("loader_cpu", 1.0) if slowed else 1.0)

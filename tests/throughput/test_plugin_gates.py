@@ -66,8 +66,24 @@ def test_a_shortfall_that_is_not_significant_passes_saying_so(suite):
     result = suite.run("--perf-rounds=3", "--perf-max-rounds=3")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["copy  passed   5,000 +0.0%  9,524 -4.8%  20,000 +0.0%  *"])
-    assert "- gpu -4.8% (below the allowed -3%, not significant: median intervals)" in details(result.stdout.str(),
-                                                                                              "copy: passed")
+    assert ("- gpu -4.8% (below the allowed -3%, not significant: median intervals), not confirmed by a second "
+            "measurement (+0.0%)") in details(result.stdout.str(), "copy: passed")
+
+
+def test_a_shortfall_not_significant_twice_is_no_verdict_and_fails_the_strict_gate(suite):
+    """Measured again, the same doubt: a GPU-bound step's GPU-side number is judged by nothing else, so --perf-strict
+    fails on it; without it, a note."""
+    suite.run("--perf-update-baselines").assert_outcomes(passed=1)
+    # the warm-up and the first two rounds 5% slower, in the first measurement and in the second (GPU_WARMUP 3 steps,
+    # then three rounds of 5 steps each time; between the two, 18 steps and 8 more: the host side's 1 + 2 x 3, FLOPs' 1)
+    slow = set(range(1, 3 + 2 * 5 + 1)) | set(range(27, 27 + 3 + 2 * 5))
+    for args, outcome in (((), "passed"), (("--perf-strict",), "failed")):
+        suite.gpu(FakeGPU(slow={"gpu": 1.05}, slow_steps=slow))
+        result = suite.run("--perf-rounds=3", "--perf-max-rounds=3", *args)
+        result.assert_outcomes(**{outcome: 1})
+        assert ("gpu -4.8% (below the allowed -3%, not significant: median intervals), measured again: -4.8%, not "
+                "significant either (median intervals): no verdict") in result.stdout.str()
+    result.stdout.fnmatch_lines(["*--perf-strict: 1 check(s) not made against the baseline, and nothing else judged*"])
 
 
 def test_loader_numbers_from_another_machine_are_not_compared(suite):

@@ -33,6 +33,7 @@ class Verdict:
     scope: str = ""  # what the baseline was recorded on, where that set a wider tolerance
     reported: str = ""  # a change read, not judged (a host-bound number against REF: loader/ judges the loader)
     host_changed: bool = False  # not compared because the baseline was recorded on another host: no hole, said once
+    host_bound: bool = False  # the number follows the host (a loader, a pipeline, a launch-bound GPU-side step)
 
     @property
     def compared(self) -> bool:
@@ -40,8 +41,22 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        first = self.comparison is not None and self.comparison.failed
-        return first and (self.confirmation is None or self.confirmation.reproduces)
+        """A significant shortfall that a second measurement shows again; or an inconclusive one (`doubtful`) whose second
+        measurement's shortfall is significant."""
+        if self.comparison is not None and self.comparison.failed:
+            return self.confirmation is None or self.confirmation.reproduces
+        return self.doubtful and self.confirmation is not None and self.confirmation.failed
+
+    @property
+    def doubtful(self) -> bool:
+        """A shortfall that is not significant, which is measured again (judging.Judge._timed)."""
+        return self.comparison is not None and self.comparison.inconclusive
+
+    @property
+    def unsettled(self) -> bool:
+        """Measured again, and still a shortfall that is not significant: no verdict (a hole under --perf-strict, unless
+        what covers the part was judged)."""
+        return self.doubtful and self.confirmation is not None and self.confirmation.inconclusive
 
     @property
     def change_pct(self) -> float | None:
@@ -69,7 +84,8 @@ class Verdict:
         if self.confirmation is not None:
             again = round(100 * (self.confirmation.ratio - 1), 1) + 0.0  # no "-0.0"
             text += f", confirmed by a second measurement ({again:+.1f}%)" if self.failed else (
-                f", not confirmed by a second measurement ({again:+.1f}%)")
+                f", measured again: {again:+.1f}%, not significant either ({self.confirmation.method}): no verdict"
+                if self.unsettled else f", not confirmed by a second measurement ({again:+.1f}%)")
         return text
 
 
@@ -128,6 +144,7 @@ def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, ho
     scope = "" if host_bound or same_chip(entry, env.get("gpu_uuid")) else chip_scope(entry)
     why_not = why_not_comparable(part, entry, env.get("host"), host_bound)
     v = verdict(part, list(parts.get(part).rounds), entry, tolerance, why_not, scope)
+    v.host_bound = host_bound
     v.host_changed = bool(why_not) and host_bound and part in entry.get("parts", {}) and bool(entry.get("env", {}).get("host"))
     if host_bound and not host_gated and v.compared:
         return Verdict(part, v.baseline_sps, reported=f"{v.change_pct:+.1f}% (host-bound, a reading: the step's host side is "
