@@ -159,6 +159,7 @@ def test_a_bad_ref_or_option_is_one_line_saying_what_to_do(repo, args, message):
     result = run(repo, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+    assert "collected" not in result.stdout.str()  # said at the session's start, before the tests are collected
 
 
 def test_outside_a_repository_or_in_a_shallow_clone_it_says_how_to_get_ref(repo, tmp_path):

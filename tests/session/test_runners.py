@@ -95,6 +95,23 @@ def test_a_test_in_two_parts_fails_the_merge_naming_it(tmp_path, capsys):
     assert not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.parametrize("spoil, said", [
+    (lambda d: d["tests"][0].pop("test"), "row 0 of 'tests' names no test"),
+    (lambda d: d["tests"].append("a row"), "row 1 of 'tests' names no test"),
+    (lambda d: d.pop("sections"), "no 'sections' object of tables"),
+    (lambda d: d.pop("env"), "no 'env' object"),
+])
+def test_a_report_that_lacks_what_the_merge_reads_is_one_line_naming_it(tmp_path, capsys, spoil, said):
+    spoiled = doc(TESTS[0])
+    spoil(spoiled)
+    (tmp_path / "perf.json").write_text(json.dumps(spoiled))
+    with pytest.raises(SystemExit) as e:
+        runners.main(["merge", str(tmp_path / "perf.json"), "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "Traceback" not in err
+    assert f"{tmp_path / 'perf.json'}: not a report that --perf-report wrote ({said}" in err.splitlines()[-1]
+
+
 def test_the_split_keeps_this_runners_part_and_deselects_the_rest(pytester):
     pytester.makeconftest('pytest_plugins = ["torch_perf_suite.plugin"]\n')
     for name in ("a", "b", "c"):

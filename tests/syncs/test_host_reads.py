@@ -2,6 +2,7 @@
 
 import torch
 
+from torch_perf_suite.against import smoke_counts
 from torch_perf_suite.findings import NOT_CHECKED, Finding, failures
 from torch_perf_suite.syncs import PERIODIC_PREFIX, host_reads
 from torch_perf_suite.syncs import checks as sync_checks
@@ -108,6 +109,24 @@ def test_a_periodic_phase_that_runs_every_step_fails_as_per_step_syncs():
                                          "one step cannot tell a phase that runs every step from one that runs every k "
                                          "steps; profile 2 or more (--perf-profile-steps)")
     assert sync_checks.host_reads(host_reads.count(step, 1), per_step=0) == [found]
+
+
+def test_a_read_every_other_step_fails_as_one_every_step_does():
+    """Half a read a step is a sync every other step on a GPU: no margin lets it pass, here or against REF."""
+    calls = []
+
+    def step():
+        calls.append(1)
+        if len(calls) % 2:
+            X.sum().item()
+
+    counted = host_reads.count(step, 4)
+    assert counted.per_step == 0.5
+    assert failures(sync_checks.host_reads(counted, per_step=0)).startswith("measured 0.50 host reads per step (2 in 4 "
+                                                                            "steps) with no GPU, expected at most 0")
+    now, none = smoke_counts.reads_entry(counted), smoke_counts.reads_entry(host_reads.count(lambda: None, 4))
+    assert failures(sync_checks.host_reads_against(now, none, "REF", counted.describe())).startswith(
+        "measured 0.50 host reads per step with no GPU, 0.00 at REF (+0.50)")
 
 
 def test_a_value_made_on_the_host_is_not_a_read_and_what_it_touches_on_the_device_is():

@@ -33,10 +33,13 @@ def load_records(records, folder: Path) -> None:
         raise pytest.UsageError(str(e)) from None
 
 
-def check_against(update_baselines: bool) -> None:
+def check_against(ref: str, update_baselines: bool, rootdir: Path) -> None:
+    """--perf-against REF refused at the session's start where it cannot be done: with --perf-update-baselines, or a
+    REF that names no commit here (before the tests are collected and torch imported, seconds on a CPU)."""
     if update_baselines:
         raise pytest.UsageError("--perf-against compares with REF and records nothing: drop --perf-update-baselines, "
                                 "or drop --perf-against to record this GPU's baselines")
+    against.resolve(ref, rootdir)
 
 
 def check_bisect(session, config) -> tuple[Path, bisecting.Commit, list[bisecting.Commit], str]:

@@ -75,7 +75,7 @@ class PerfSession:
         # a process that runs tests here counts its loaders here
         self._prestart(config, runs_tests=not (shards or self.bisecting or self.as_ref or config.option.collectonly))
         if self.settings.against:
-            check_against(self.settings.update_baselines)
+            check_against(self.settings.against, self.settings.update_baselines, Path(config.rootpath))
             self.against.turns_ahead(self)
             return  # the baselines are REF's, loaded once it was measured (RefState.compare)
         load_records(self.records, self.settings.baseline_dir)

@@ -124,6 +124,22 @@ def merge(docs: dict[str, dict]) -> dict:
             **({"seconds": seconds} if seconds else {})}
 
 
+def unusable(doc) -> str | None:
+    """What a report to merge lacks of what `merge` reads, or None: its tests' rows, each naming its test, its
+    sections' tables, its environment."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
+        return "no 'tests' list"
+    bad = next((i for i, row in enumerate(doc["tests"]) if not isinstance(row, dict) or not isinstance(row.get("test"), str)
+                or not isinstance(row.get("seconds") or {}, dict)), None)
+    if bad is not None:
+        return f"row {bad} of 'tests' names no test (its 'test' is not a string) or its 'seconds' are not an object"
+    if not isinstance(doc.get("sections"), dict) or not all(isinstance(t, list) for t in doc["sections"].values()):
+        return "no 'sections' object of tables"
+    if not isinstance(doc.get("env"), dict):
+        return "no 'env' object"
+    return None
+
+
 def partial_reports(path: Path) -> dict[str, list[Path]]:
     """The xdist workers' reports beside --perf-report PATH: worker id -> its PATH.<id>.md and PATH.<id>.json."""
     found: dict[str, list[Path]] = {}
@@ -196,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.reports:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
-                raise ValueError("no 'tests' list")
+            if problem := unusable(doc):
+                raise ValueError(problem)
         except (OSError, ValueError) as e:
             parser.error(f"{path}: not a report that --perf-report wrote ({e})")
         docs[path.parent.name if named_by_folder else str(path)] = doc
