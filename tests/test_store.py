@@ -27,7 +27,8 @@ def test_an_update_merges_with_what_another_process_wrote_meanwhile(tmp_path):
     store.update(path, lambda: {"a": 1})
     assert store.update(path, lambda: {**json.loads(path.read_text()), "b": 2}) == {"a": 1, "b": 2}
     assert path.read_text() == '{\n "a": 1,\n "b": 2\n}\n'
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json", "f.json.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]  # no lock beside it for `git add` to pick up
+    assert store.lock_path(path).is_file() and store.lock_path(path) == store.lock_path(tmp_path / "." / "f.json")
 
 
 def test_a_rewritten_file_keeps_its_mode_and_a_failed_write_leaves_it_whole(tmp_path):

@@ -77,14 +77,26 @@ def read_checked(path: Path, validate: Callable[[object], str | None], error: ty
     return data
 
 
+def lock_path(path: Path) -> Path:
+    """The lock of a store: in the machine's temporary folder, named by the store's path, so that the processes that
+    record into it at once (a sharded run's workers, on one machine) share it and no lock file is left beside the
+    recorded files for `git add` to pick up."""
+    import hashlib
+
+    name = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:24]
+    return Path(tempfile.gettempdir()) / "torch-perf-suite-locks" / f"{name}.lock"
+
+
 def update(path: Path, merged: Callable[[], dict]) -> dict:
-    """Under `<path>.lock`: `merged()` reads the file as it is now (another process may have written meanwhile) and
-    returns what to write; written atomically and returned. A lock held past LOCK_TIMEOUT_S raises filelock's Timeout
-    (an OSError), which the caller says."""
+    """Under the store's lock (`lock_path`): `merged()` reads the file as it is now (another process may have written
+    meanwhile) and returns what to write; written atomically and returned. A lock held past LOCK_TIMEOUT_S raises
+    filelock's Timeout (an OSError), which the caller says."""
     from filelock import FileLock
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(lock), timeout=LOCK_TIMEOUT_S):
         data = merged()
         write_json(path, data)
     return data

@@ -40,14 +40,14 @@ def test_missing_file_is_an_empty_baseline(tmp_path):
 
 
 def test_save_keeps_other_entries_and_leaves_no_temporary_file(tmp_path):
-    """The lock beside the file (nvidia-h200.json.lock) may stay: filelock leaves it; .gitignore has baselines/*.lock."""
+    """Nothing beside the file: no temporary file, and no lock (store.lock_path keeps it in the temporary folder)."""
     path = tmp_path / "nvidia-h200.json"
     BaselineFile(path, "NVIDIA H200", {}).save({"a": entry(1.0), "b": entry(2.0)})
     bf = BaselineFile.load(path, "NVIDIA H200")
     bf.save({"b": entry(3.0), "c": entry(4.0)})
     again = BaselineFile.load(path, "NVIDIA H200")
     assert {k: v["parts"]["pipeline"]["samples_per_s"] for k, v in again.tests.items()} == {"a": 1.0, "b": 3.0, "c": 4.0}
-    assert {p.name for p in tmp_path.iterdir()} - {"nvidia-h200.json.lock"} == {"nvidia-h200.json"}  # no temporary file
+    assert {p.name for p in tmp_path.iterdir()} == {"nvidia-h200.json"}  # no temporary file
 
 
 def test_save_merges_with_what_another_run_wrote_meanwhile(tmp_path):
@@ -70,7 +70,7 @@ def test_save_is_atomic_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch
     with pytest.raises(OSError, match="disk full"):
         BaselineFile.load(path, "NVIDIA H200").save({"b": entry()})
     assert path.read_text() == before
-    assert {p.name for p in tmp_path.iterdir()} - {"nvidia-h200.json.lock"} == {"nvidia-h200.json"}  # no temporary file
+    assert {p.name for p in tmp_path.iterdir()} == {"nvidia-h200.json"}  # no temporary file
 
 
 def test_save_keeps_the_file_mode(tmp_path):

@@ -565,7 +565,7 @@ def test_a_baseline_file_locked_too_long_is_not_recorded_and_said_so(tmp_path, m
 
     path = tmp_path / "nvidia-h200.json"
     monkeypatch.setattr(store, "LOCK_TIMEOUT_S", 0.1)
-    with FileLock(f"{path}.lock"), pytest.raises(OSError, match="could not be acquired"):
+    with FileLock(str(store.lock_path(path))), pytest.raises(OSError, match="could not be acquired"):
         baselines.BaselineFile(path, "NVIDIA H200", {}).save({"t": ENTRY})
     assert not path.exists()
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from ..findings import FAILED, NOT_COMPARED, Finding
 
 
-def smoke_holes(now: dict, reads: dict | None, recorded: dict | None, against: str) -> list[Finding]:
-    """A smoke run against REF: what it counted (Result.counts, its host reads) that REF's smoke run's record of the
-    test (smoke_counts.entry) lacks, NOT_COMPARED each: a hole that --perf-strict fails on, never a silent pass."""
+def smoke_holes(now: dict, reads: dict | None, recorded: dict | None, against: str, why: str) -> list[Finding]:
+    """A smoke run against REF, or against the smoke counts recorded in this environment: what it counted
+    (Result.counts, its host reads) that the record of the test (smoke_counts.entry) lacks, NOT_COMPARED each: a hole
+    that --perf-strict fails on, never a silent pass. `why`: why a record may lack the test, or how to record it."""
     had = [("host side", "host" in now, recorded and "host" in recorded["counts"]),
            ("host reads", reads is not None, recorded and recorded.get("reads") is not None)]
     if recorded is None and any(has for _, has, _ in had):
         what = " and ".join(name for name, has, _ in had if has)
-        return [Finding(NOT_COMPARED, f"{what} not compared: {against} recorded no smoke counts for this test (its "
-                                      "suite is older than them)")]
+        return [Finding(NOT_COMPARED, f"{what} not compared: {against} recorded no smoke counts for this test ({why})")]
     return [Finding(NOT_COMPARED, f"{name} not compared: {against} recorded none for this test")
             for name, has, at_ref in had if has and not at_ref]
 

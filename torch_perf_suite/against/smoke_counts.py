@@ -1,11 +1,12 @@
-"""What a smoke run counts of each test, kept by REF's smoke run under --perf-against (`smoke-counts.json` in REF's
-cache folder) for the head's smoke run to compare with: its counts as a baseline entry keeps them (Result.counts: the
-step's host side, Python lines and blocks a step, on any machine; compile graphs where it compiled; on a GPU, what the
-profiled window counted), and its host reads a step without a GPU (syncs/host_reads.py), by line.
+"""What a smoke run counts of each test: its counts as a baseline entry keeps them (Result.counts: the step's host side,
+Python lines and blocks a step, on any machine; compile graphs where it compiled; on a GPU, what the profiled window
+counted), and its host reads a step without a GPU (syncs/host_reads.py), by line, with its ops a step by dtype.
 
-A smoke run loads no baseline file, so this is where REF's smoke run keeps what its tests counted; the loader's
-settings, instructions and blocks a sample have files of their own (loaders.json, instructions.json). Standard
-library only, as the stores are."""
+Kept by REF's smoke run under --perf-against (`smoke-counts.json` in REF's cache folder) for the head's smoke run to
+compare with, and by a smoke run that records (`--perf-smoke --perf-update-baselines`) in the baselines folder, one file
+an environment (`path_in`: the counts follow the versions of Python, torch and the libraries whose code the step runs),
+which a smoke run without a GPU compares with. The loader's settings, instructions and blocks a sample have files of
+their own (loaders.json, instructions.json). Standard library only, as the stores are."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ from .. import store
 from ..counts import host_side
 
 FILE = "smoke-counts.json"
+FOLDER = "smoke-counts"  # in the baselines folder: one file an environment
 SCHEMA = 1
+
+
+def path_in(folder, env_key: str):
+    """The baselines folder's file of smoke counts for one environment (loader/instructions.key)."""
+    return folder / FOLDER / f"{env_key}.json"
 
 
 class SmokeCountsError(store.Unusable):
@@ -47,7 +54,8 @@ def reads_entry(counted) -> dict | None:
     for source, n in counted.sources.items():
         at = read_at(source)
         lines[at] = lines.get(at, 0.0) + n / counted.steps
-    return {"per_step": round(counted.per_step, 3), "lines": {k: round(v, 3) for k, v in sorted(lines.items())}}
+    return {"per_step": round(counted.per_step, 3), "lines": {k: round(v, 3) for k, v in sorted(lines.items())},
+            "dtypes": {k: round(n / counted.steps, 2) for k, n in sorted(counted.dtypes.items())}}
 
 
 def read_at(source) -> str:
@@ -70,6 +78,9 @@ def _validate(data) -> str | None:
                                       and isinstance(reads.get("lines"), dict)
                                       and all(_number(v) for v in reads["lines"].values())):
             return f"{test_id!r}: 'reads' is {store.quoted(reads)}, expected per_step and lines of numbers, or null"
+        if reads is not None and not (isinstance(reads.get("dtypes", {}), dict)
+                                      and all(_number(v) for v in reads.get("dtypes", {}).values())):
+            return f"{test_id!r}: 'reads' 'dtypes' is {store.quoted(reads.get('dtypes'))}, expected dtypes and numbers"
         problem = "host" in e["counts"] and host_side.validate(e["counts"]["host"])
         if problem:
             return f"{test_id!r}: 'counts' 'host': {problem}"

@@ -24,11 +24,11 @@ from . import ref as against
 from .ref import Ref
 
 
-def load_records(records, folder: Path) -> None:
-    """The recorded files in `folder` loaded (fixture/references.py's Records.load); one that cannot be used is a
-    usage error naming it."""
+def load_records(records, folder: Path, ref: bool = False) -> None:
+    """The recorded files in `folder` (REF's results, where `ref`) loaded (fixture/references.py's Records.load); one
+    that cannot be used is a usage error naming it."""
     try:
-        records.load(folder)
+        records.load(folder, ref)
     except store.Unusable as e:
         raise pytest.UsageError(str(e)) from None
 
@@ -133,7 +133,7 @@ class RefState:
                 self.turns.start()  # does the same, not in a test; a smoke run times no loader by turns
             against.run(self.ref)
         self.seconds = time.perf_counter() - started
-        load_records(session.records, self.ref.folder)
+        load_records(session.records, self.ref.folder, ref=True)
         if not (session.worker or session.settings.smoke) and self.loader_at_ref(session.records, test_ids):
             self.turns.start()  # started with the session, else now: beside the first test's build (Measuring.run settles)
         elif not session.worker:
@@ -165,7 +165,7 @@ class RefState:
             session.device.free_cached_memory()  # what this worker's earlier tests keep cached, REF's run may need
             try:
                 against.run(self.ref, files={file})
-                load_records(session.records, self.ref.folder)
+                load_records(session.records, self.ref.folder, ref=True)
             except pytest.UsageError as e:
                 self.failed[file] = str(e)
             elapsed = time.perf_counter() - started

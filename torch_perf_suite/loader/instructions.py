@@ -44,6 +44,7 @@ from pathlib import Path
 
 from .. import store
 from ..findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
+from ..machine.environment import torchvision_version
 
 SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
 STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
@@ -74,13 +75,16 @@ def describe_source(source: tuple[str, dict]) -> str:
 
 
 def key() -> str:
-    """What the instruction count depends on besides the loader's own code."""
+    """What the instruction count depends on besides the loader's own code. torchvision's version is read from its
+    version.py, not imported (environment.torchvision_version): a project that does not use it may have one that does
+    not load with its torch (a CUDA build from PyPI beside a CPU torch)."""
     versions = [f"py{platform.python_version()}"]
     for module in ("torch", "torchvision", "PIL", "numpy"):
         try:
-            versions.append(f"{module.lower()}{importlib.import_module(module).__version__}")
+            version = torchvision_version() if module == "torchvision" else importlib.import_module(module).__version__
         except ImportError:
-            versions.append(f"{module.lower()}-none")
+            version = None
+        versions.append(f"{module.lower()}{version}" if version else f"{module.lower()}-none")
     return "-".join([*versions, platform.machine(), valgrind_version() or "valgrind-none"])
 
 

@@ -129,6 +129,7 @@ def _recorded_lines(session, outputs) -> list[tuple[str, dict]]:
     out = [(f"recorded {n} baseline(s) into {path}", {}) for path, n in recorded.items()]
     if session.settings.update_baselines and session.records.baseline_file is None and not recorded:  # workers' too
         out.append(("--perf-update-baselines recorded nothing: baselines are recorded only on a CUDA GPU outside "
-                    "--perf-smoke (loader instruction counts and settings on any machine, where counted and described)",
+                    "--perf-smoke (loader instruction counts and settings on any machine, where counted and described; "
+                    "a smoke run's counts on a machine without a GPU)",
                     {"yellow": True}))
     return out

@@ -95,3 +95,20 @@ def host_reads_against(now: dict, recorded: dict, against: str, listing: str) ->
     return [Finding(FAILED, f"measured {mine:.2f} host reads per step with no GPU, {was:.2f} at {against} ({mine - was:+.2f}): "
                             "each reads a tensor's value on the host, which on a GPU is a host-device sync; reads a "
                             "step by line, most grown first:\n" + "\n".join(rows) + f"\n{listing}")]
+
+
+DTYPE_MARGIN_PCT, DTYPE_FLOOR = 1.0, 2.0  # a dtype's ops a step may grow by this much, or this many, before it counts
+
+
+def dtypes_against(now: dict, recorded: dict, against: str) -> list[Finding]:
+    """A smoke run's ops a step by the floating dtype they make (smoke_counts.reads_entry's `dtypes`) against the
+    record's: a dtype whose ops grew past DTYPE_MARGIN_PCT and DTYPE_FLOOR fails, naming it (a model or a tensor moved
+    to float64 runs every op at a fraction of the speed on a GPU; autocast left off runs float32 where bfloat16 was)."""
+    grown = {dtype: (n, recorded.get(dtype, 0.0)) for dtype, n in now.items()
+             if n > max(recorded.get(dtype, 0.0) * (1 + DTYPE_MARGIN_PCT / 100), recorded.get(dtype, 0.0) + DTYPE_FLOOR)}
+    if not grown:
+        return []
+    rows = "; ".join(f"{dtype} {n:,.2f} a step, {was:,.2f} at {against}" for dtype, (n, was) in sorted(grown.items()))
+    return [Finding(FAILED, f"the step computes in another dtype: ops a step by the dtype they make grew: {rows} (all "
+                            f"dtypes now: {', '.join(f'{d} {n:,.2f}' for d, n in sorted(now.items()))}): a model, a "
+                            "tensor or a loss moved to another precision (.double(), a float64 constant, autocast off)")]

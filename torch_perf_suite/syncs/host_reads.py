@@ -116,7 +116,10 @@ class Watch:
             ops = "aten::index > aten::nonzero" if op == "index" else f"aten::{op}"  # a mask's count is a nonzero
             self.note(ops, traceback.extract_stack()[:-1])
         out = func(*args, **kwargs)
-        self._place(op, inputs, [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)])
+        outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        self._place(op, inputs, outputs)
+        if made := next((t.dtype for t in outputs if t.is_floating_point()), None):  # what the step computes in
+            self.counted.dtypes[str(made).removeprefix("torch.")] += 1
         return out
 
     def _place(self, op: str, inputs: list, outputs: list) -> None:

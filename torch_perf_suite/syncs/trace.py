@@ -77,6 +77,7 @@ class SyncCount:
     gpu_busy_s: float | None = None  # GPU kernel time per step (union of kernel intervals over the window / steps)
     kernels: KernelStats | None = None  # what the GPU ran in the steps
     step_peak_bytes: int | None = None  # the steps' peak GPU memory above what was allocated when they began
+    dtypes: Counter = field(default_factory=Counter)  # without a GPU: the steps' ops by the floating dtype they made
 
     @property
     def total(self) -> int:
