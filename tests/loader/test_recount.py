@@ -61,7 +61,9 @@ def test_only_the_loader_whose_code_changed_is_counted_again_and_recorded(projec
     assert failed == 0
     saved = json.loads(path.read_text())["environments"]["this-env"]
     files = {"toy_parts.py": loader_code.code_hash(project / "toy_parts.py", ("parts",))[:instructions.FILE_HASH]}
-    reads = {"files": files, "ran": {"toy_parts.py": ["parts"]}, "packages": {}}
+    functions = {"toy_parts.py": {"parts": loader_code.read(("toy_parts:parts", {"n": 40}), project).functions[
+        "toy_parts.py"]["parts"][0]}}
+    reads = {"files": files, "ran": {"toy_parts.py": ["parts"]}, "packages": {}, "functions": functions}
     assert saved["t::same"] == {**an_entry(project), **reads}  # unchanged: its count kept, what it reads named
     assert saved["t::stale"]["per_sample"] == 990.0 and saved["t::stale"]["content"] == an_entry(project, 50)["content"]
     assert {k: saved["t::stale"][k] for k in reads} == reads

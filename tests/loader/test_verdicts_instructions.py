@@ -56,3 +56,17 @@ def test_a_test_without_a_count_of_its_own_is_compared_with_another_tests_count_
     # another loader's count is no record of this one; nor is the same test's count in another environment
     assert instructions.verdict(instructions.Counted(10.0, 16, "x"), f, "k", "spread", 1.0, "record").outcome != PASSED
     assert instructions.verdict(instructions.Counted(10.0, 16, "o"), f, "k3", "spread", 1.0, "record").outcome == NOT_COMPARED
+
+
+def test_a_count_that_grew_names_the_loaders_functions_that_changed_since_it_was_recorded(tmp_path):
+    """The user's line: each function the loader runs whose code differs from the count's, at its first line."""
+    from torch_perf_suite.loader.digest import Read
+
+    read = Read({"tiny.py": "ab" * 32}, {"tiny.py": ("Images.__getitem__", "loader_parts")},
+                functions={"tiny.py": {"Images.__getitem__": ("new", 21), "loader_parts": ("same", 27)}})
+    recorded = {"per_sample": 1000.0, "samples": 16, "source": "s",
+                "functions": {"tiny.py": {"Images.__getitem__": "old", "loader_parts": "same", "gone": "x"}}}
+    f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"t": recorded}})
+    found = instructions.verdict(instructions.Counted(9000.0, 16, "s", read=read), f, "k", "t", 1.0, "record: x")
+    assert found.outcome == FAILED and found.text.endswith(
+        "\n  changed since the count: tiny.py:21 in Images.__getitem__\n  changed since the count: tiny.py: gone no longer runs")

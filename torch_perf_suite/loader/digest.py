@@ -34,6 +34,7 @@ COUNTED_AS = 3  # how count_worker takes a count and what the digest holds: 3 si
 # again (docs/counted-gates.md); one of 2 whose files are unchanged whole is this one (`Read.whole`)
 IN_KEY = frozenset({"torch", "torchvision", "pillow", "numpy"})  # the packages instructions.key names
 HARNESS = "torch-perf-suite"
+IMPORT_SYSTEM = "<frozen importlib._bootstrap>"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ class Read:
     ran: dict[str, tuple[str, ...]] = field(default_factory=dict)
     packages: dict[str, str] = field(default_factory=dict)
     whole_files: dict[str, str] = field(default_factory=dict)
+    functions: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)  # a Python file -> each function
+    # that ran -> (its code's hash, its first line): where a count that grew names what changed
+    # (instructions.changed_since)
 
     @property
     def digest(self) -> str:
@@ -130,9 +134,11 @@ def read(source: tuple[str, dict], root: Path | None = None) -> Read:
     data = {p for p in (Path(name).resolve() for name in opened) if projects(p) and p not in ran and p.suffix != ".pyc"}
     name = lambda p: p.relative_to(root).as_posix()  # noqa: E731
     files = {name(p): code_hash(p, kept) for p, kept in ran.items()} | {name(p): code_hash(p) for p in data}
+    functions = {name(p): {n: (hashlib.sha256(ast.dump(node).encode()).hexdigest()[:12], start)
+                           for n, node, start in _defs(p) if n in kept} for p, kept in ran.items() if kept}
     return Read(files, {name(p): kept for p, kept in sorted(ran.items())},
                 _packages([n for n in called if not projects(Path(n).resolve())], modules),
-                whole_files={name(p): code_hash(p) for p in ran})
+                whole_files={name(p): code_hash(p) for p in ran}, functions=functions)
 
 
 def _run(build, kwargs: dict) -> tuple[dict[str, set[int]], dict[str, set[str]], set[str], set[str]]:
@@ -142,10 +148,15 @@ def _run(build, kwargs: dict) -> tuple[dict[str, set[int]], dict[str, set[str]],
     called: dict[str, set[int]] = {}
     read_names: dict[str, set[str]] = {}
     modules: set[str] = set()
+    importing = [0]  # imports under way: what they run (finders, module bodies) is not the loader's code
 
-    def profile(frame, event, arg):  # a function's call; a module's body, run by an import, is not the loader's code
-        if event == "call" and frame.f_code.co_name != "<module>":
-            code = frame.f_code
+    def profile(frame, event, arg):
+        code = frame.f_code
+        if code.co_name == "_find_and_load" and code.co_filename == IMPORT_SYSTEM and event in ("call", "return"):
+            importing[0] += 1 if event == "call" else -1
+        elif importing[0] or code.co_name == "<module>":
+            return
+        elif event == "call":
             called.setdefault(code.co_filename, set()).add(code.co_firstlineno)
             read_names.setdefault(code.co_filename, set()).update(code.co_names)
         elif event == "c_call":

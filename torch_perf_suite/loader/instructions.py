@@ -330,7 +330,10 @@ def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, 
         return Finding(NOT_COMPARED, f"loader instructions not comparable: recorded for {recorded['source']}, this test "
                                      f"counts {counted.source}; {rerecord}")
     found = check(counted.per_sample, recorded["per_sample"], margin_pct)
-    return Finding(FAILED, found[0].text + of) if found else Finding(PASSED, of and f"loader instructions compared{of}")
+    if not found:
+        return Finding(PASSED, of and f"loader instructions compared{of}")
+    where = changed_since(counted.read, recorded) if counted.read is not None else []
+    return Finding(FAILED, found[0].text + of + "".join(f"\n  changed since the count: {w}" for w in where))
 
 
 def entry(counted: Counted) -> dict:
@@ -345,7 +348,26 @@ def read_entry(read) -> dict:
     if read is None:
         return {}
     return {"files": {path: sha[:FILE_HASH] for path, sha in sorted(read.files.items())},
-            "ran": {path: list(names) for path, names in read.ran.items()}, "packages": dict(read.packages)}
+            "ran": {path: list(names) for path, names in read.ran.items()}, "packages": dict(read.packages),
+            "functions": {path: {fn: sha for fn, (sha, _) in sorted(fns.items())} for path, fns in sorted(read.functions.items())}}
+
+
+def changed_since(read, recorded: dict) -> list[str]:
+    """Where the loader's code (a digest.Read) changed since the count `recorded` (an entry with `functions`): each
+    function that ran then or now whose code differs, "tiny.py:21 in Images.__getitem__"; where the entry has no
+    functions, the files that changed."""
+    then = recorded.get("functions")
+    if then is None:
+        return [p for p, h in sorted(read.files.items()) if not h.startswith((recorded.get("files") or {}).get(p, "-"))]
+    found = []
+    for path in sorted({*read.functions, *then}):
+        now, was = read.functions.get(path, {}), then.get(path, {})
+        for fn in sorted({*now, *was}):
+            if fn not in now:
+                found.append(f"{path}: {fn} no longer runs")
+            elif now[fn][0] != was.get(fn):
+                found.append(f"{path}:{now[fn][1]} in {fn}" + ("" if fn in was else " (new)"))
+    return found
 
 
 def _one_line(key: str) -> str:

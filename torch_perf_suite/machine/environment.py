@@ -42,8 +42,8 @@ def torchvision_version() -> str | None:
     """torchvision.__version__ ("0.26.0+cu130", where its metadata says "0.26.0"), read from the version.py its build
     writes rather than imported: importing it takes seconds (its models import torch._dynamo) in every pytest process,
     REF's and a bisected commit's too, where a project's tests need not use it. None where it is not installed."""
-    if "torchvision" in sys.modules:
-        return sys.modules["torchvision"].__version__
+    if "torchvision" in sys.modules:  # imported, or blocked (None: not to be imported)
+        return getattr(sys.modules["torchvision"], "__version__", None)
     spec = importlib.util.find_spec("torchvision")
     if spec is None or spec.origin is None:
         return None
