@@ -87,6 +87,23 @@ def test_folder_options_that_are_files_are_refused(parsed, pytester):
     assert str(e.value) == f"ini option perf_baseline_dir: {folder}: {pytester.path / 'a_file'} is a file; give a folder"
 
 
+def test_a_value_apart_from_its_option_that_names_a_folder_outside_the_run_is_refused_saying_to_join_them(
+        pytester, tmp_path_factory, monkeypatch):
+    """pytest finds the rootdir before it knows the plugin's options: `--perf-against-cache DIR`, DIR an existing folder
+    elsewhere, made DIR the rootdir, and every test id and REF's repository with it."""
+    pytester.makeconftest('pytest_plugins = ["torch_perf_suite.plugin"]\n')
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    outside = tmp_path_factory.mktemp("ref-cache")
+    monkeypatch.chdir(pytester.path)
+    result = pytester.runpytest("--perf-against-cache", str(outside))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --perf-against-cache {outside}: write it --perf-against-cache={outside}: pytest "
+                                 "finds its rootdir before it knows --perf-against-cache, takes *"])
+    pytester.runpytest(f"--perf-against-cache={outside}").assert_outcomes(passed=1)
+    (pytester.path / "traces").mkdir()
+    pytester.runpytest("--perf-trace-dir", "traces", "--perf-smoke", "test_a.py").assert_outcomes(passed=1)  # inside
+
+
 def test_help_names_each_default_and_ini_name(pytester, monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")
     pytester.makeconftest('pytest_plugins = ["torch_perf_suite.plugin"]\n')
