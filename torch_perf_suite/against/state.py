@@ -131,6 +131,9 @@ class RefState:
         else:
             if self.ref.wanted and not session.settings.smoke:  # the turns' processes import torch while REF's pytest
                 self.turns.start()  # does the same, not in a test; a smoke run times no loader by turns
+            if self.ref.wanted:  # as long as the head's own tests, the first time: said before it starts
+                session.say(f"perf: measuring {len(self.ref.wanted)} test(s) at REF {self.ref.label} first, in its "
+                            f"files (kept in {self.ref.folder}: the next run against this commit takes them from there)")
             against.run(self.ref)
         self.seconds = time.perf_counter() - started
         load_records(session.records, self.ref.folder, ref=True)

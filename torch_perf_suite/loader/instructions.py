@@ -138,6 +138,10 @@ class Counter:
         self._send({"factory": factory, "kwargs": kwargs})
         self._pending = described
 
+    def counted(self, source: tuple[str, dict]) -> bool:
+        """Whether this session counted `source` already."""
+        return describe_source(source) in self._cache
+
     def count(self, source: tuple[str, dict]) -> Counted:
         described = describe_source(source)
         if self._pending is not None and self._pending != described:  # another source begun: its count is cached

@@ -45,6 +45,7 @@ class PerfSession:
         self.imports_s = None if started is None else now - started
         self.started = now if started is None else started
         self.laps: dict[str, timing.Laps] = {}  # test id -> where its call's seconds went
+        self._config = config
         workerinput = getattr(config, "workerinput", {})
         self.worker: str | None = workerinput.get("workerid")  # the pytest-xdist worker this process is, if one
         self.gpu: str | None = workerinput.get("perf_gpu")  # the CUDA_VISIBLE_DEVICES its controller gave it, if any
@@ -103,6 +104,13 @@ class PerfSession:
 
     def laps_of(self, test_id: str) -> timing.Laps:
         return self.laps.setdefault(test_id, timing.Laps())
+
+    def say(self, line: str) -> None:
+        """A line on the terminal as it happens (what is slow, and why), on a line of its own."""
+        reporter = self._config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(line, yellow=True)
 
     def seconds(self) -> dict:
         """The session's seconds: in all since the process started, the imports before the session, measuring REF, and
