@@ -308,8 +308,8 @@ def _counted(row: dict) -> str:
 
 
 NOT_WITHOUT_GPU = ("Without a GPU: syncs were checked by the host reads each step makes (`.item()`, `bool(t)`, a "
-                   "boolean mask), not by copies or explicit synchronizes (docs/host-reads.md); throughput, kernels, "
-                   "bytes copied and peak memory need a GPU and were not checked.")
+                   "boolean mask), not by copies or explicit synchronizes (torch-perf-suite's docs/host-reads.md); "
+                   "throughput, kernels, bytes copied and peak memory need a GPU and were not checked.")
 
 
 def _smoke(table_rows: list[dict], env: dict, workers: dict | None) -> str:
