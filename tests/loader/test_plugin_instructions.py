@@ -92,7 +92,12 @@ def test_loader_instructions_in_smoke_runs_and_off(suite, counted_loader):
     suite.run("--perf-smoke", "--perf-update-baselines").stdout.fnmatch_lines(["recorded 1 baseline(s) into *instructions*"])
     counted_loader["now"], counted_loader["content"] = 7_348_639, "c1"
     suite.run("--perf-smoke").assert_outcomes(failed=1)
-    suite.run("--perf-smoke", "--perf-instructions=off").assert_outcomes(passed=1)
+    off = suite.run("--perf-smoke", "--perf-instructions=off")
+    off.assert_outcomes(passed=1)  # switched off: said, and under --perf-strict a hole
+    off.stdout.fnmatch_lines(["*- loader instructions not counted: --perf-instructions off*"])
+    strict = suite.run("--perf-smoke", "--perf-instructions=off", "--perf-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["  loader instructions not counted: --perf-instructions off*"])
 
 
 def test_a_recording_run_counts_the_loader_afresh_even_where_its_code_is_unchanged(suite, counted_loader):
