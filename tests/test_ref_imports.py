@@ -235,7 +235,7 @@ from torch_perf_suite import TrainingStep
 def test_step(perf):
     model = torch.nn.Linear(1, 1)
     step = TrainingStep(model, torch.optim.SGD(model.parameters(), lr=0.01), data.loss_fn,
-                        data.make_loader(), torch.device("cpu"), loader_source=("{pkg}.data:loader_parts", {{}}))
+                        data.make_loader(), torch.device("cpu"))
     perf.assert_baseline(perf.measure(step))
     step.close()
 """
@@ -296,8 +296,8 @@ def perf_against(root: Path, *how: str) -> subprocess.CompletedProcess:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TORCH_PERF_SUITE_"))},
            "PYTEST_ADDOPTS": WITHOUT_HYPOTHESIS}
     return subprocess.run([sys.executable, "-m", "pytest", "tests", "-p", "no:randomly", "-p", "no:xdist",
-                           "--perf-smoke", "--perf-strict", *(how or ("--perf-against", "HEAD")),
-                           "--perf-instructions", "off"], cwd=root, capture_output=True, text=True, env=env)
+                           "--perf-smoke", "--perf-strict", *(how or ("--perf-against", "HEAD"))], cwd=root,
+                          capture_output=True, text=True, env=env)
 
 
 @pytest.mark.slow

@@ -251,7 +251,6 @@ class SessionSettings:
         import pytest
 
         opt = config.getoption
-        _values_apart(list(getattr(getattr(config, "invocation_params", None), "args", ())))
         strict = opt("--perf-strict")
         if strict is None:
             try:
@@ -288,21 +287,6 @@ class SessionSettings:
             durations=opt("--perf-durations") or Path(config.rootpath) / "baselines" / "durations.json",
             instructions=_on_off(opt("--perf-instructions") or config.getini("perf_instructions"), "perf_instructions"),
         )
-
-
-def _values_apart(args: list[str]) -> None:
-    """A --perf- option given its value as the next argument where that value is a file or folder that exists outside
-    the folder pytest runs in: pytest finds its rootdir before it knows the plugin's options, takes the value for a test
-    path, and the rootdir (and with it the test ids, the baselines folder and REF's repository) becomes that folder's.
-    Refused, saying to join them."""
-    import pytest
-
-    valued, here = {f"--perf-{o.name.replace('_', '-')}" for o in OPTIONS if o.value}, Path.cwd().resolve()
-    for option, value in zip(args, args[1:]):
-        path = Path(value).resolve()
-        if option in valued and not value.startswith("-") and path.exists() and here not in (path, *path.parents):
-            raise pytest.UsageError(f"{option} {value}: write it {option}={value}: pytest finds its rootdir before it "
-                                    f"knows {option}, takes {value}, which exists, for a test path, and would run from it")
 
 
 def split_part(text: str) -> tuple[int, int]:

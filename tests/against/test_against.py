@@ -259,7 +259,8 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
                                                                 start=lambda: begun.append("start"),
                                                                 close=lambda: begun.append("close")))
     loaders = NS(get=lambda test: {"settings": {}} if loader and test == "a.py::t" else None)
-    me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}), say=lambda line: None,
+    me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
+            say=lambda line: None,
             records=NS(load=lambda folder, ref: None, loaders_file=loaders), deselected=set())
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
     state.RefState().compare(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])

@@ -19,6 +19,7 @@ import pytest
 
 from torch_perf_suite import store
 from torch_perf_suite.findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
+from torch_perf_suite.loader import checks as loader_checks
 from torch_perf_suite.loader import count_worker, instructions
 from torch_perf_suite.loader import digest as loader_code
 from torch_perf_suite.loader.instructions import Counter, InstructionsError, InstructionsFile, Unavailable
@@ -726,17 +727,17 @@ def test_a_count_is_judged_against_its_own_environment_and_loader_only(tmp_path)
     entry = {"per_sample": 1000.0, "samples": 16, "source": "s"}
     f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"t": entry}})
     now = instructions.Counted(1005.0, 16, "s")
-    assert instructions.verdict(now, f, "k", "t", 1.0, "record: x") == Finding(PASSED)
-    found = instructions.verdict(instructions.Counted(1e6, 16, "s"), f, "k", "t", 1.0, "record: x")
+    assert loader_checks.verdict(now, f, "k", "t", 1.0, "record: x") == Finding(PASSED)
+    found = loader_checks.verdict(instructions.Counted(1e6, 16, "s"), f, "k", "t", 1.0, "record: x")
     assert found.outcome == FAILED and found.text.startswith("the loader runs 1,000,000 instructions per sample")
-    assert instructions.verdict(now, f, "k2", "t", 1.0, "record: x") == Finding(
+    assert loader_checks.verdict(now, f, "k2", "t", 1.0, "record: x") == Finding(
         NOT_COMPARED, "loader instructions not comparable: recorded with k; this is k2")
-    found = instructions.verdict(instructions.Counted(1e6, 16, "s2"), f, "k", "t", 1.0, "record: x")
+    found = loader_checks.verdict(instructions.Counted(1e6, 16, "s2"), f, "k", "t", 1.0, "record: x")
     assert found.outcome == NOT_COMPARED
     assert found.text.startswith("loader instructions not comparable: recorded for s, this test counts s2")
-    assert instructions.verdict(instructions.Counted(1005.0, 16, "s3"), f, "k", "t2", 1.0, "record: x") == Finding(
+    assert loader_checks.verdict(instructions.Counted(1005.0, 16, "s3"), f, "k", "t2", 1.0, "record: x") == Finding(
         NOT_CHECKED, f"no loader instruction count for k in {f.path}; record: x")  # nor any of the same loader
-    assert instructions.verdict(now, f, "k", "t2", 1.0, "record: x") == Finding(  # t's count is of the same loader
+    assert loader_checks.verdict(now, f, "k", "t2", 1.0, "record: x") == Finding(  # t's count is of the same loader
         PASSED, "loader instructions compared (counted for t, the same loader)")
 
 

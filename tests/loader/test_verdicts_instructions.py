@@ -1,21 +1,22 @@
-"""instructions.verdict at its edges: a count recorded only for other environments names each of them."""
+"""loader/checks.verdict at its edges: a count recorded only for other environments names each of them."""
 
 from torch_perf_suite.findings import FAILED, NOT_COMPARED, PASSED, Finding
+from torch_perf_suite.loader import checks as loader_checks
 from torch_perf_suite.loader import instructions
 
 
 def test_a_count_recorded_for_other_environments_names_every_one(tmp_path):
     entry = {"per_sample": 1000.0, "samples": 16, "source": "s"}
     f = instructions.InstructionsFile(tmp_path / "i.json", {"k1": {"t": entry}, "k2": {"t": entry}, "k3": {"u": entry}})
-    found = instructions.verdict(instructions.Counted(1000.0, 16, "s"), f, "k4", "t", 1.0, "record")
+    found = loader_checks.verdict(instructions.Counted(1000.0, 16, "s"), f, "k4", "t", 1.0, "record")
     assert found == Finding(NOT_COMPARED, "loader instructions not comparable: recorded with k1, k2; this is k4")  # not k3
 
 
 def test_a_count_within_the_margin_of_its_own_environment_passes_and_beyond_it_fails(tmp_path):
     entry = {"per_sample": 1_000_000.0, "samples": 16, "source": "s"}
     f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"t": entry}})
-    assert instructions.verdict(instructions.Counted(1_010_000.0, 16, "s"), f, "k", "t", 1.0, "record") == Finding(PASSED)
-    found = instructions.verdict(instructions.Counted(1_020_000.0, 16, "s"), f, "k", "t", 1.0, "record")
+    assert loader_checks.verdict(instructions.Counted(1_010_000.0, 16, "s"), f, "k", "t", 1.0, "record") == Finding(PASSED)
+    found = loader_checks.verdict(instructions.Counted(1_020_000.0, 16, "s"), f, "k", "t", 1.0, "record")
     assert found.outcome == FAILED
     assert "1,020,000 instructions per sample" in found.text and "1,000,000 recorded (+2.0%; allowed +1%)" in found.text
 
@@ -47,15 +48,15 @@ def test_a_test_without_a_count_of_its_own_is_compared_with_another_tests_count_
     same, other = {"per_sample": 1_000_000.0, "samples": 16, "source": "s"}, {"per_sample": 10.0, "samples": 16, "source": "o"}
     f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"a_storage": same, "b_other": other},
                                                             "k2": {"spread": other}})
-    assert instructions.verdict(instructions.Counted(1_010_000.0, 16, "s"), f, "k", "spread", 1.0, "record") == Finding(
+    assert loader_checks.verdict(instructions.Counted(1_010_000.0, 16, "s"), f, "k", "spread", 1.0, "record") == Finding(
         PASSED, "loader instructions compared (counted for a_storage, the same loader)")
-    found = instructions.verdict(instructions.Counted(1_020_000.0, 16, "s"), f, "k", "spread", 1.0, "record")
+    found = loader_checks.verdict(instructions.Counted(1_020_000.0, 16, "s"), f, "k", "spread", 1.0, "record")
     assert found.outcome == FAILED
     assert found.text.endswith("1,000,000 recorded (+2.0%; allowed +1%): more CPU work per sample in the dataset, its "
                                "transforms or the collate (counted for a_storage, the same loader)")
     # another loader's count is no record of this one; nor is the same test's count in another environment
-    assert instructions.verdict(instructions.Counted(10.0, 16, "x"), f, "k", "spread", 1.0, "record").outcome != PASSED
-    assert instructions.verdict(instructions.Counted(10.0, 16, "o"), f, "k3", "spread", 1.0, "record").outcome == NOT_COMPARED
+    assert loader_checks.verdict(instructions.Counted(10.0, 16, "x"), f, "k", "spread", 1.0, "record").outcome != PASSED
+    assert loader_checks.verdict(instructions.Counted(10.0, 16, "o"), f, "k3", "spread", 1.0, "record").outcome == NOT_COMPARED
 
 
 def test_a_count_that_grew_names_the_loaders_functions_that_changed_since_it_was_recorded(tmp_path):
@@ -67,6 +68,6 @@ def test_a_count_that_grew_names_the_loaders_functions_that_changed_since_it_was
     recorded = {"per_sample": 1000.0, "samples": 16, "source": "s",
                 "functions": {"tiny.py": {"Images.__getitem__": "old", "loader_parts": "same", "gone": "x"}}}
     f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"t": recorded}})
-    found = instructions.verdict(instructions.Counted(9000.0, 16, "s", read=read), f, "k", "t", 1.0, "record: x")
+    found = loader_checks.verdict(instructions.Counted(9000.0, 16, "s", read=read), f, "k", "t", 1.0, "record: x")
     assert found.outcome == FAILED and found.text.endswith(
         "\n  changed since the count: tiny.py:21 in Images.__getitem__\n  changed since the count: tiny.py: gone no longer runs")

@@ -50,7 +50,7 @@ class Read:
     whole_files: dict[str, str] = field(default_factory=dict)
     functions: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)  # a Python file -> each function
     # that ran -> (its code's hash, its first line): where a count that grew names what changed
-    # (instructions.changed_since)
+    # (loader/checks.py)
 
     @property
     def digest(self) -> str:

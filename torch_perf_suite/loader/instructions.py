@@ -43,8 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import store
-from ..findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
-from ..machine.environment import torchvision_version
+from ..machine.versions import torchvision_version
 
 SAMPLES = 16  # samples counted per loader: about 8M instructions each for seed 000's transforms
 STRIDE = 7919  # indices i * STRIDE mod len(dataset): spread over the dataset, the same on every machine
@@ -76,7 +75,7 @@ def describe_source(source: tuple[str, dict]) -> str:
 
 def key() -> str:
     """What the instruction count depends on besides the loader's own code. torchvision's version is read from its
-    version.py, not imported (environment.torchvision_version): a project that does not use it may have one that does
+    version.py, not imported (machine/versions.py): a project that does not use it may have one that does
     not load with its torch (a CUDA build from PyPI beside a CPU torch)."""
     versions = [f"py{platform.python_version()}"]
     for module in ("torch", "torchvision", "PIL", "numpy"):
@@ -313,33 +312,6 @@ class InstructionsFile:
         self.environments = store.update(self.path, merged)["environments"]
 
 
-def verdict(counted: Counted, file: "InstructionsFile", key: str, test_id: str, margin_pct: float,
-            rerecord: str) -> Finding:
-    """A loader's count against the one recorded for `test_id` under `key`, or where `test_id` has none, for another
-    test that counted the same loader (a count is its loader's, whichever test ran it: a spread over GPUs feeds its
-    ranks test_storage's loader): failed beyond the margin (`check`), else passed; not compared where the record is
-    another environment's or another loader's; not checked where nothing was recorded (`rerecord` says how)."""
-
-    recorded, of = file.get(key, test_id), ""
-    if recorded is None and (same := file.of_source(key, counted.source)) is not None:
-        other, recorded = same
-        of = f" (counted for {other}, the same loader)"
-    if recorded is None:
-        others = file.keys_for(test_id)
-        if others:  # another environment's count says nothing of this one's
-            return Finding(NOT_COMPARED, f"loader instructions not comparable: recorded with {', '.join(others)}; "
-                                         f"this is {key}")
-        return Finding(NOT_CHECKED, f"no loader instruction count for {key} in {file.path}; {rerecord}")
-    if recorded["source"] != counted.source:
-        return Finding(NOT_COMPARED, f"loader instructions not comparable: recorded for {recorded['source']}, this test "
-                                     f"counts {counted.source}; {rerecord}")
-    found = check(counted.per_sample, recorded["per_sample"], margin_pct)
-    if not found:
-        return Finding(PASSED, of and f"loader instructions compared{of}")
-    where = changed_since(counted.read, recorded) if counted.read is not None else []
-    return Finding(FAILED, found[0].text + of + "".join(f"\n  changed since the count: {w}" for w in where))
-
-
 def entry(counted: Counted) -> dict:
     return {"per_sample": round(counted.per_sample, 1), "samples": counted.samples, "source": counted.source,
             "content": counted.content, **read_entry(counted.read), "date": datetime.date.today().isoformat()}
@@ -353,25 +325,8 @@ def read_entry(read) -> dict:
         return {}
     return {"files": {path: sha[:FILE_HASH] for path, sha in sorted(read.files.items())},
             "ran": {path: list(names) for path, names in read.ran.items()}, "packages": dict(read.packages),
-            "functions": {path: {fn: sha for fn, (sha, _) in sorted(fns.items())} for path, fns in sorted(read.functions.items())}}
-
-
-def changed_since(read, recorded: dict) -> list[str]:
-    """Where the loader's code (a digest.Read) changed since the count `recorded` (an entry with `functions`): each
-    function that ran then or now whose code differs, "tiny.py:21 in Images.__getitem__"; where the entry has no
-    functions, the files that changed."""
-    then = recorded.get("functions")
-    if then is None:
-        return [p for p, h in sorted(read.files.items()) if not h.startswith((recorded.get("files") or {}).get(p, "-"))]
-    found = []
-    for path in sorted({*read.functions, *then}):
-        now, was = read.functions.get(path, {}), then.get(path, {})
-        for fn in sorted({*now, *was}):
-            if fn not in now:
-                found.append(f"{path}: {fn} no longer runs")
-            elif now[fn][0] != was.get(fn):
-                found.append(f"{path}:{now[fn][1]} in {fn}" + ("" if fn in was else " (new)"))
-    return found
+            "functions": {path: {fn: sha for fn, (sha, _) in sorted(fns.items())}
+                          for path, fns in sorted(read.functions.items())}}
 
 
 def _one_line(key: str) -> str:
@@ -400,18 +355,3 @@ def _validate(data) -> str | None:
             if not isinstance(packages, dict) or not all(isinstance(v, str) for v in packages.values()):
                 return f"{_one_line(env_key)} / {test_id!r}: 'packages' is {packages!r}, expected names and versions"
     return None
-
-
-INSTRUCTIONS_FLOOR = 2_000  # per sample: a light loader's count moves by up to 871 with what its process counted before
-# (A/A, docs/measurements/counted-gates.md): 2.3 times that
-
-
-def check(per_sample: float, recorded: float, margin_pct: float) -> list[Finding]:
-    """The loader's instructions per sample no more than `margin_pct` over the record, or INSTRUCTIONS_FLOOR for a
-    loader so light that a percent of it is the interpreter's own noise (a raw uint8 tensor a sample)."""
-    if per_sample <= max(recorded * (1 + margin_pct / 100), recorded + INSTRUCTIONS_FLOOR):
-        return []
-    return [Finding(FAILED, f"the loader runs {per_sample:,.0f} instructions per sample (dataset item, transforms, "
-                            f"collate; callgrind), {recorded:,.0f} recorded ({100 * (per_sample / recorded - 1):+.1f}%; "
-                            f"allowed +{margin_pct:g}%): more CPU work per sample in the dataset, its transforms or the "
-                            "collate")]

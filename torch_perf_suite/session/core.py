@@ -33,9 +33,23 @@ from . import writing as session_report
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
 
 
+def check_values_apart(args: list[str]) -> None:
+    """A --perf- option given its value as the next argument where that value is a file or folder that exists outside
+    the folder pytest runs in: pytest finds its rootdir before it knows the plugin's options, takes the value for a test
+    path, and the rootdir (and with it the test ids, the baselines folder and REF's repository) becomes that folder's.
+    Refused, saying to join them."""
+    valued, here = {f"--perf-{o.name.replace('_', '-')}" for o in settings.OPTIONS if o.value}, Path.cwd().resolve()
+    for option, value in zip(args, args[1:]):
+        path = Path(value).resolve()
+        if option in valued and not value.startswith("-") and path.exists() and here not in (path, *path.parents):
+            raise pytest.UsageError(f"{option} {value}: write it {option}={value}: pytest finds its rootdir before it "
+                                    f"knows {option}, takes {value}, which exists, for a test path, and would run from it")
+
+
 class PerfSession:
     def __init__(self, config, shards: int = 0):
         """`shards`: the pytest-xdist workers this process starts, as the controller of a sharded run (sharding.py)."""
+        check_values_apart(list(config.invocation_params.args))
         self.settings = settings.SessionSettings.from_config(config)
         # the session's seconds count from pytest's start (the plugin's first hook), so the imports before the session
         # (conftest.py, the plugins', torch where one imports it) are measured; without that hook (the plugin registered

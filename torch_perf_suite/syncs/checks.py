@@ -79,9 +79,10 @@ def host_reads(counted, *, per_step: float | None = None) -> list[Finding]:
     every_step = periodic_every_step(counted)
     if any(f.outcome == FAILED for f in every_step) or per_step is None or counted.per_step <= per_step + 1e-9:
         return every_step
-    return every_step + [Finding(FAILED, f"measured {counted.per_step:.2f} host reads per step ({counted.total} in {counted.steps} "
-                            f"steps) with no GPU, expected at most {per_step:g}: each reads a tensor's value on the host, "
-                            f"which on a GPU is a host-device sync:\n{counted.describe()}")]
+    return every_step + [Finding(FAILED, f"measured {counted.per_step:.2f} host reads per step ({counted.total} in "
+                                         f"{counted.steps} steps) with no GPU, expected at most {per_step:g}: each reads a "
+                                         f"tensor's value on the host, which on a GPU is a host-device sync:\n"
+                                         f"{counted.describe()}")]
 
 
 def host_reads_against(now: dict, recorded: dict, against: str, listing: str) -> list[Finding]:
