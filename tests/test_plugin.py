@@ -6,6 +6,7 @@ fake GPU: tests/plugin_suite.py).
 """
 
 import json
+import os
 
 import pytest
 
@@ -23,6 +24,55 @@ def test_an_installed_package_gives_any_project_the_plugin(pytester):
     pytester.makepyfile(test_mine="def test_mine(perf):\n    assert perf.smoke\n")
     result = pytester.runpytest("--perf-smoke", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
+
+
+def test_a_project_whose_torchvision_does_not_load_with_its_torch_runs_the_plugin(pytester, tmp_path, monkeypatch):
+    """A CPU torch beside PyPI's CUDA torchvision: `import torchvision` raises. The plugin imports nothing a project does
+    not use (torchvision's version is read from its version.py), so a project that needs no torchvision runs, its
+    loader counted and its environment named; before, the plugin's configure imported it and pytest stopped with an
+    internal error."""
+    blocker = tmp_path / "site"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(  # found where it is installed, failing as it runs, as a mismatched one does
+        "import importlib.abc, importlib.machinery, sys\n"
+        "class Fails(importlib.abc.Loader):\n"
+        "    def create_module(self, spec):\n"
+        "        return None\n"
+        "    def exec_module(self, module):\n"
+        "        raise RuntimeError('operator torchvision::nms does not exist')\n"
+        "class Broken(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name != 'torchvision':\n"
+        "            return None\n"
+        "        spec = importlib.machinery.PathFinder.find_spec(name, path)\n"
+        "        if spec is not None:\n"
+        "            spec.loader = Fails()\n"
+        "        return spec\n"
+        "sys.meta_path.insert(0, Broken())\n")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_mine="""
+import torch
+from torch_perf_suite import TrainingStep
+
+class Items(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.ones(2), torch.zeros(1)
+
+def test_mine(perf):
+    model = torch.nn.Linear(2, 1)
+    loader = torch.utils.data.DataLoader(Items(), batch_size=4)
+    perf.measure(TrainingStep(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.functional.mse_loss, loader,
+                              torch.device("cpu")))
+""")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(blocker), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    result = pytester.runpytest_subprocess("--perf-smoke", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["SMOKE RUN (--perf-smoke): * torchvision * | host *"])
 
 
 def test_the_installed_plugin_registers_its_markers_in_a_project_of_its_own(pytester, monkeypatch):

@@ -119,7 +119,7 @@ def test_a_test_ref_lacks_in_a_file_it_has_is_left_out_of_refs_one_run(repo):
 def test_a_sharded_run_measures_ref_file_by_file_on_each_worker_into_a_cache_folder_of_its_own(repo):
     pytest.importorskip("xdist")
     # test_toy the costlier by far: dealt first, to gw0, in both sessions (records/durations.py, longest_file_first)
-    repo.makepyfile(test_toy=TOY.format(body="time.sleep(1.0)"), test_two=TOY.format(body="pass"))
+    repo.makepyfile(test_toy=TOY.format(body="time.sleep(2.5)"), test_two=TOY.format(body="pass"))  # apart on a loaded host
     git(repo.path, "add", ".")
     git(repo.path, "commit", "-qm", "two files")
     base = git(repo.path, "rev-parse", "HEAD")[:12]
