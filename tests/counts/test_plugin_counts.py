@@ -166,3 +166,30 @@ def test_an_entry_older_than_the_host_count_says_so_once(suite):
         "host side not compared: the baseline recorded none (its entry is older than the count); record them with: "
         "pytest 'test_copy.py::test_copy' --perf-update-baselines"]
     assert row["host"]["blocks_per_step"] == 0 and row["host"]["lines_per_step"] > 0
+
+
+def test_a_smoke_run_without_a_gpu_holds_the_counts_it_recorded_in_this_environment(suite, pytester):
+    """`--perf-smoke --perf-update-baselines` on a CPU records the step's host side, host reads and ops by dtype in
+    baselines/smoke-counts/<environment>.json; `--perf-smoke` then fails on per-step Python and a step moved to float64,
+    naming them; without a record, --perf-strict fails saying how to make one."""
+    from tests.plugin_suite import ENV
+    from torch_perf_suite.machine import device
+
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    step = "    def step(self):\n        import torch\n        torch.ones(4).sum()\n"
+    pytester.makepyfile(test_copy=TEST_FILE.replace("    def step(self):\n", step))
+    strict = suite.run("--perf-smoke", "--perf-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["  host side and host reads not compared: the baseline recorded no smoke counts for this "
+                                 "test (*smoke-counts*.json; record them with: pytest * --perf-smoke --perf-update-baselines)"])
+    suite.run("--perf-smoke", "--perf-update-baselines").stdout.fnmatch_lines(
+        ["recorded 1 baseline(s) into */baselines/smoke-counts/py*.json"])
+    suite.run("--perf-smoke", "--perf-strict").assert_outcomes(passed=1)
+    pytester.makepyfile(test_copy=TEST_FILE.replace("    def step(self):\n", step.replace("torch.ones(4)", "torch.ones(4, dtype=torch.float64)"))
+                        .replace("    def gpu_step(self):\n", "    def gpu_step(self):\n        for _ in range(100):\n            pass\n"))
+    result = suite.run("--perf-smoke")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the host runs * Python lines a step to issue it, * at the baseline*",
+                                 "*test_copy.py:gpu_step*"])
+    result.stdout.fnmatch_lines(["*the step computes in another dtype: ops a step by the dtype they make grew: float64 "
+                                 "2.00 a step, 0.00 at the baseline*"])

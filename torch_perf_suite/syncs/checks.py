@@ -98,7 +98,7 @@ def host_reads_against(now: dict, recorded: dict, against: str, listing: str) ->
                             "step by line, most grown first:\n" + "\n".join(rows) + f"\n{listing}")]
 
 
-DTYPE_MARGIN_PCT, DTYPE_FLOOR = 1.0, 2.0  # a dtype's ops a step may grow by this much, or this many, before it counts
+DTYPE_MARGIN_PCT, DTYPE_FLOOR = 1.0, 0.5  # a dtype's ops a step may grow by this much, or this many, before it counts
 
 
 def dtypes_against(now: dict, recorded: dict, against: str) -> list[Finding]:
