@@ -185,8 +185,9 @@ def test_a_smoke_run_without_a_gpu_holds_the_counts_it_recorded_in_this_environm
     suite.run("--perf-smoke", "--perf-update-baselines").stdout.fnmatch_lines(
         ["recorded 1 baseline(s) into */baselines/smoke-counts/py*.json"])
     suite.run("--perf-smoke", "--perf-strict").assert_outcomes(passed=1)
-    pytester.makepyfile(test_copy=TEST_FILE.replace("    def step(self):\n", step.replace("torch.ones(4)", "torch.ones(4, dtype=torch.float64)"))
-                        .replace("    def gpu_step(self):\n", "    def gpu_step(self):\n        for _ in range(100):\n            pass\n"))
+    doubled = step.replace("torch.ones(4)", "torch.ones(4, dtype=torch.float64)")
+    looped = "    def gpu_step(self):\n        for _ in range(100):\n            pass\n"
+    pytester.makepyfile(test_copy=TEST_FILE.replace("    def step(self):\n", doubled).replace("    def gpu_step(self):\n", looped))
     result = suite.run("--perf-smoke")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the host runs * Python lines a step to issue it, * at the baseline*",
