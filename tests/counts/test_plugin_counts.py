@@ -187,7 +187,8 @@ def test_a_smoke_run_without_a_gpu_holds_the_counts_it_recorded_in_this_environm
     suite.run("--perf-smoke", "--perf-strict").assert_outcomes(passed=1)
     doubled = step.replace("torch.ones(4)", "torch.ones(4, dtype=torch.float64)")
     looped = "    def gpu_step(self):\n        for _ in range(100):\n            pass\n"
-    pytester.makepyfile(test_copy=TEST_FILE.replace("    def step(self):\n", doubled).replace("    def gpu_step(self):\n", looped))
+    planted = TEST_FILE.replace("    def step(self):\n", doubled).replace("    def gpu_step(self):\n", looped)
+    pytester.makepyfile(test_copy=planted)
     result = suite.run("--perf-smoke")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the host runs * Python lines a step to issue it, * at the baseline*",
