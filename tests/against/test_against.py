@@ -62,7 +62,9 @@ def test_ref_is_measured_in_its_files_kept_with_its_results_and_then_taken_from_
     base = git(repo.path, "rev-parse", "HEAD")
     first = run(repo, "--perf-against", "HEAD")
     first.assert_outcomes(passed=1)
-    first.stdout.fnmatch_lines([f"Compared against HEAD ({base[:12]}) on this device: "
+    first.stdout.fnmatch_lines([f"perf: measuring 1 test(s) at REF HEAD ({base[:12]}) first, in its files (kept in "
+                                "*perf-against*: the next run against this commit takes them from there)",
+                                f"Compared against HEAD ({base[:12]}) on this device: "
                                 "1 test(s) measured at REF in this job (* s); the working tree's tests follow", "*",
                                 f"Compared against HEAD ({base[:12]}) on this device: "
                                 "1 test(s) measured at REF in this job (* s)"])
@@ -75,6 +77,7 @@ def test_ref_is_measured_in_its_files_kept_with_its_results_and_then_taken_from_
     again = run(repo, "--perf-against", "HEAD")
     again.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 0 test(s) measured at REF in this job, "
                                 "1 from the cache (*perf-against*)"])
+    assert "perf: measuring" not in again.stdout.str()  # nothing measured at REF: nothing said before
     other = run(repo, "--perf-against", "HEAD", "--perf-rounds=2")  # other settings: another cache entry
     other.stdout.fnmatch_lines(["Compared against HEAD (*) on this device: 1 test(s) measured at REF in this job (* s)"])
 

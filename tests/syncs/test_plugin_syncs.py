@@ -128,6 +128,19 @@ def test_a_smoke_run_without_a_gpu_fails_a_host_read_naming_its_line(suite, pyte
                                  "*host read in aten::_local_scalar_dense*", "*user code: test_copy.py:24 in step*"])
 
 
+def test_a_smoke_run_without_a_gpu_names_anomaly_detection_beside_the_reads_it_makes(suite, pytester):
+    """Anomaly detection checks every backward op's output: on a CPU those checks are host reads at the step's line;
+    the failure names the switch that makes them, as a GPU's sync check does, not only the `.item()` advice."""
+    backward = ("        import torch\n        torch.autograd.set_detect_anomaly(True)\n"
+                "        w = torch.ones(3, requires_grad=True)\n        (w * 2).sum().backward()\n")
+    pytester.makepyfile(test_copy=TEST_FILE.replace("    def step(self):\n", "    def step(self):\n" + backward))
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run("--perf-smoke")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*host reads per step * with no GPU, expected at most 0:*",
+                                 "  debugging switched on in these steps, whose checks sync too: anomaly detection *"])
+
+
 def test_a_new_sync_and_a_changed_kernel_count_fail_the_test_together_with_its_own_assertion(suite, pytester):
     """The sync check fails first, yet the kernels are compared too and the test's own assertion after them runs: one
     failure names all three in its first line."""
