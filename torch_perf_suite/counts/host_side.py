@@ -95,11 +95,12 @@ def short_path(filename: str) -> str:
 def count(step: Callable[[], object], steps: int, settle: Callable[[], object] | None = None,
           within: Callable | None = None) -> HostCount:
     """Run one step, then `steps` steps with a tracer that counts their Python lines by function and their blocks by
-    line, twice. The first step is not counted: it finishes what an earlier window left (a gpu_step drops the loader's
-    iterator, whose workers then shut down). The steps run slower under the tracer: nothing is timed here. A tracer
-    already set (a debugger, coverage) is put back afterwards. `within(step, begin, end)` (workload.Members.within)
-    runs a step with the tracer's begin() and end() called in the thread that runs it: a framework's loop on a thread of
-    its own is counted there, the frames it was in when the step began included (`Tracer`).
+    line, in two passes or more (below). The first step is not counted: it finishes what an earlier window left (a
+    gpu_step drops the loader's iterator, whose workers then shut down). The steps run slower under the tracer: nothing
+    is timed here. A tracer already set (a debugger, coverage) is put back afterwards. `within(step, begin, end)`
+    (workload.Members.within) runs a step with the tracer's begin() and end() called in the thread that runs it: a
+    framework's loop on a thread of its own is counted there, the frames it was in when the step began included
+    (`Tracer`).
 
     `settle` (the device's synchronize) runs before each counted step, outside the counts: a step the GPU bounds
     otherwise leaves its kernels queued for the next, whose launches may then wait for room in CUDA's queue, blocks
@@ -198,7 +199,7 @@ class Tracer:
             if event == "return" and frame is self._importing:
                 self._importing = None
             return None if event == "call" else self._local
-        if event == "call" and (frame.f_code in UNCOUNTED):
+        if event == "call" and frame.f_code in UNCOUNTED:
             return None
         if event == "call" and frame.f_code.co_name in IMPORTING and frame.f_code.co_filename == _BOOTSTRAP:
             self._importing = frame

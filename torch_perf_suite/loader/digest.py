@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..counts.host_side import short_path
 from .instructions import SAMPLES, STRIDE, load_factory
 
 if TYPE_CHECKING:
@@ -227,15 +228,11 @@ def _packages(files: list[str], modules: set[str]) -> dict[str, str]:
 
 
 def _top_level(filename: str) -> str | None:
-    """The top-level module a file belongs to, named from the sys.path folder that holds it (the longest)."""
-    best = ""
-    for entry in sys.path:
-        folder = os.path.join(os.path.abspath(entry or os.curdir), "")
-        if filename.startswith(folder) and len(folder) > len(best):
-            best = folder
-    if not best:
+    """The top-level module a file belongs to, named from the sys.path folder that holds it (host_side.short_path)."""
+    named = short_path(filename)
+    if named == filename:  # in no folder of the path
         return None
-    first = filename[len(best):].split(os.sep, 1)[0]
+    first = named.split(os.sep, 1)[0]
     return first.removesuffix(".py") if first.isidentifier() or first.endswith(".py") else None
 
 
