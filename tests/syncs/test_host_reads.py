@@ -146,7 +146,19 @@ def test_a_read_in_the_datasets_item_is_the_hosts():
             return X[i % 8] if X.sum().item() > 0 else X[0]  # a read of a tensor made before: on the host anyway
 
     batches = iter(torch.utils.data.DataLoader(Items(), batch_size=4))
-    assert host_reads.count(lambda: next(batches), 3).total == 0
+    counted = host_reads.count(lambda: next(batches), 3)
+    assert (counted.total, counted.dtypes) == (0, {})  # nor are the ops that make the batch: the loader's, not the step's
+
+
+def test_the_ops_of_a_batch_from_the_loaders_workers_are_not_the_steps():
+    """A worker's batch is unpickled in the main thread when it arrives, into the step that waits for it or a later
+    one: its ops counted there moved a smoke run's ops by dtype with the machine's load (17.67 a step at REF, 19 at
+    the same commit). Only the step's own matmul is counted."""
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(64, 4)), batch_size=4,
+                                         num_workers=2)
+    batches = iter(loader)
+    counted = host_reads.count(lambda: LAYER(next(batches)[0]), 3)
+    assert dict(counted.dtypes) == {"float32": 6}  # a Linear: its weight transposed, then addmm
 
 
 # Reads a GPU makes that the CPU shows only as calls, or as reads of tensors it took for the host's

@@ -118,7 +118,8 @@ class Watch:
         out = func(*args, **kwargs)
         outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
         self._place(op, inputs, outputs)
-        if made := next((t.dtype for t in outputs if t.is_floating_point()), None):  # what the step computes in
+        made = next((t.dtype for t in outputs if t.is_floating_point()), None)
+        if made is not None and not _fetching():  # what the step computes in; not the batch the loader hands it
             self.counted.dtypes[str(made).removeprefix("torch.")] += 1
         return out
 
@@ -210,6 +211,18 @@ def _caller():
     while frame.f_back is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
     return frame
+
+
+def _fetching() -> bool:
+    """Whether the DataLoader is fetching a batch: a dataset's item, the collate, or a worker's batch unpickled in the
+    main thread (which step receives it depends on when the workers' batches arrive, so the ops a step counts would
+    move with the machine's load)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if LOADER_FRAMES in frame.f_code.co_filename.replace("\\", "/"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _step_counter(tensor) -> bool:
