@@ -37,6 +37,7 @@ class FakeGitHub:
 
     def create_issue(self, title, body, label):
         self.issues[len(self.issues) + 1] = {"title": title, "body": body, "labels": [label], "comments": []}
+        return len(self.issues)
 
     def comment(self, number, body):
         self.issues[number]["comments"].append(body)
@@ -71,6 +72,16 @@ def test_one_bad_night_is_suspicious_two_open_one_issue_and_a_third_updates_it()
     [issue] = github.issues.values()  # not duplicated on the third bad night: commented on
     assert issue["title"] == f"perf regression: {NAIVE}" and len(issue["comments"]) == 1
     assert "dddddddddddd" in issue["comments"][0]
+
+
+def test_two_alerts_of_one_title_in_one_night_open_one_issue_and_comment_on_it():
+    """The open issues are read once a night: the second alert of a title (two creeps of one test and number, a creep
+    then its drift) found none and opened a second issue."""
+    github = FakeGitHub()
+    alerts = [nightly.Alert("t", "perf creep: t: gpu samples/s", body) for body in ("first", "second")]
+    assert nightly.apply(alerts, github) == ["opened #1: perf creep: t: gpu samples/s",
+                                             "commented on #1: perf creep: t: gpu samples/s"]
+    assert [(i["body"], i["comments"]) for i in github.issues.values()] == [("first", ["second"])]
 
 
 def test_the_alert_and_the_summary_chart_the_tests_numbers_night_by_night(tmp_path):
@@ -219,7 +230,7 @@ def test_the_alert_half_files_what_record_decided(tmp_path, capsys, monkeypatch)
     monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
     assert nightly.main(["alert", str(path)]) == 0
     assert made == [("o/r", "t0ken")]
-    assert capsys.readouterr().out == f"{decision.status}\nopened: perf regression: {NAIVE}\n"
+    assert capsys.readouterr().out == f"{decision.status}\nopened #1: perf regression: {NAIVE}\n"
     path.write_text('{"alerts": []}')
     with pytest.raises(SystemExit):
         nightly.main(["alert", str(path)])
@@ -296,12 +307,12 @@ def test_the_github_client_makes_the_three_rest_calls(monkeypatch):
 
     def urlopen(request, timeout):
         sent.append((request.get_method(), request.full_url, dict(request.header_items()), request.data, timeout))
-        return Response([{"title": "perf regression: t", "number": 7}] if request.get_method() == "GET" else {})
+        return Response([{"title": "perf regression: t", "number": 7}] if request.get_method() == "GET" else {"number": 8})
 
     monkeypatch.setattr(github_api.urllib.request, "urlopen", urlopen)
     github = nightly.GitHub("o/r", "t0ken")
     assert github.open_issues("perf-regression") == {"perf regression: t": 7}
-    github.create_issue("perf regression: u", "body", "perf-regression")
+    assert github.create_issue("perf regression: u", "body", "perf-regression") == 8
     github.comment(7, "again")
     api = "https://api.github.com/repos/o/r"
     assert [(m, url, data and json.loads(data)) for m, url, _, data, _ in sent] == [
@@ -421,7 +432,7 @@ def test_a_test_without_a_result_tonight_is_alerted_at_once_and_not_bisected(tmp
     [alert] = decision.alerts
     assert alert.title == f"perf test without a result: {NAIVE}" and not alert.bisect
     assert alert.body.startswith(f"`{NAIVE}` has a result on 2026-11-22 (aaaaaaaaaaaa) on NVIDIA H200 and none tonight")
-    assert nightly.apply(decision.alerts, github) == [f"opened: perf test without a result: {NAIVE}"]
+    assert nightly.apply(decision.alerts, github) == [f"opened #1: perf test without a result: {NAIVE}"]
     path = tmp_path / "alerts.json"
     path.write_text(json.dumps({"alerts": [dataclasses.asdict(alert)]}))
     assert bisect_alerts.bisect_alerts(path, tmp_path, [], run=None) == [f"{NAIVE}: no result to bisect"]

@@ -272,7 +272,8 @@ def record(parser, args) -> int:
 
 
 def apply(alerts: list[Alert], github) -> list[str]:
-    """Open an issue per alert, or comment on the open one with the same title. Returns what was done."""
+    """Open an issue per alert, or comment on the open one with the same title (one opened for an earlier alert of
+    the same night too). Returns what was done."""
     existing = github.open_issues(LABEL)
     done = []
     for a in alerts:
@@ -280,8 +281,8 @@ def apply(alerts: list[Alert], github) -> list[str]:
             github.comment(existing[a.title], a.body)
             done.append(f"commented on #{existing[a.title]}: {a.title}")
         else:
-            github.create_issue(a.title, a.body, LABEL)
-            done.append(f"opened: {a.title}")
+            existing[a.title] = github.create_issue(a.title, a.body, LABEL)
+            done.append(f"opened #{existing[a.title]}: {a.title}")
     return done
 
 

@@ -26,8 +26,9 @@ class GitHub:
     def open_issues(self, label: str) -> dict[str, int]:
         return {i["title"]: i["number"] for i in self._call("GET", f"issues?state=open&labels={label}&per_page=100")}
 
-    def create_issue(self, title: str, body: str, label: str) -> None:
-        self._call("POST", "issues", {"title": title, "body": body, "labels": [label]})
+    def create_issue(self, title: str, body: str, label: str) -> int:
+        """The new issue's number."""
+        return self._call("POST", "issues", {"title": title, "body": body, "labels": [label]})["number"]
 
     def comment(self, number: int, body: str) -> None:
         self._call("POST", f"issues/{number}/comments", {"body": body})
