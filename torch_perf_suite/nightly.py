@@ -46,6 +46,7 @@ class Night:
     run_url: str = ""
     samples: dict[str, dict[str, float]] = field(default_factory=dict)  # test id -> part -> samples/s (median)
     numbers: dict[str, dict[str, float]] = field(default_factory=dict)  # test id -> its other numbers (records/creep.py)
+    said: list[dict] = field(default_factory=list)  # the change points found this night (records/creep.Creep.said)
 
 
 @dataclass
@@ -139,14 +140,30 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
     from .records import creep  # numpy and ruptures: the record half's, not the alert job's
 
     creeps = creep.found(same_gpu)
-    alerts += [Alert(c.test, CREEP.format(test=c.test, number=c.number), good=same_gpu[c.before].commit,
-                     bad=same_gpu[c.at].commit, args=c.args(), body=creep.describe(
-                         c, same_gpu, _commits(same_gpu[c.before].commit, same_gpu[c.at].commit, repo_url)))
-               for c in creeps if c.worse]
+    tonight.said = [c.said(same_gpu) for c in creeps]  # kept with tonight: each is said once
+    creeps = [c for c in creeps if c.alerted]
+    alerts += [_creep_alert(c, same_gpu, repo_url) for c in creeps if c.worse]
     status += "".join(f"; {'creep' if c.worse else 'improvement'}: {c.test} {c.number} {c.change.change_pct:+.2f}% "
-                      f"from {same_gpu[c.at].date}" for c in creeps)
+                      f"from {same_gpu[c.at].date}" if c.drift_from is None else
+                      f"; drift: {c.test} {c.number} {c.slope_pct:+.3f}% a night since {same_gpu[c.drift_from].date}"
+                      for c in creeps)
     charts += "".join("\n" + creep.chart(c, same_gpu) for c in creeps)
     return Decision(status, alerts, charts)
+
+
+def _creep_alert(c, nights: list[Night], repo_url: str) -> Alert:
+    """A creep's alert, bisected from its last night on the old level to its first on the new; a drift's, not
+    bisected: its commits from its start to tonight."""
+    from .records.creep import describe
+
+    title = CREEP.format(test=c.test, number=c.number)
+    if c.drift_from is not None:
+        start = nights[max(c.drift_from - 1, 0)].commit
+        return Alert(c.test, title, bisect=False, body=describe(c, nights, _commits(start, nights[-1].commit,
+                                                                                         repo_url)))
+    good, bad = nights[c.before].commit, nights[c.at].commit
+    return Alert(c.test, title, good=good, bad=bad, args=c.args(),
+                 body=describe(c, nights, _commits(good, bad, repo_url)))
 
 
 def _commits(good: str, bad: str, repo_url: str) -> str:
@@ -196,6 +213,11 @@ def _night_problem(night: Night) -> str | None:
         if not isinstance(tests, dict) or not all(
                 isinstance(each, dict) and all(is_number(v) for v in each.values()) for each in tests.values()):
             return f"{name!r} is {quoted(tests)}, expected an object of test ids and their numbers by name"
+    kinds = {"test": str, "number": str, "date": str, "commit": str, "change_pct": (int, float), "drift": bool}
+    if not isinstance(night.said, list) or not all(
+            isinstance(s, dict) and set(s) == set(kinds) and all(isinstance(s[k], t) for k, t in kinds.items())
+            for s in night.said):
+        return f"'said' is {quoted(night.said)}, expected a list of change points ({', '.join(kinds)})"
     return None
 
 

@@ -9,11 +9,14 @@ spread. ruptures rather than Apache Otava, whose E-divisive means does the same 
 pins numpy 2.2 and scipy below 1.17 (the GPU image has numpy 2.5) and brings its BigQuery, Postgres and Slack
 clients, where ruptures needs numpy and scipy only.
 
-Each change point placed is then held to the nights around it, the weakest dropped until every one left holds: the
+Each change point PELT finds is then placed where the levels on its two sides are furthest apart (the least-squares
+split between its neighbours, a level of one night allowed: PELT's shortest level would put a change with fewer nights
+on its new level too early) and held to the nights around it, the weakest dropped until every one left holds: the
 nights from it to the next change point against those back to the one before, by Student's t-test with the noise
-read within the levels (p below ALPHA), their medians apart by more than NOISE_FACTOR noises and MIN_SHIFT_PCT. A
-night far from the nights on both sides of it is one bad night, left out before; a change needs MIN_NIGHTS nights on
-its new level before it is found.
+read within the levels, its p multiplied by the nights the split could have been placed at (the split chosen is the
+one that looks most apart) and below ALPHA, their medians apart by more than NOISE_FACTOR noises and MIN_SHIFT_PCT. A
+night far from the nights on both sides of it is one bad night, left out before. A change is said once it has
+MIN_NIGHTS nights on its new level; until then it is placed, so that the level before it is read without it.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MIN_NIGHTS = 4  # the fewest nights on each side of a change point: a change is found on its fourth night
+MIN_NIGHTS = 4  # the fewest nights on each side of a change point said: a change is found on its fourth night
 PENALTY = 3.0  # PELT's penalty per change point, in noise variances times log(nights)
-ALPHA = 1e-3  # how likely noise alone may make a change point's shift of the means: one in a thousand
+ALPHA = 1e-3  # how likely noise alone may make a change point's shift of the means, its split chosen: one in a thousand
 NOISE_FACTOR = 2.0  # how many noises a change point's medians must be apart
 MIN_SHIFT_PCT = 0.3  # and in percent: a change smaller than this is no creep a user feels
 NOISE_FLOOR_PCT = 0.02  # the least noise assumed: a count that never moves would otherwise make any wobble a change
@@ -59,8 +62,8 @@ def noise_pct(values: list[float]) -> float:
 
 
 def change_points(values: list[float]) -> list[Change]:
-    """The change points of a series (oldest night first), each held to the nights around it; none where the series
-    is shorter than two levels of MIN_NIGHTS."""
+    """The change points of a series (oldest night first) with MIN_NIGHTS nights on each side, each held to the nights
+    around it; a change with fewer nights on its new level is waited for (it is placed, not said)."""
     shift = max(0, len(values) - LAST_NIGHTS)
     values = [float(v) for v in values[shift:]]
     if len(values) < 2 * MIN_NIGHTS:
@@ -70,43 +73,66 @@ def change_points(values: list[float]) -> list[Change]:
         return []
     kept = np.flatnonzero(~_lone(np.asarray(values) / abs(level) * 100, noise))  # the nights read, one bad night left out
     values = [values[i] for i in kept]
-    if len(values) < 2 * MIN_NIGHTS:
-        return []
     percent = (np.asarray(values) / abs(level) - 1) * 100
-    edges = _segments(percent, noise, len(percent) - 1)
-    within = np.concatenate([percent[a:b] - np.mean(percent[a:b]) for a, b in zip(edges, edges[1:])])
-    dof = len(percent) - (len(edges) - 1)  # the spread within the levels found, which no step is part of
-    noise = max(noise, float(np.sqrt(np.sum(within**2) / dof)))
-    edges = _segments(percent, noise, dof)
+    edges, noise = _segments(percent, noise)
     return [Change(at=shift + int(kept[edges[i]]), before=float(np.median(values[edges[i - 1]:edges[i]])),
                    after=float(np.median(values[edges[i]:edges[i + 1]])), noise_pct=noise)
-            for i in range(1, len(edges) - 1)]
+            for i in range(1, len(edges) - 1) if min(edges[i] - edges[i - 1], edges[i + 1] - edges[i]) >= MIN_NIGHTS]
 
 
-def _segments(percent, noise: float, dof: int) -> list[int]:
-    """The edges of the levels of `percent` (0 first, its length last): PELT's change points, the weakest dropped until
-    each left holds (`_holds`)."""
+def _segments(percent, noise: float) -> tuple[list[int], float]:
+    """The edges of the levels of `percent` (0 first, its length last) and the noise read within them: PELT's change
+    points, each placed where the two levels around it are furthest apart (`_placed`), the weakest dropped until each
+    left holds (`_weakness`). A level of fewer than MIN_NIGHTS holds only as the last, still growing."""
     import ruptures  # only the nightly's record step reads series
 
-    found = ruptures.KernelCPD(kernel="linear", min_size=MIN_NIGHTS, jump=1).fit(percent.reshape(-1, 1))
-    edges = [0, *found.predict(pen=PENALTY * noise**2 * math.log(len(percent)))]  # its last is len(percent)
-    while len(edges) > 2:
-        weak = [(p, i) for i in range(1, len(edges) - 1) if (p := _holds(percent, edges, i, noise, dof)) is not None]
+    found = ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(percent.reshape(-1, 1))
+    edges = _placed(percent, [0, *found.predict(pen=PENALTY * noise**2 * math.log(len(percent)))])
+    while True:
+        within = np.concatenate([percent[a:b] - np.mean(percent[a:b]) for a, b in zip(edges, edges[1:])])
+        dof = max(len(percent) - (len(edges) - 1), 1)  # the spread within the levels, which no step is part of
+        read = max(noise, float(np.sqrt(np.sum(within**2) / dof)))
+        weak = [(w, i) for i in range(1, len(edges) - 1) if (w := _weakness(percent, edges, i, read, dof)) is not None]
         if not weak:
-            break
+            return edges, read
         del edges[max(weak)[1]]
+        edges = _placed(percent, edges)
+
+
+def _placed(percent, edges: list[int]) -> list[int]:
+    """Each change point moved to the night between its neighbours where the levels before and after it are furthest
+    apart in noises (the least-squares split, a level of one night allowed): PELT's levels are at least two nights
+    long, so with one night on a new level it placed the change a night early."""
+    edges = list(edges)
+    for _ in range(3):
+        moved = False
+        for i in range(1, len(edges) - 1):
+            a, b = edges[i - 1], edges[i + 1]
+            part = percent[a:b]
+            k = np.arange(1, len(part))
+            sums = np.cumsum(part)[:-1]
+            apart = np.abs(sums / k - (part.sum() - sums) / (len(part) - k)) * np.sqrt(k * (len(part) - k) / len(part))
+            best = a + 1 + int(np.argmax(apart))
+            moved |= best != edges[i]
+            edges[i] = best
+        if not moved:
+            break
     return edges
 
 
-def _holds(percent, edges: list[int], i: int, noise: float, dof: int) -> float | None:
-    """None where the change point edges[i] holds; where it does not, its weakness (the higher, the weaker): the nights
-    from it to the next against those back to the one before, by Student's t-test with the noise read within the levels
-    (`dof` degrees of freedom) and by their medians."""
+def _weakness(percent, edges: list[int], i: int, noise: float, dof: int) -> float | None:
+    """None where the change point edges[i] holds; where it does not, its weakness (the higher, the weaker). It holds
+    where the nights from it to the next and those back to the one before are apart by Student's t-test with the
+    noise read within the levels (`dof` degrees of freedom), its p multiplied by the nights it could have been placed
+    at (Bonferroni: the split is the one that looks most apart), below ALPHA, and by their medians; a level before
+    the last needs MIN_NIGHTS nights."""
     from scipy.stats import t
 
     before, after = percent[edges[i - 1]:edges[i]], percent[edges[i]:edges[i + 1]]
+    if len(before) < MIN_NIGHTS or (len(after) < MIN_NIGHTS and edges[i + 1] < len(percent)):
+        return 2.0  # a short level between two others: a blip of a night or two, not a change
     score = abs(np.mean(after) - np.mean(before)) / (noise * math.sqrt(1 / len(before) + 1 / len(after)))
-    p = float(2 * t.sf(score, dof))
+    p = min(1.0, float(2 * t.sf(score, dof)) * (len(before) + len(after) - 1))
     shift = abs(float(np.median(after) - np.median(before)))
     return None if p < ALPHA and shift > max(NOISE_FACTOR * noise, MIN_SHIFT_PCT) else p
 

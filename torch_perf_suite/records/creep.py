@@ -72,6 +72,10 @@ def series(nights: list, test: str) -> dict[str, list[tuple[int, float]]]:
     return found
 
 
+MOVE = 2  # a change point may move this many nights as nights are added and still be the one said before
+DRIFT_NIGHTS = 12  # a change the same way as the one before it, that level shorter than this: the series drifts
+
+
 @dataclass(frozen=True)
 class Creep:
     test: str
@@ -79,6 +83,9 @@ class Creep:
     change: changes.Change
     before: int  # index of the last night on the old level
     at: int  # index of the first night on the new level
+    drift_from: int | None = None  # a drift's: index of the first night of its first change point
+    slope_pct: float = 0.0  # a drift's: its change a night, in percent, from drift_from to the last night
+    alerted: bool = True  # False for a drift's next change point, which is kept as said, not said again
 
     @property
     def worse(self) -> bool:
@@ -89,28 +96,84 @@ class Creep:
         name = option(self.number)
         return [f"{name}={max(abs(self.change.change_pct) / 2, 0.1):.2f}"] if name else []
 
+    def said(self, nights: list) -> dict:
+        """What the history keeps of it, on the night it is found (`Night.said`): where it is, so that it is said
+        once, however its change point moves a night or drops out and comes back."""
+        at = nights[self.at]
+        return {"test": self.test, "number": self.number, "date": at.date, "commit": at.commit,
+                "change_pct": round(self.change.change_pct, 4), "drift": self.drift_from is not None}
+
 
 def found(nights: list) -> list[Creep]:
-    """The change points in every test's numbers over `nights` (one GPU model's, oldest first) found with the last
-    night and not without it: each creep is said once, on the night it is first found."""
+    """The change points in every test's numbers over `nights` (one GPU model's, oldest first) that no earlier night
+    said (`Night.said`, matched by their place within MOVE nights and their direction). A third change the same way
+    as the two before it, each level between them shorter than DRIFT_NIGHTS, is a drift: said once, as a drift, with
+    its start and slope; its next change points are kept, not said. (Two steps a few nights apart are two creeps, each
+    bisected to its commits.)"""
     if len(nights) < 2 * changes.MIN_NIGHTS:
         return []
+    place = {(n.date, n.commit): i for i, n in enumerate(nights)}
+    said: dict[tuple[str, str], list[tuple[int, bool, bool]]] = {}  # (test, number) -> (night, up, drift) of each
+    for night in nights[:-1]:
+        for s in night.said:
+            if (s["date"], s["commit"]) in place:
+                said.setdefault((s["test"], s["number"]), []).append(
+                    (place[s["date"], s["commit"]], s["change_pct"] > 0, s["drift"]))
     new = []
     for test in nights[-1].samples:
         for name, points in series(nights, test).items():
             if len(points) < 2 * changes.MIN_NIGHTS or points[-1][0] != len(nights) - 1:
                 continue  # not measured tonight: nothing new is known of it
             index, values = [i for i, _ in points], [v for _, v in points]
-            known = {c.at for c in changes.change_points(values[:-1])}
+            marks = sorted(said.get((test, name), []))  # (night, up, drift) of each change point said, by night
             for c in changes.change_points(values):
-                if not known & {c.at - 1, c.at, c.at + 1}:  # a change point may move a night as nights are added
-                    new.append(Creep(test, name, c, before=index[c.at - 1], at=index[c.at]))
+                at, up = index[c.at], c.change_pct > 0
+                if any(abs(m[0] - at) <= MOVE and m[1] == up for m in marks):
+                    continue
+                run = _run(marks, at, up)
+                drift = {} if len(run) < 2 else {"drift_from": run[0][0], "slope_pct": _slope(points, run[0][0])}
+                new.append(Creep(test, name, c, before=index[c.at - 1], at=at, **drift,
+                                 alerted=not any(m[2] for m in run)))
+                marks = sorted([*marks, (at, up, bool(drift))])
     return new
 
 
+def _run(marks: list[tuple[int, bool, bool]], at: int, up: bool) -> list[tuple[int, bool, bool]]:
+    """The change points said before night `at` that it continues, oldest first: each the same way as the next and
+    fewer than DRIFT_NIGHTS before it; none where the last before it is not so."""
+    run: list[tuple[int, bool, bool]] = []
+    for m in reversed([m for m in marks if m[0] < at - MOVE]):
+        if m[1] != up or (run[0][0] if run else at) - m[0] >= DRIFT_NIGHTS:
+            break
+        run.insert(0, m)
+    return run
+
+
+def _slope(points: list[tuple[int, float]], start: int) -> float:
+    """The least-squares change a night from night `start` on, in percent of the level there."""
+    import numpy as np
+
+    nights, values = zip(*[(i, v) for i, v in points if i >= start - 1])
+    slope, level = np.polyfit(nights, values, 1)
+    return float(100 * slope / (level + slope * (start - 1))) if len(nights) > 1 else 0.0
+
+
 def describe(creep: Creep, nights: list, commits: str) -> str:
-    """The alert's body: the number, its size against its noise, the nights around it and the commits between them."""
+    """The alert's body: the number, its size against its noise, the nights around it and the commits between them;
+    a drift's start and slope."""
     c, before, at = creep.change, nights[creep.before], nights[creep.at]
+    if creep.drift_from is not None:
+        start = nights[creep.drift_from]
+        return "\n".join([
+            f"`{creep.test}`: {creep.number} drifts on {at.gpu}: {creep.slope_pct:+.3f}% a night since {start.date} "
+            f"({start.commit[:12]}), one level after another (the last {c.change_pct:+.2f}%, from a median of "
+            f"{c.before:,.4g} to {c.after:,.4g}; the nights' noise {c.noise_pct:.2f}%): no single night failed, and no "
+            "single commit holds it all, so it is not bisected. Said once; its next levels are not alerted.",
+            "",
+            f"Commits since it started: {commits}. Run: {nights[-1].run_url or '(no run URL)'}",
+            "",
+            chart(creep, nights),
+        ])
     return "\n".join([
         f"`{creep.test}`: {creep.number} moved {c.change_pct:+.2f}% on {at.gpu}, from a median of {c.before:,.4g} to "
         f"{c.after:,.4g} (the nights' noise {c.noise_pct:.2f}%), below the night's tolerance: no single night failed.",
