@@ -135,6 +135,16 @@ def perf_session(request) -> PerfSession:
     return request.config.stash[SESSION]
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    perf_session = item.config.stash.get(SESSION, None)
+    if perf_session:
+        perf_session.test_span()  # the session line's parts: the tests' span
+    yield
+    if perf_session:
+        perf_session.test_span()
+
+
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures
 def pytest_runtest_setup(item):
     perf_session = item.config.stash.get(SESSION, None)

@@ -246,7 +246,8 @@ def test_merge_sums_the_workers_tests_and_takes_the_longest_total():
                            "gw1": {**doc, "seconds": {"total": 412.3, "REF": 143.0, "tests": 260.25}},
                            "gw2": {**doc, "tests": [], "seconds": None}})  # a worker that said nothing of its time
     assert merged["seconds"] == {"total": 412.3, "REF": 283.0, "tests": 510.75}
-    assert report.render(merged).endswith("\nsession: 412.3 s (REF 283.0 s, tests 510.8 s)\n")
+    assert report.render(merged).endswith(  # its parts ran side by side: they add up to more than the total
+        "\nsession: 412.3 s (its 3 workers' parts summed, side by side: REF 283.0 s, tests 510.8 s)\n")
     assert "seconds" not in runners.merge({"gw0": {**doc, "seconds": None}})
 
 

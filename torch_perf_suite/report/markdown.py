@@ -373,7 +373,7 @@ def render(doc: dict) -> str:
     """The Markdown of a document (document()'s or merge()'s)."""
     text = markdown(doc["tests"], doc["env"], doc["sections"], doc["smoke"], _charts(doc), doc.get("workers"))
     text = f"Compared {doc['against']}\n\n{text}" if doc.get("against") else text
-    return (text + f"\n{session_line(doc['seconds'])}\n") if doc.get("seconds") else text
+    return (text + f"\n{session_line(doc['seconds'], len(doc.get('workers') or {}))}\n") if doc.get("seconds") else text
 
 
 def write(path: Path, doc: dict, images: bool = True) -> list[Path]:

@@ -56,8 +56,8 @@ class PerfSession:
         # by a conftest.py, too late for it), from now
         now = time.perf_counter()
         started = config.stash.get(STARTED, None)
-        self.imports_s = None if started is None else now - started
-        self.started = now if started is None else started
+        self.imports_s, self.started, self.configured = None if started is None else now - started, started or now, now
+        self.tests_span: list[float] = []  # when the first test began and the last one ended (`test_span`)
         self.laps: dict[str, timing.Laps] = {}  # test id -> where its call's seconds went
         self._config = config
         workerinput = getattr(config, "workerinput", {})
@@ -126,16 +126,28 @@ class PerfSession:
             reporter.ensure_newline()
             reporter.write_line(line, yellow=True)
 
+    def test_span(self) -> None:
+        """A test's protocol began or ended: the first beginning and the last end are kept (`seconds`)."""
+        self.tests_span[min(len(self.tests_span), 1):] = [time.perf_counter()]
+
     def seconds(self) -> dict:
-        """The session's seconds: in all since the process started, the imports before the session, measuring REF, and
-        in the perf tests' calls, and, where a loader was counted again, what the tests spent on the count (valgrind's
-        start and the count: their "instructions" laps) and stopping it at the end."""
+        """The session's seconds, every one in a part: in all since the process started; the imports before the
+        session; collecting and selecting the tests; measuring REF; the perf tests' calls; the rest of the tests'
+        time (their setup and teardown, the user's code around `perf.measure`, other tests); the end (stopping the
+        counting and the turns' processes, the report). Where a loader was counted again, what the tests and the end
+        spent on the count (valgrind's start and the count: their "instructions" laps; its stop), as a part of them."""
+        now = time.perf_counter()
+        first, last = (self.tests_span + [now, now])[:2] if self.tests_span else (now, now)
         tests = sum(sum(laps.seconds.values()) for laps in self.laps.values())
+        ref_in_tests = self.against.seconds if self.worker else 0.0  # a sharded worker measures REF before each file
         imports = {} if self.imports_s is None else {"imports": round(self.imports_s, 1)}
         counting = sum(laps.seconds.get("instructions", 0.0) for laps in self.laps.values()) + self.recount_s
         recount = {"of them loader counted again": round(counting, 1)} if self.recount else {}
-        return {"total": round(time.perf_counter() - self.started, 1), **imports, "REF": round(self.against.seconds, 1),
-                "tests": round(tests, 1), **recount}
+        return {"total": round(now - self.started, 1), **imports,
+                "collection": round(max(first - self.configured - self.against.seconds + ref_in_tests, 0.0), 1),
+                "REF": round(self.against.seconds, 1), "tests": round(tests, 1),
+                "setup and other tests": round(max(last - first - tests - ref_in_tests, 0.0), 1),
+                "end": round(now - last, 1), **recount}
 
     @property
     def reference(self) -> str:

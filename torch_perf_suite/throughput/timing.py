@@ -204,7 +204,10 @@ def seconds_line(seconds: dict | None) -> str:
     return f"seconds: {shown} = {sum(seconds.values()):.1f} s" if shown else ""
 
 
-def session_line(seconds: dict) -> str:
-    """session: TOTAL s (imports I s, REF R s, tests T s): in all since the process started, then its parts."""
+def session_line(seconds: dict, workers: int = 0) -> str:
+    """session: TOTAL s (imports I s, REF R s, tests T s, ...): in all since the process started, then its parts; a
+    sharded run's parts are its workers' summed, which ran side by side, so they add up to more than its total."""
     parts = ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items() if k != "total")
+    if parts and workers > 1:
+        parts = f"its {workers} workers' parts summed, side by side: {parts}"
     return f"session: {seconds['total']:.1f} s" + (f" ({parts})" if parts else "")
