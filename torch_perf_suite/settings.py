@@ -164,7 +164,8 @@ SESSION_OPTIONS = (
            "out of git, then at the working tree, on this GPU, and compares the two as with a baseline recorded on this chip; "
            "records nothing into the baselines (docs/against.md)", {"metavar": "REF"}),
     Option("against_cache", "DIR", "pytest's cache folder", "where REF's results are kept per commit, chip, versions, "
-           "settings and cores (and xdist worker where there is no GPU UUID), so that REF is measured once per machine",
+           "settings and cores (and xdist worker where there is no GPU UUID), so that REF is measured once per machine; "
+           "with pytest's cache provider off, ~/.cache/torch-perf-suite/perf-against ($XDG_CACHE_HOME)",
            {"type": Path, "metavar": "DIR"}),
     Option("bisect", "GOOD..BAD", "off", "finds the first commit of GOOD..BAD (BAD's first parents) whose selected "
            "tests fail against GOOD on this GPU: each commit tested runs them in a worktree of its own with "

@@ -107,6 +107,22 @@ def test_a_test_new_in_this_change_or_failing_at_ref_is_not_compared_and_says_wh
     assert "failed, so it recorded nothing: RuntimeError: broken at the base" in notes["test_toy.py::test_toy"][0]
 
 
+def test_without_pytests_cache_ref_is_kept_in_the_users_cache_and_taken_from_there(repo, tmp_path, monkeypatch):
+    """`-p no:cacheprovider` (the examples' addopts): REF's results went to a folder of the run's own, and every run
+    measured REF again; now the user's cache folder keeps them for the next run, and for another clone at REF."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    base = git(repo.path, "rev-parse", "HEAD")[:12]
+    run(repo, "--perf-against", "HEAD", "-p", "no:cacheprovider").stdout.fnmatch_lines(
+        [f"Compared against HEAD ({base}) on this device: 1 test(s) measured at REF in this job*"])
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo.path), str(clone)], check=True)
+    again = repo.runpytest("-p", "no:randomly", "--perf-smoke", "--perf-against", "HEAD", "-p", "no:cacheprovider",
+                           f"--rootdir={clone}", str(clone))
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines([f"Compared against HEAD ({base}) on this device: 0 test(s) measured at REF in this job, "
+                                f"1 from the cache ({tmp_path}/xdg/torch-perf-suite/perf-against/{base}-*)*"])
+
+
 def test_a_test_ref_lacks_in_a_file_it_has_is_left_out_of_refs_one_run(repo):
     second = "@pytest.mark.perf" + TOY.format(body="pass").split("@pytest.mark.perf")[1].replace("test_toy(", "test_toy_new(")
     repo.makepyfile(test_toy=TOY.format(body="pass") + "\n\n" + second)  # a second test in REF's file

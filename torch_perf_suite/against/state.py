@@ -7,6 +7,7 @@ plugin's hooks call.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -86,8 +87,19 @@ def bisect(session, pytest_session) -> bool:
 
 
 def against_cache(session, config) -> Path:
-    return session.settings.against_cache or (config.cache.mkdir("perf-against") if getattr(config, "cache", None)
-                                           else Path(tempfile.mkdtemp(prefix="perf-against-cache-")))
+    """Where REF's results are kept: --perf-against-cache, else pytest's cache folder, else (its cache provider off,
+    `-p no:cacheprovider`) the user's cache folder, so that the next run against the same commit still finds them."""
+    if session.settings.against_cache:
+        return session.settings.against_cache
+    if getattr(config, "cache", None):
+        return config.cache.mkdir("perf-against")
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = Path(home) / "torch-perf-suite" / "perf-against"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # no home to write in: this run's own folder
+        return Path(tempfile.mkdtemp(prefix="perf-against-cache-"))
+    return folder
 
 
 @dataclass
