@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).parent.parent / "torch_perf_suite"
 L = grimp.Layer
 LAYERS = ("plugin",  # the hooks
           L("session", "nightly"),  # one pytest session (its options' use, sharding, pytest-benchmark, what it writes)
+          "history_site",  # the nightly's history as a static site: its series' change points (records/), under nightly
           "fixture",  # the `perf` fixture: a workload measured, then judged against its references
           "against",  # another commit: REF measured (its state in one object), --perf-bisect
           "records",  # the baselines file, the tests' durations

@@ -241,7 +241,7 @@ def test_the_command_line_says_what_each_half_needs(capsys):
     with pytest.raises(SystemExit):
         nightly.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert out.startswith("usage: python -m torch_perf_suite.nightly [-h] {record,bisect,alert}")
+    assert out.startswith("usage: python -m torch_perf_suite.nightly [-h] {record,bisect,alert,publish}")
     assert "Nightly trend: what regressed tonight, and whether to tell anyone." in out
     assert "add tonight's report to the history and decide the alerts (no token needed)" in out
     with pytest.raises(SystemExit):

@@ -155,7 +155,7 @@ def test_gpu_jobs_start_only_on_events_that_run_reviewed_code():
         assert set(workflow["on"]) <= safe, f"{workflow_name}:{job_name} starts on {set(workflow['on']) - safe}"
 
 
-def test_every_workflow_reads_only_and_one_job_writes_issues():
+def test_every_workflow_reads_only_one_job_writes_issues_and_one_deploys_pages():
     writers = []
     for path in WORKFLOWS:
         workflow = load(path)
@@ -165,7 +165,11 @@ def test_every_workflow_reads_only_and_one_job_writes_issues():
             writers += [f"{path.name}:{name}:{scope}" for scope, level in granted.items() if level == "write"]
             if "self-hosted" in job["runs-on"]:
                 assert not granted, f"{path.name}:{name}: the GPU runner's job holds {granted}"
-    assert writers == ["nightly-gpu.yml:alert:issues"]
+    # the history site's deployment: a hosted job that runs no code of the repository, and only where the
+    # repository turned it on (vars.PERF_PAGES)
+    assert writers == ["nightly-gpu.yml:alert:issues", "nightly-gpu.yml:pages:pages", "nightly-gpu.yml:pages:id-token"]
+    pages = load(ROOT / ".github" / "workflows" / "nightly-gpu.yml")["jobs"]["pages"]
+    assert "vars.PERF_PAGES == 'true'" in pages["if"] and [list(step) for step in pages["steps"]] == [["id", "uses"]]
 
 
 def test_every_action_is_pinned_to_a_commit_with_its_version_beside():

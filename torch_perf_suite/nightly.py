@@ -11,6 +11,7 @@ duplicated. A first night, or the first night on a GPU model, says so and alerts
     python -m torch_perf_suite.nightly bisect reports/alerts.json --out reports/bisect [-- PYTEST_ARGS]
                                                                   # on the GPU runner: each regression's first bad commit
     python -m torch_perf_suite.nightly alert reports/alerts.json  # elsewhere, GITHUB_TOKEN with issues: write
+    python -m torch_perf_suite.nightly publish --history DIR --out SITE   # the history as a static site (history_site.py)
 
 The two halves are apart so that the job that runs the suite holds no write token, and the job that
 holds one runs no code under test.
@@ -178,16 +179,23 @@ def last_good(nights: list[Night], test: str) -> str:
 
 def load_history(folder: Path) -> list[Night]:
     """The nights recorded in `folder`, oldest first (their names start with the date)."""
-    nights = []
+    nights, skipped = read_history(folder)
+    for path, problem in skipped[:1]:
+        raise SystemExit(f"error: {path}: not a night recorded by this tool ({problem}); move it out of {folder}")
+    return nights
+
+
+def read_history(folder: Path) -> tuple[list[Night], list[tuple[Path, str]]]:
+    """The nights in `folder`, oldest first, and each file that is not one with its problem (publish names them)."""
+    nights, skipped = [], []
     for path in sorted(folder.glob("*.json")):
         try:
             night, problem = _night(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, RecursionError) as e:
             night, problem = None, str(e)
-        if problem:
-            raise SystemExit(f"error: {path}: not a night recorded by this tool ({problem}); move it out of {folder}")
-        nights.append(night)
-    return nights
+        nights += [] if problem else [night]
+        skipped += [(path, problem)] if problem else []
+    return nights, skipped
 
 
 def _night(data) -> tuple[Night | None, str | None]:
@@ -326,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     bis.epilog = "after --: more pytest options for each bisection (--perf-strict)"
     filing = sub.add_parser("alert", help="open or update one issue per regression (GITHUB_TOKEN, GITHUB_REPOSITORY)")
     filing.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
+    pub = sub.add_parser("publish", help="write the history as a static site that opens from disk (docs/site.md)")
+    pub.add_argument("--history", type=Path, required=True, help="the folder of past nights")
+    pub.add_argument("--out", type=Path, required=True, help="the folder to write the site in")
+    pub.add_argument("--repo-url", default="", help="https://github.com/OWNER/REPO, for each night's commit link")
     argv = sys.argv[1:] if argv is None else argv
     # what follows "--" is pytest's, taken here: argparse's handling of "--" before a positional list changed in
     # Python 3.12, which then refused it ("unrecognized arguments: -- --perf-strict")
@@ -333,9 +345,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[:cut])
     args.pytest_args = argv[cut + 1:]
 
-    if args.command == "record":
-        return record(rec, args)
+    if args.command in ("record", "publish"):
+        return record(rec, args) if args.command == "record" else publish(pub, args)
     return bisect(parser, args) if args.command == "bisect" else alert(parser, args)
+
+
+def publish(parser, args) -> int:
+    """The history as a static site (history_site.py); a file of the folder that is not a night is named and skipped."""
+    if not args.history.is_dir():
+        parser.error(f"--history {args.history}: no such folder; give the folder that `record` keeps the nights in")
+    if problem := _output_problem(args.out, folder=True):
+        parser.error(f"--out {args.out}: {problem}")
+    from .history_site import publish as write_site  # numpy, ruptures and plotly: not the alert job's
+    print(write_site(*read_history(args.history), args.out, args.repo_url))
+    return 0
 
 
 def bisect(parser, args) -> int:
