@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from torch_perf_suite import nightly
+from torch_perf_suite.history_site import page_name
 from torch_perf_suite.against import bisect_alerts
 from torch_perf_suite.report import github as github_api
 
@@ -56,7 +57,7 @@ def test_one_bad_night_is_suspicious_two_open_one_issue_and_a_third_updates_it()
     for n, (run, commit) in enumerate([("clean", "a"), ("one_failed", "b"), ("one_failed", "c"), ("one_failed", "d")]):
         tonight = night(run, commit)
         decision = nightly.decide(history, tonight, "https://github.com/o/r")
-        nightly.apply(decision.alerts, github)
+        nightly.apply(decision.alerts, github, nightly.LABEL)
         history.append(tonight)
         if n == 0:
             assert decision.status.startswith("first night: 0 failed test(s)") and not decision.alerts
@@ -79,7 +80,7 @@ def test_two_alerts_of_one_title_in_one_night_open_one_issue_and_comment_on_it()
     then its drift) found none and opened a second issue."""
     github = FakeGitHub()
     alerts = [nightly.Alert("t", "perf creep: t: gpu samples/s", body) for body in ("first", "second")]
-    assert nightly.apply(alerts, github) == ["opened #1: perf creep: t: gpu samples/s",
+    assert nightly.apply(alerts, github, nightly.LABEL) == ["opened #1: perf creep: t: gpu samples/s",
                                              "commented on #1: perf creep: t: gpu samples/s"]
     assert [(i["body"], i["comments"]) for i in github.issues.values()] == [("first", ["second"])]
 
@@ -208,10 +209,11 @@ def test_the_record_half_writes_the_decision_and_the_summary(tmp_path, capsys):
     out, summary = tmp_path / "out" / "alerts.json", tmp_path / "trend.md"
     assert nightly.main(["record", "--report", str(report), "--history", str(history), "--commit", "c" * 40,
                          "--run-url", "https://ci/runs/9", "--repo-url", "https://github.com/o/r",
-                         "--out", str(out), "--summary", str(summary)]) == 0
+                         "--out", str(out), "--summary", str(summary), "--site-url", "https://o.github.io/r/"]) == 0
     decision = json.loads(out.read_text())
     [alert] = decision["alerts"]
     assert alert["test"] == NAIVE and "Run and traces: https://ci/runs/9" in alert["body"]
+    assert alert["body"].endswith(f"\n\nThe test's history: https://o.github.io/r/{page_name(NAIVE)}")
     assert "(https://github.com/o/r/compare/" in alert["body"]
     assert summary.read_text() == f"Nightly trend: {decision['status']}\n\n{decision['charts']}"
     assert decision["charts"].startswith("```mermaid\nxychart-beta\n")
@@ -432,7 +434,7 @@ def test_a_test_without_a_result_tonight_is_alerted_at_once_and_not_bisected(tmp
     [alert] = decision.alerts
     assert alert.title == f"perf test without a result: {NAIVE}" and not alert.bisect
     assert alert.body.startswith(f"`{NAIVE}` has a result on 2026-11-22 (aaaaaaaaaaaa) on NVIDIA H200 and none tonight")
-    assert nightly.apply(decision.alerts, github) == [f"opened #1: perf test without a result: {NAIVE}"]
+    assert nightly.apply(decision.alerts, github, nightly.LABEL) == [f"opened #1: perf test without a result: {NAIVE}"]
     path = tmp_path / "alerts.json"
     path.write_text(json.dumps({"alerts": [dataclasses.asdict(alert)]}))
     assert bisect_alerts.bisect_alerts(path, tmp_path, [], run=None) == [f"{NAIVE}: no result to bisect"]

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .report.charts import Chart, mermaid
-from .report.github import GitHub
+from .report.github import GitHub, apply
 from .report.rows import is_number, outcome, own_notes, report_problem
 from .store import quoted, write_atomic
 
@@ -288,6 +288,11 @@ def record(parser, args) -> int:
     tonight = summarize(report, args.commit, args.run_url)
     history = [n for n in load_history(args.history) if not same_night(n, tonight)] if args.history.exists() else []
     decision = decide(history, tonight, args.repo_url)
+    if args.site_url:  # the test's page of the history site (docs/site.md), which publish writes after this
+        from .history_site import page_name
+
+        for a in decision.alerts:
+            a.body += f"\n\nThe test's history: {args.site_url.rstrip('/')}/{page_name(a.test)}"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(args.out, json.dumps(asdict(decision), indent=1) + "\n")
     if args.summary:
@@ -296,24 +301,6 @@ def record(parser, args) -> int:
     save_night(args.history, tonight)
     print(decision.status)
     return 0
-
-
-# --- GitHub: one issue per regressed test ---------------------------------------------------------
-
-
-def apply(alerts: list[Alert], github) -> list[str]:
-    """Open an issue per alert, or comment on the open one with the same title (one opened for an earlier alert of
-    the same night too). Returns what was done."""
-    existing = github.open_issues(LABEL)
-    done = []
-    for a in alerts:
-        if a.title in existing:
-            github.comment(existing[a.title], a.body)
-            done.append(f"commented on #{existing[a.title]}: {a.title}")
-        else:
-            existing[a.title] = github.create_issue(a.title, a.body, LABEL)
-            done.append(f"opened #{existing[a.title]}: {a.title}")
-    return done
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -327,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--repo-url", default="", help="https://github.com/OWNER/REPO, for the commit range's link")
     rec.add_argument("--out", type=Path, required=True, help="where to write the decision (alerts.json)")
     rec.add_argument("--summary", type=Path, help="where to write the status and the failed tests' trends (Markdown)")
+    rec.add_argument("--site-url", default="", help="where `publish` puts the site: each alert links its test's page")
     bis = sub.add_parser("bisect", help="add each regression's first bad commit since its last good night to its "
                          "alert (pytest --perf-bisect, on this runner's GPU)")
     bis.add_argument("decision", type=Path, help="the alerts.json that `record` wrote")
@@ -391,7 +379,7 @@ def alert(parser, args) -> int:
         repo, token = os.environ.get("GITHUB_REPOSITORY"), os.environ.get("GITHUB_TOKEN")
         if not repo or not token:
             parser.error("alerts to file, but GITHUB_REPOSITORY or GITHUB_TOKEN is not set")
-        print("\n".join(apply(alerts, GitHub(repo, token))))
+        print("\n".join(apply(alerts, GitHub(repo, token), LABEL)))
     return 0
 
 

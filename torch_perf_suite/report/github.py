@@ -32,3 +32,18 @@ class GitHub:
 
     def comment(self, number: int, body: str) -> None:
         self._call("POST", f"issues/{number}/comments", {"body": body})
+
+
+def apply(alerts: list, github, label: str) -> list[str]:
+    """Open an issue per alert (its `title`, `body`), or comment on the open one with the same title (one opened for
+    an earlier alert of the same night too). Returns what was done."""
+    existing = github.open_issues(label)
+    done = []
+    for a in alerts:
+        if a.title in existing:
+            github.comment(existing[a.title], a.body)
+            done.append(f"commented on #{existing[a.title]}: {a.title}")
+        else:
+            existing[a.title] = github.create_issue(a.title, a.body, label)
+            done.append(f"opened #{existing[a.title]}: {a.title}")
+    return done
