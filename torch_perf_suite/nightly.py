@@ -192,7 +192,7 @@ def read_history(folder: Path) -> tuple[list[Night], list[tuple[Path, str]]]:
         try:
             night, problem = _night(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, RecursionError) as e:
-            night, problem = None, str(e)
+            night, problem = None, e.strerror if isinstance(e, OSError) and e.strerror else str(e)  # its name is said
         nights += [] if problem else [night]
         skipped += [(path, problem)] if problem else []
     return nights, skipped
