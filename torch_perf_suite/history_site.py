@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .records import changes
-from .records.creep import NUMBERS, SAMPLES, _worse, series
+from .records.creep import NUMBERS, SAMPLES, is_worse, series
 
 STATES = ("alerted", "suspicious", "improved", "passing")  # worst first
 PARTS = ("pipeline", "gpu", "loader")
@@ -118,7 +118,7 @@ def charts(nights: list, test: str, said: list[dict]) -> list[dict]:
         chart, i = found.get(s["number"]), place.get((s["date"], s["commit"]))
         if chart and i is not None:
             value = next((y for line in chart["lines"] for x, y in zip(line["x"], line["y"]) if x == i), None)
-            kind = "alert" if _worse(s["number"], s["change_pct"]) else "improvement"
+            kind = "alert" if is_worse(s["number"], s["change_pct"]) else "improvement"
             chart["marks"].append([i, value, kind, f"{'drift' if s['drift'] else 'change'} {s['change_pct']:+.2f}%"])
     return sorted(found.values(), key=lambda c: _order(c["name"]))
 
@@ -135,8 +135,8 @@ def state(nights: list, test: str) -> tuple[str, str, int]:
     latest: dict[str, dict] = {}  # number -> the last change point said of it (an alert stands across a GPU change)
     for n in nights:
         latest.update({s["number"]: s for s in n.said if s["test"] == test})
-    worse = [s for s in latest.values() if _worse(s["number"], s["change_pct"])]
-    better = [s for s in latest.values() if not _worse(s["number"], s["change_pct"])]
+    worse = [s for s in latest.values() if is_worse(s["number"], s["change_pct"])]
+    better = [s for s in latest.values() if not is_worse(s["number"], s["change_pct"])]
 
     def said(found: list[dict]) -> str:
         return "; ".join(f"{s['number']} {s['change_pct']:+.2f}% from {s['date']}" for s in found)
@@ -235,7 +235,7 @@ def test_page(nights: list, test: Test, repo: str) -> str:
         what = [f"failed: {n.failed[test.name]}" if test.name in n.failed else
                 "passed" if test.name in n.samples else "not run"]
         what += [f"{s['number']} {s['change_pct']:+.2f}% ({'drift' if s['drift'] else 'change point'}, "
-                 f"{'alert' if _worse(s['number'], s['change_pct']) else 'improvement'})"
+                 f"{'alert' if is_worse(s['number'], s['change_pct']) else 'improvement'})"
                  for s in said if (s["date"], s["commit"]) == (n.date, n.commit)]
         gpu = f'{e(n.gpu)} <span class="gpu-change">{e(changed[i])}</span>' if i in changed else e(n.gpu)
         rows.append(f'<tr id="night-{i}"><td>{gpu}{_night_cells(n, repo)}<td>{e("; ".join(what))}')

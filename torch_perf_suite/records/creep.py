@@ -51,7 +51,7 @@ def numbers(row: dict) -> dict[str, float]:
     return found
 
 
-def _worse(name: str, change_pct: float) -> bool:
+def is_worse(name: str, change_pct: float) -> bool:
     return change_pct < 0 if name.endswith(SAMPLES) else change_pct > 0
 
 
@@ -89,7 +89,7 @@ class Creep:
 
     @property
     def worse(self) -> bool:
-        return _worse(self.number, self.change.change_pct)
+        return is_worse(self.number, self.change.change_pct)
 
     def args(self) -> list[str]:
         """The options that judge a commit by this number at half the creep's size (at least a tenth of a percent)."""
