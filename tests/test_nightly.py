@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from torch_perf_suite import nightly
-from torch_perf_suite.history_site import page_name
 from torch_perf_suite.against import bisect_alerts
+from torch_perf_suite.history_site import page_name
 from torch_perf_suite.report import github as github_api
 
 RUNS = Path(__file__).parent / "nightly"

@@ -23,7 +23,8 @@ for values in json.load(sys.stdin):
 
 def cases(seeds: int):
     """(name, the nights of each seed, the night of its step or None)."""
-    for number, short in (("gpu samples/s", "1% GPU-side step, 0.10% noise"), (INSTRUCTIONS, "+0.5% instructions a sample, 0.02% noise")):
+    for number, short in (("gpu samples/s", "1% GPU-side step, 0.10% noise"),
+                          (INSTRUCTIONS, "+0.5% instructions a sample, 0.02% noise")):
         for nights, at in ((40, 20), (120, 20), (365, 20), (120, 100), (365, 345)):
             yield f"{short}, night {at} of {nights}", [stepped(nights, s, at, number) for s in range(seeds)], at
     half = []

@@ -22,7 +22,7 @@ from torch_perf_suite.findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED,
 from torch_perf_suite.loader import checks as loader_checks
 from torch_perf_suite.loader import count_worker, instructions
 from torch_perf_suite.loader import digest as loader_code
-from torch_perf_suite.loader.instructions import Counter, InstructionsError, InstructionsFile, Unavailable
+from torch_perf_suite.loader.instructions import Counter, CountUnavailable, InstructionsError, InstructionsFile
 
 pytest_plugins = ["pytester"]
 
@@ -78,7 +78,7 @@ def test_a_loader_counts_the_same_begun_beside_other_work_and_in_a_second_proces
     assert counter.count(source) is first  # counted once a session
     # 15% more loop per sample: about 15% more instructions
     heavier = counter.count(("toy_loader:parts", {"n": 2300}))
-    with pytest.raises(Unavailable, match=r"could not be built for counting: toy_loader:parts: TypeError"):
+    with pytest.raises(CountUnavailable, match=r"could not be built for counting: toy_loader:parts: TypeError"):
         counter.count(("toy_loader:parts", {"m": 1}))
     assert counter.count(("toy_loader:parts", {"n": 10})).per_sample > 0
     again = Counter()
@@ -96,7 +96,7 @@ def test_without_valgrind_the_reason_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(instructions.shutil, "which", lambda tool: None)
     c = Counter()
     for _ in range(2):  # said again, not retried
-        with pytest.raises(Unavailable, match=r"valgrind not found: loader instructions not counted; install valgrind "
+        with pytest.raises(CountUnavailable, match=r"valgrind not found: loader instructions not counted; install valgrind "
                                               r"\(Debian, Ubuntu: apt-get install valgrind\)"):
             c.count(("toy_loader:parts", {"n": 1}))
 
@@ -120,7 +120,7 @@ def test_read_total(tmp_path):
     dump.write_bytes(b"cmd: /home/j\xf6rg/train.py\nevents: Ir\nsummary: 5000\n")  # a path not in UTF-8; no totals line
     assert instructions.read_total(dump) == 5000
     dump.write_text("events: Ir\n")
-    with pytest.raises(Unavailable, match="no totals line"):
+    with pytest.raises(CountUnavailable, match="no totals line"):
         instructions.read_total(dump)
 
 
@@ -259,7 +259,7 @@ def test_a_count_asked_for_another_source_than_the_one_begun_collects_both(fake)
 
 def test_a_begun_loader_that_cannot_be_built_is_said_when_collected(fake):
     fake.begin(("toy_loader:parts", {"m": 1}))
-    with pytest.raises(Unavailable, match="could not be built for counting"):
+    with pytest.raises(CountUnavailable, match="could not be built for counting"):
         fake.count(("toy_loader:parts", {"m": 1}))
     assert fake.count(("toy_loader:parts", {"n": 10})).per_sample == 1_000_000.0
 
@@ -270,7 +270,7 @@ def test_of_two_new_dumps_the_newest_is_read(fake, monkeypatch):
 
 
 def test_a_loader_that_cannot_be_built_is_said_and_the_next_one_counted(fake):
-    with pytest.raises(Unavailable) as e:
+    with pytest.raises(CountUnavailable) as e:
         fake.count(("toy_loader:parts", {"m": 1}))
     assert str(e.value) == ("the loader could not be built for counting: toy_loader:parts: TypeError: parts() got an "
                             "unexpected keyword argument 'm'")
@@ -289,7 +289,7 @@ def test_a_failed_count_says_why_with_valgrinds_last_lines_and_is_not_retried(fa
     fake._start()
     pid, folder = fake._proc.pid, fake._dir
     for _ in range(2):
-        with pytest.raises(Unavailable) as e:
+        with pytest.raises(CountUnavailable) as e:
             fake.count(("toy_loader:parts", {"n": 10}))
         assert str(e.value) == (why.format(pid=pid, folder=folder) + "; loader instructions not counted (valgrind: "
                                 "==1== Copyright | ==1== Using Valgrind | ==1== Command: python)")
@@ -299,7 +299,8 @@ def test_a_failed_count_says_why_with_valgrinds_last_lines_and_is_not_retried(fa
 def test_a_failure_with_nothing_in_valgrinds_log_says_only_why(fake, monkeypatch):
     monkeypatch.setenv("FAKE_QUIET", "1")
     monkeypatch.setenv("FAKE_NO_DUMP", "1")
-    with pytest.raises(Unavailable, match=r"^callgrind wrote no count for pid \d+ into \S+; loader instructions not counted$"):
+    with pytest.raises(CountUnavailable,
+                       match=r"^callgrind wrote no count for pid \d+ into \S+; loader instructions not counted$"):
         fake.count(("toy_loader:parts", {"n": 10}))
 
 
@@ -321,7 +322,7 @@ def test_a_counter_closed_before_it_counted_is_stopped_at_once(fake):
 def test_a_control_call_that_hangs_is_given_up(fake, monkeypatch):
     monkeypatch.setenv("FAKE_HANG", "1")
     monkeypatch.setattr(instructions, "CONTROL_TIMEOUT_S", 1)
-    with pytest.raises(Unavailable, match=r"^callgrind_control -i on got no answer in 1 s; loader instructions not "):
+    with pytest.raises(CountUnavailable, match=r"^callgrind_control -i on got no answer in 1 s; loader instructions not "):
         fake.count(("toy_loader:parts", {"n": 10}))
 
 
@@ -329,20 +330,20 @@ def test_a_loader_that_ends_the_process_is_said(fake, tmp_path):
     (tmp_path / "exiting_loader.py").write_text("import os\n\nCALLS = []\n\ndef parts():\n    return [1] * 100, "
                                                 "lambda batch: os._exit(3) if CALLS.append(1) or len(CALLS) > 1 "
                                                 "else batch\n")  # the warm-up collates, the counted samples end it
-    with pytest.raises(Unavailable, match=r"^the callgrind process answered '', expected 'done'; loader instructions"):
+    with pytest.raises(CountUnavailable, match=r"^the callgrind process answered '', expected 'done'; loader instructions"):
         fake.count(("exiting_loader:parts", {}))
 
 
 def test_a_process_that_stopped_is_said_when_the_next_loader_is_sent(fake):
     fake._start().kill()
     fake._proc.wait()
-    with pytest.raises(Unavailable, match=r"^the callgrind process stopped \(\[Errno 32\] Broken pipe\); loader"):
+    with pytest.raises(CountUnavailable, match=r"^the callgrind process stopped \(\[Errno 32\] Broken pipe\); loader"):
         fake.count(("toy_loader:parts", {"n": 10}))
 
 
 def test_without_callgrind_control_the_reason_names_it(monkeypatch):
     monkeypatch.setattr(instructions.shutil, "which", lambda tool: None if tool == "callgrind_control" else "/bin/" + tool)
-    with pytest.raises(Unavailable, match=r"^callgrind_control not found: loader instructions not counted; install"):
+    with pytest.raises(CountUnavailable, match=r"^callgrind_control not found: loader instructions not counted; install"):
         Counter().count(("toy_loader:parts", {"n": 1}))
 
 

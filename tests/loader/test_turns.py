@@ -161,7 +161,7 @@ def test_started_before_the_trees_exist_the_processes_time_the_trees_named_later
         timed.aim(ref, head)
         assert timed.time(("toyloader:parts", {})).ratio > 1.5
         timed.aim(head, ref)
-        with pytest.raises(turns.Unavailable, match="this process builds .*ref's loaders"):
+        with pytest.raises(turns.TurnsUnavailable, match="this process builds .*ref's loaders"):
             timed.time(("toyloader:parts", {}))
 
 
@@ -169,7 +169,7 @@ def test_a_loader_that_cannot_be_built_on_one_side_says_which_and_why_and_the_ne
     ref = tree(tmp_path / "ref")
     head = tree(tmp_path / "head", body="if crash: raise ValueError('no data folder')")
     with turns.Turns(ref, head, seconds=0.1) as timed:
-        with pytest.raises(turns.Unavailable, match=r"^toyloader:parts could not be built by turns: at the working "
+        with pytest.raises(turns.TurnsUnavailable, match=r"^toyloader:parts could not be built by turns: at the working "
                                                      r"tree: ValueError: no data folder$"):
             timed.time(("toyloader:parts", {"crash": True}))
         assert timed.time(("toyloader:parts", {"crash": False})).pairs >= turns.LEAST_PAIRS
@@ -181,7 +181,7 @@ def test_a_factory_imported_from_outside_refs_tree_is_refused_not_timed_against_
     (ref := tmp_path / "ref").mkdir()  # REF's tree has no such module: it comes from the path
     monkeypatch.setenv("PYTHONPATH", str(elsewhere))
     with turns.Turns(ref, head, seconds=0.1) as timed:
-        with pytest.raises(turns.Unavailable, match=r"at REF: ValueError: toyloader is imported from .*elsewhere/"
+        with pytest.raises(turns.TurnsUnavailable, match=r"at REF: ValueError: toyloader is imported from .*elsewhere/"
                                                      r"toyloader.py, not from the tree .*ref \(an editable install"):
             timed.time(("toyloader:parts", {}))
 
@@ -189,9 +189,9 @@ def test_a_factory_imported_from_outside_refs_tree_is_refused_not_timed_against_
 def test_a_process_that_dies_is_said_with_its_error_and_no_later_loader_is_timed(tmp_path):
     ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="if crash: os._exit(3)")
     with turns.Turns(ref, head, seconds=0.1) as timed:
-        with pytest.raises(turns.Unavailable, match=r"the process timing the working tree's loader by turns stopped"):
+        with pytest.raises(turns.TurnsUnavailable, match=r"the process timing the working tree's loader by turns stopped"):
             timed.time(("toyloader:parts", {"crash": True}))
-        with pytest.raises(turns.Unavailable, match=r"stopped.*; loader CPU time not timed by turns$"):
+        with pytest.raises(turns.TurnsUnavailable, match=r"stopped.*; loader CPU time not timed by turns$"):
             timed.time(("toyloader:parts", {"crash": False}))
 
 
@@ -200,7 +200,7 @@ def test_a_process_that_hangs_is_said_after_the_timeout_not_waited_on(tmp_path, 
     with turns.Turns(ref, head, seconds=0.1) as timed:
         timed._start()  # importing torch: under the default timeout
         monkeypatch.setattr(turns, "READ_TIMEOUT_S", 1)
-        with pytest.raises(turns.Unavailable, match=r"the process timing the working tree's loader by turns said "
+        with pytest.raises(turns.TurnsUnavailable, match=r"the process timing the working tree's loader by turns said "
                                                      r"nothing in 1 s"):
             timed.time(("toyloader:parts", {}))
 
@@ -212,7 +212,7 @@ def test_refs_loader_importing_the_working_trees_own_module_is_refused(tmp_path,
     (head / "helper.py").write_text("")
     monkeypatch.setenv("PYTHONPATH", str(head))
     with turns.Turns(ref, head, seconds=0.1) as timed:
-        with pytest.raises(turns.Unavailable, match=r"at REF: ValueError: helper is imported from .*head/helper.py, the "
+        with pytest.raises(turns.TurnsUnavailable, match=r"at REF: ValueError: helper is imported from .*head/helper.py, the "
                                                      r"other side's tree"):
             timed.time(("toyloader:parts", {}))
 
@@ -242,5 +242,5 @@ def test_a_process_that_died_importing_is_said_by_the_loaders_note_not_by_the_wi
     timed.start()
     session = NS(against=NS(turns=timed))
     Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})._turns_settled()
-    with pytest.raises(turns.Unavailable, match="the process timing .* stopped"):
+    with pytest.raises(turns.TurnsUnavailable, match="the process timing .* stopped"):
         timed.time(("toyloader:parts", {}))

@@ -71,7 +71,8 @@ class Later:
 
 
 @dataclass
-class Finding:
+class Bisection:
+    """What a bisection found."""
     good: Commit
     commits: list[Commit]  # the range, oldest first, BAD last
     tested: dict[str, Outcome]  # sha -> its outcome, in the order tested
@@ -116,11 +117,11 @@ def commits(top: Path, good: str, bad: str) -> tuple[Commit, list[Commit]]:
     return Commit(*against._git(top, "log", "-1", FORMAT, good).stdout.strip().split("\x00")), found
 
 
-def search(good: Commit, range_: list[Commit], judge: Callable[[Commit], Outcome]) -> Finding:
+def search(good: Commit, range_: list[Commit], judge: Callable[[Commit], Outcome]) -> Bisection:
     """The first bad commit of `range_`, judging as few commits as halving allows: BAD first, then GOOD against itself
     (a test that fails there, an A/A, tells nothing about the range), then the untested commit nearest the middle of
     what is left, skipped ones passed over."""
-    finding = Finding(good, range_, {})
+    finding = Bisection(good, range_, {})
 
     def judged(i: int) -> Outcome:
         outcome = finding.tested[range_[i].sha] = judge(range_[i])
@@ -173,7 +174,7 @@ def _suspects(range_: list[Commit], lo: int, hi: int) -> list[Commit]:
     return skipped + [range_[hi]] if skipped else []
 
 
-def nothing_found(finding: Finding, bad_name: str) -> str | None:
+def nothing_found(finding: Bisection, bad_name: str) -> str | None:
     """Why a search named no first bad commit, in one line; None where it named one."""
     good, bad = finding.good, finding.commits[-1]
     if finding.first_bad is not None:
@@ -345,7 +346,7 @@ def most_measured(n: int) -> int:
     return math.ceil(math.log2(max(n, 1))) + 2
 
 
-def describe(finding: Finding, good_name: str, bad_name: str) -> str:
+def describe(finding: Bisection, good_name: str, bad_name: str) -> str:
     """The report: the first bad commit with its failures, every commit tested with its figures, and their chart."""
     tested = [c for c in (finding.good, *finding.commits) if c.sha in finding.tested]  # GOOD's A/A first: the yardstick
     head = (f"perf bisect {good_name}..{bad_name}: {len(finding.commits)} commit(s) (first parent), "

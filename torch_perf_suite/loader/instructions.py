@@ -52,7 +52,7 @@ CONTROL_TIMEOUT_S = 120  # callgrind_control reaches the process through vgdb; a
 INSTALL = "install valgrind (Debian, Ubuntu: apt-get install valgrind)"
 
 
-class Unavailable(RuntimeError):
+class CountUnavailable(RuntimeError):
     """Instructions cannot be counted here (no valgrind, the counting process failed): the message says why."""
 
 
@@ -125,7 +125,7 @@ class Counter:
     def prestart(self) -> None:
         """Start the process now, before any loader is known (it imports Python and torch under valgrind, the slow
         part): where a recorded count's code changed, a count will follow. Where it cannot start, `count` says why."""
-        with contextlib.suppress(Unavailable):
+        with contextlib.suppress(CountUnavailable):
             self._start()
 
     def begin(self, source: tuple[str, dict]) -> None:
@@ -144,7 +144,7 @@ class Counter:
     def count(self, source: tuple[str, dict]) -> Counted:
         described = describe_source(source)
         if self._pending is not None and self._pending != described:  # another source begun: its count is cached
-            with contextlib.suppress(Unavailable):
+            with contextlib.suppress(CountUnavailable):
                 self._collect()
         if described not in self._cache:
             self.begin(source)
@@ -154,7 +154,7 @@ class Counter:
     def _collect(self) -> None:
         described, self._pending = self._pending, None
         if described is None:
-            raise Unavailable(self._broken)
+            raise CountUnavailable(self._broken)
         if not self._started:
             self._expect("started")
             self._started = True
@@ -176,7 +176,7 @@ class Counter:
         for tool in ("valgrind", "callgrind_control"):
             if shutil.which(tool) is None:
                 self._broken = f"{tool} not found: loader instructions not counted; {INSTALL}"
-                raise Unavailable(self._broken)
+                raise CountUnavailable(self._broken)
         self._dir = tempfile.mkdtemp(prefix="perf-callgrind-")
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
                "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
@@ -203,7 +203,7 @@ class Counter:
         if line == word:
             return
         if line.startswith("error "):
-            raise Unavailable(f"the loader could not be built for counting: {json.loads(line[6:])}")
+            raise CountUnavailable(f"the loader could not be built for counting: {json.loads(line[6:])}")
         raise self._fail(f"the callgrind process answered {line!r}, expected {word!r}")
 
     def _control(self, *args: str) -> None:
@@ -215,12 +215,12 @@ class Counter:
         if done.returncode != 0 or "OK" not in done.stdout:
             raise self._fail(f"callgrind_control {' '.join(args)} failed: {(done.stdout + done.stderr).strip()[-300:]}")
 
-    def _fail(self, why: str) -> Unavailable:
+    def _fail(self, why: str) -> CountUnavailable:
         log = Path(self._dir or ".") / "valgrind.log"
         tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.is_file() else []
         self._broken = f"{why}; loader instructions not counted" + (f" (valgrind: {' | '.join(tail)})" if tail else "")
         self.close()
-        return Unavailable(self._broken)
+        return CountUnavailable(self._broken)
 
     def close(self) -> None:
         proc, self._proc, self._started, self._pending = self._proc, None, False, None
@@ -253,7 +253,7 @@ def read_total(path: Path) -> int:
         if head in ("totals", "summary") and value.strip():
             found[head] = int(value.split()[0])
     if not found:
-        raise Unavailable(f"{path}: no totals line; not a callgrind output file")
+        raise CountUnavailable(f"{path}: no totals line; not a callgrind output file")
     return found.get("totals", found.get("summary"))
 
 

@@ -72,7 +72,7 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
                     noted += 1
                 continue
             counted = replace(counter.count((factory, kwargs)), content=read.digest, read=read)
-        except instructions.Unavailable as e:
+        except instructions.CountUnavailable as e:
             say(f"{test}: not counted: {e}")
             failed += 1
             continue

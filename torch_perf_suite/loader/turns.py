@@ -43,7 +43,7 @@ RESERVE = True  # a reserve pair started beside the first, so that a measurement
 MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(64 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 
-class Unavailable(RuntimeError):
+class TurnsUnavailable(RuntimeError):
     """Not timed by turns; the message says why in one line."""
 
 
@@ -123,7 +123,7 @@ class Turns:
         if None in self.roots.values():
             raise RuntimeError("Turns.time before Turns.aim named REF's tree and the working tree")
         if self._broken:
-            raise Unavailable(self._broken)
+            raise TurnsUnavailable(self._broken)
         if fresh:
             self._renew()
         self._start()
@@ -135,7 +135,7 @@ class Turns:
         why_not = {side: self._ready(side) for side in self._procs}
         if any(why_not.values()):
             self._end_request([side for side, why in why_not.items() if why is None])
-            raise Unavailable(f"{factory} could not be built by turns: " + "; ".join(
+            raise TurnsUnavailable(f"{factory} could not be built by turns: " + "; ".join(
                 f"at {side}: {why}" for side, why in why_not.items() if why))
         pairs, deadline, i = [], time.perf_counter() + 2 * self.seconds, 0
         while (i < LEAST_PAIRS or time.perf_counter() < deadline) and i < MOST_PAIRS:
@@ -189,7 +189,7 @@ class Turns:
 
     def settle(self) -> None:
         """Wait for the processes `start`ed to have imported torch, so that no timed window runs beside an import;
-        Unavailable where one failed (`time` says it again)."""
+        TurnsUnavailable where one failed (`time` says it again)."""
         while self._waiting:
             side = self._waiting.pop()
             self._expect(side, "started")
@@ -241,7 +241,7 @@ class Turns:
         for side in sides:
             self._send(side, "end")
 
-    def _fail(self, side: str, why: str) -> Unavailable:
+    def _fail(self, side: str, why: str) -> TurnsUnavailable:
         self._procs[side].kill()
         self._procs[side].wait()
         self._errors[side].seek(0)
@@ -249,7 +249,7 @@ class Turns:
         self._broken = (f"the process timing {side}'s loader by turns {why}" + (f": {' | '.join(err)}" if err else "")
                         + "; loader CPU time not timed by turns")
         self.close()
-        return Unavailable(self._broken)
+        return TurnsUnavailable(self._broken)
 
     def __enter__(self) -> "Turns":
         return self
