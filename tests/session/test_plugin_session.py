@@ -104,7 +104,7 @@ def test_the_sessions_seconds_count_from_pytests_start_and_hold_their_parts(suit
     seconds = json.loads((suite.path / "out" / "perf.json").read_text())["seconds"]
     assert list(seconds) == ["total", "imports", "collection", "REF", "tests", "setup and other tests", "end"]
     assert sum(seconds.values()) - seconds["total"] == pytest.approx(seconds["total"], abs=0.35)  # six roundings
-    assert seconds["total"] == pytest.approx(wall, abs=5) and seconds["total"] <= wall
+    assert seconds["total"] == pytest.approx(wall, abs=5) and seconds["total"] <= wall + 0.05  # rounded to 0.1 s
     assert 0.5 <= seconds["imports"] < 3 and seconds["tests"] > 0 and seconds["setup and other tests"] >= 0.4
 
 
