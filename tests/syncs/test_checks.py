@@ -76,3 +76,14 @@ def test_a_smoke_runs_host_reads_as_many_as_refs_pass_and_one_more_fails_naming_
         "measured 2.00 host reads per step with no GPU, 1.00 at REF HEAD (abc) (+1.00): each reads a tensor's value on "
         "the host, which on a GPU is a host-device sync; reads a step by line, most grown first:\n")
     assert "loss.py:7 in f" in found.text and found.text.endswith("\nlisting")
+
+
+def test_a_dtype_new_to_the_step_or_taking_a_larger_share_fails_and_more_ops_in_its_own_dtype_pass():
+    """An op more in an all-float32 step (`* 1.0` in a user's loss: 72 float32 ops a step against 70) failed as "the
+    step computes in another dtype"; a share that moved is what a change of precision is."""
+    assert checks.dtypes_against({"float32": 72.0}, {"float32": 70.0}, "REF") == []
+    [moved] = checks.dtypes_against({"float32": 70.0, "float64": 1.0}, {"float32": 70.0}, "REF")  # a float64 constant
+    assert moved.outcome == FAILED and "float64 1.00 a step, 0.00 at REF" in moved.text
+    autocast_off = checks.dtypes_against({"float32": 180.0, "bfloat16": 20.0}, {"float32": 40.0, "bfloat16": 160.0}, "REF")
+    assert [f.outcome for f in autocast_off] == [FAILED] and "float32 180.00 a step, 40.00 at REF" in autocast_off[0].text
+    assert checks.dtypes_against({"float32": 42.0, "bfloat16": 160.0}, {"float32": 40.0, "bfloat16": 160.0}, "REF") == []
