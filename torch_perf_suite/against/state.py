@@ -20,7 +20,7 @@ from ..loader import turns
 from ..loader.turns import Turns
 from ..records import durations
 from ..report import plain
-from . import bisecting
+from . import bisect_report, bisecting
 from . import ref as against
 from .ref import Ref
 
@@ -77,7 +77,7 @@ def bisect(session, pytest_session) -> bool:
     finding = bisecting.search(good, range_, runner)
     if why := bisecting.nothing_found(finding, bad_name):
         raise pytest.UsageError(why)
-    text = bisecting.describe(finding, good.short, bad_name)
+    text = bisect_report.describe(finding, good.short, bad_name)
     say(plain.text(text))  # the terminal's plain text; the Markdown goes to the report's .bisect.md
     if session.settings.report:
         session.settings.report.parent.mkdir(parents=True, exist_ok=True)
