@@ -36,7 +36,7 @@ def test_the_planted_commit_of_twenty_is_found_in_at_most_log2_plus_two_measurem
     asked = []
     finding = bisecting.search(GOOD, chain(20), judge_by({}, asked, planted))
     assert finding.first_bad.subject == f"commit {planted}"
-    assert len(asked) <= bisecting.most_measured(20) == 7
+    assert len(asked) <= bisect_report.most_measured(20) == 7
     assert asked[:2] == [20, 0]  # BAD first (nothing to bisect where it passes), then GOOD against itself
     assert finding.suspects == [] and finding.second == []
 
@@ -67,7 +67,7 @@ def test_two_regressions_name_the_first_and_go_on_to_the_commit_of_what_only_bad
     [later] = finding.later
     assert later.first_bad.subject == ("commit 16" if skipped else "commit 15") and later.why == ["t: gpu -6.0% (allowed -3%)"]
     assert [c.subject for c in later.suspects] == (["commit 15", "commit 16"] if skipped else [])
-    assert len(asked) == len(set(asked)) <= 2 * bisecting.most_measured(30)  # each commit judged once
+    assert len(asked) == len(set(asked)) <= 2 * bisect_report.most_measured(30)  # each commit judged once
     text = bisect_report.describe(finding, "v1", "main")
     assert ("a later regression, which 30aaaaaaaaaa (main) has and the first bad commit does not: "
             f"{later.first_bad.short} '{later.first_bad.subject}'") in text
@@ -249,7 +249,7 @@ def test_the_commit_that_added_a_sync_is_found_past_one_that_cannot_run_and_judg
                                  "*test_step.py::test_step: *host reads per step*user code: test_step.py:10 in step*"])
     found = json.loads((history.path / "out" / "perf.bisect.json").read_text())
     assert found["first_bad"]["sha"] == planted
-    assert len(found["tested"]) <= bisecting.most_measured(6)
+    assert len(found["tested"]) <= bisect_report.most_measured(6)
     assert (history.path / "out" / "perf.bisect.md").read_text().startswith(f"perf bisect {good[:12]}..HEAD: 6 commit(s)")
     assert git(history.path, "worktree", "list", "--porcelain").count("worktree ") == 1  # none left behind
     # a range whose BAD is the planted commit, its verdict unreadable, the commit that cannot run in its halving: the

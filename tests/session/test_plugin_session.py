@@ -39,6 +39,20 @@ def test_without_a_gpu_the_run_ends_with_one_line_of_reason_and_no_warning(suite
                                        "measure them.")
 
 
+def test_a_slow_session_that_measured_nothing_says_where_its_seconds_went(suite, pytester, monkeypatch):
+    """The README's main job on a CPU skips every test; its first run took 243 s on a user's machine and said nothing
+    of why (16 s the second time). A session that measured nothing and took SLOW_S says its parts; a quick one does not."""
+    from torch_perf_suite.session import writing
+
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    assert "where a session that measured no test spent its time" not in suite.run().stdout.str()
+    monkeypatch.setattr(writing, "SLOW_S", 0.0)
+    pytester.makeconftest(CONFTEST + "import time\ntime.sleep(0.3)\n")
+    suite.run().stdout.fnmatch_lines(["session: * s (imports 0.[3-9] s, collection * s, REF 0.0 s, tests 0.0 s, "
+                                      "setup and other tests * s, end * s): where a session that measured no test "
+                                      "spent its time"])
+
+
 def test_strict_mode_fails_without_a_gpu(suite):
     suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
     result = suite.run("--perf-strict")

@@ -3,12 +3,21 @@ and their chart; the terminal shows it as plain text, --perf-report writes it as
 
 from __future__ import annotations
 
+import math
+
 from ..report import charts
-from .bisecting import PARTS, Bisection, Outcome, most_measured
+
+PARTS = ("gpu", "pipeline", "loader")  # the samples/s a judged commit's figures show, in this order
 
 
-def describe(finding: Bisection, good_name: str, bad_name: str) -> str:
-    """The report: the first bad commit with its failures, every commit tested with its figures, and their chart."""
+def most_measured(n: int) -> int:
+    """The bisection's bound: BAD, then halving n commits, and a repeat's worth for a skip: ceil(log2(n)) + 2."""
+    return math.ceil(math.log2(max(n, 1))) + 2
+
+
+def describe(finding, good_name: str, bad_name: str) -> str:
+    """The report of a `bisecting.Bisection`: the first bad commit with its failures, every commit tested with its
+    figures, and their chart."""
     tested = [c for c in (finding.good, *finding.commits) if c.sha in finding.tested]  # GOOD's A/A first: the yardstick
     head = (f"perf bisect {good_name}..{bad_name}: {len(finding.commits)} commit(s) (first parent), "
             f"{len(finding.tested)} judged, {finding.measured} measured in this run "
@@ -49,11 +58,11 @@ def describe(finding: Bisection, good_name: str, bad_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _first_figures(outcome: Outcome) -> dict:
+def _first_figures(outcome) -> dict:
     return next(iter(outcome.figures.values()), {})
 
 
-def _figure_text(outcome: Outcome) -> str:
+def _figure_text(outcome) -> str:
     figures = _first_figures(outcome)
     parts = [f"{p} {figures[p]:,.0f}/s" for p in PARTS if p in figures]
     if figures.get("syncs_per_step") is not None:

@@ -16,7 +16,6 @@ bisection over an overlapping range from the same GOOD measures nothing twice.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -31,8 +30,7 @@ import pytest
 
 from .. import ref_imports, store
 from . import ref as against
-
-PARTS = ("gpu", "pipeline", "loader")
+from .bisect_report import PARTS
 
 
 @dataclass(frozen=True)
@@ -340,6 +338,3 @@ def _rows(report_json: Path) -> dict[str, dict]:
     return {r["test"]: r for r in rows if isinstance(r, dict) and "test" in r}
 
 
-def most_measured(n: int) -> int:
-    """The bisection's bound: BAD, then halving n commits, and a repeat's worth for a skip: ceil(log2(n)) + 2."""
-    return math.ceil(math.log2(max(n, 1))) + 2

@@ -72,7 +72,7 @@ def bisect(session, pytest_session) -> bool:
     args = against.forwarded(config) + (["--perf-strict"] if session.settings.strict else [])
     runner = bisecting.Runner(top, Path(config.rootpath), good.sha, test_ids, args, against_cache(session, config),
                               session.device.env, say, overrides=against.keyed(config, []))
-    say(f"perf bisect: {len(range_)} commit(s) after {good.short}, at most {bisecting.most_measured(len(range_))} "
+    say(f"perf bisect: {len(range_)} commit(s) after {good.short}, at most {bisect_report.most_measured(len(range_))} "
         "to judge, one more for each that cannot run")
     finding = bisecting.search(good, range_, runner)
     if why := bisecting.nothing_found(finding, bad_name):

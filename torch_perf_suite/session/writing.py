@@ -14,7 +14,10 @@ from .. import store
 from ..machine import host
 from ..report import markdown as report
 from ..report import plain
+from ..throughput.timing import session_line
 from . import runners
+
+SLOW_S = 20.0  # a session that measured nothing and took this long says where its seconds went
 
 
 def document(session) -> dict:
@@ -116,6 +119,8 @@ def summary(session) -> tuple[str | None, list[tuple[str, dict]]]:
                 else "no CUDA GPU and no --perf-smoke"
             empty = "" if measured else f" (no test was measured: {why})"
             out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
+    if not measured and not session.shards and (seconds := session.seconds())["total"] >= SLOW_S:
+        out.append((f"{session_line(seconds)}: where a session that measured no test spent its time", {}))
     return (plain.text(report.render(doc)) if measured else None), out
 
 
