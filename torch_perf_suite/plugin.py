@@ -20,8 +20,7 @@ from .findings import PerfWarning
 from .fixture.perf import Perf
 from .fixture.result import Result
 from .machine import device
-from .session import calls, sharding
-from .session import writing as session_report
+from .session import calls, sharding, writing
 from .session.benchmark import (
     check_benchmark_options,
     check_saved_runs,
@@ -189,7 +188,7 @@ def pytest_terminal_summary(terminalreporter, config):
     if CROSS_GPU in config.stash:
         terminalreporter.section("WARNING", sep="!", red=True, bold=True)
         terminalreporter.write_line(config.stash[CROSS_GPU], red=True, bold=True)
-    text, lines = session_report.summary(config.stash[SESSION]) if SESSION in config.stash else (None, [])
+    text, lines = writing.summary(config.stash[SESSION]) if SESSION in config.stash else (None, [])
     if text:
         terminalreporter.section("perf report")
         terminalreporter.write_line(text)

@@ -2,11 +2,11 @@
 
 import gzip
 
-from torch_perf_suite.session import writing as session_report
+from torch_perf_suite.session import writing
 
 
 def keep(trace, trace_dir):
-    return session_report.keep_trace(trace_dir, trace)
+    return writing.keep_trace(trace_dir, trace)
 
 
 def test_a_kept_trace_is_the_trace_gzipped_beside_no_temporary_file(tmp_path):
@@ -29,7 +29,7 @@ def test_a_copy_that_fails_halfway_leaves_the_kept_trace_before_it_whole(tmp_pat
         dst.write(src.read(100))
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(session_report.shutil, "copyfileobj", full_disk)
+    monkeypatch.setattr(writing.shutil, "copyfileobj", full_disk)
     assert keep(trace, kept.parent) == f"trace not kept ([Errno 28] No space left on device); it is still at {trace}"
     assert [p.name for p in kept.parent.iterdir()] == ["t.trace.json.gz"]
     assert gzip.decompress(kept.read_bytes()) == b"an earlier run's"

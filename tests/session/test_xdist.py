@@ -22,8 +22,7 @@ from torch_perf_suite.machine import device, host, nvml
 from torch_perf_suite.machine.host import cpu_count
 from torch_perf_suite.records import baselines, durations
 from torch_perf_suite.report import markdown as report
-from torch_perf_suite.session import runners, sharding
-from torch_perf_suite.session import writing as session_report
+from torch_perf_suite.session import runners, sharding, writing
 
 pytest_plugins = ["pytester"]
 # mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg
@@ -491,7 +490,7 @@ def test_a_crashed_workers_partial_report_is_merged_from_its_file_and_removed(tm
     (tmp_path / "perf.gw1.json").write_text(json.dumps(doc(["b.py::t"], visible="1")))
     (tmp_path / "perf.gw1.md").write_text("its table")
     (tmp_path / "perf.gw0.json").write_text(json.dumps(doc(["stale.py::t"])))  # gw0's end is the newer
-    written = session_report.merge_reports(session)
+    written = writing.merge_reports(session)
     assert [p.name for p in written] == ["perf.md", "perf.json"] and session.report_error is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["perf.json", "perf.md"]
     assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0"), ("b.py::t", "gw1")]
@@ -501,7 +500,7 @@ def test_a_partial_report_that_cannot_be_read_is_kept_and_said_so_and_the_others
     session = merging(tmp_path, {"gw0": {"report": doc(["a.py::t"])}, "gw1": {}})  # gw1 was killed while writing
     (tmp_path / "perf.gw1.json").write_text("{half written")
     (tmp_path / "perf.gw1.md").write_text("its table")
-    written = session_report.merge_reports(session)
+    written = writing.merge_reports(session)
     assert [p.name for p in written] == ["perf.md", "perf.json"]
     assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0")]
     assert session.report_error.startswith(f"perf report merged into {tmp_path / 'perf'} without these workers' reports, "
@@ -513,7 +512,7 @@ def test_a_merge_that_cannot_be_written_keeps_every_partial_report_and_says_so(t
     session = merging(tmp_path, {})
     (tmp_path / "perf.gw0.json").write_text(json.dumps(doc(["a.py::t"])))
     (tmp_path / "perf.md").mkdir()  # PATH.md cannot be written
-    assert session_report.merge_reports(session) == []
+    assert writing.merge_reports(session) == []
     assert session.report_error.startswith(f"perf report NOT merged into {tmp_path / 'perf'}: ")
     assert session.report_error.endswith(f"the workers' reports: {tmp_path / 'perf.gw0.json'}")
     assert (tmp_path / "perf.gw0.json").exists()

@@ -17,18 +17,16 @@ from .. import settings
 from ..against import ref as against
 from ..against.state import RefState, check_against, check_bisect, load_records
 from ..findings import PerfWarning
-from ..fixture import references as records
+from ..fixture import references
 from ..fixture.result import Result
 from ..loader import instructions
 from ..loader.cost import timer_folder
 from ..machine import device
-from ..report import causes
-from ..report import markdown as report
+from ..report import causes, markdown
 from ..syncs.advice import Advice
 from ..syncs.recording import count_steps
 from ..throughput import timing
-from . import benchmark, early, runners
-from . import writing as session_report
+from . import benchmark, early, runners, writing
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
 
@@ -78,10 +76,10 @@ class PerfSession:
         self.shared: dict = {}
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
         self.sections: dict[str, list[dict]] = {}
-        self.charts: dict[str, report.Chart] = {}  # section title -> how to draw it
+        self.charts: dict[str, markdown.Chart] = {}  # section title -> how to draw it
         self.failed: dict[str, list[tuple[str, list[str]]]] = {}  # test id -> its checks failed so far (Judge.fail)
         self.report_error: str | None = None
-        self.records = records.Records(self.settings, self.device, config.rootpath, config.stash.get(early.COUNTER, None))
+        self.records = references.Records(self.settings, self.device, config.rootpath, config.stash.get(early.COUNTER, None))
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
         self.against = RefState()  # --perf-against REF: what the tests compare with, its turns and seconds
         self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
@@ -219,12 +217,12 @@ class PerfSession:
         if passed and self.settings.update_baselines:
             self.records.record(test_id, result)
         if failed and result.trace and result.trace.exists() and self.settings.trace_dir:
-            result.notes.append(session_report.keep_trace(self.settings.trace_dir, result.trace))
+            result.notes.append(writing.keep_trace(self.settings.trace_dir, result.trace))
         if passed and result.trace and result.trace.exists():
             result.trace.unlink()  # a failed test's stays in its tmp_path
         # the report keeps the whole text: a failure's first line is its causes again, for pytest's short summary
         result.outcome, result.failure = ("FAILED", failure and causes.whole(failure, test_id)) if failed else ("passed", None)
-        session_report.write_report(self)
+        writing.write_report(self)
 
     def finish(self, config) -> bool:
         """At the session's end: the callgrind process and the turns' processes stopped; an xdist worker hands its
@@ -238,9 +236,9 @@ class PerfSession:
         if self.loader_dir:
             shutil.rmtree(self.loader_dir, ignore_errors=True)
         if self.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers
-            config.workeroutput["perf"] = session_report.worker_output(self)
+            config.workeroutput["perf"] = writing.worker_output(self)
         if self.shards:
-            self.written = session_report.merge_reports(self)
+            self.written = writing.merge_reports(self)
         workers_failed = any(out.get("failed") for out in self.worker_outputs.values())
         return bool(self.records.save_error or self.report_error or workers_failed)
 

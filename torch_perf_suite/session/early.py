@@ -14,7 +14,7 @@ import pytest
 
 from .. import settings
 from ..against import ref as against
-from ..fixture import references as records
+from ..fixture import references
 from ..loader import instructions
 from ..machine import device
 
@@ -38,7 +38,7 @@ def count_early(config) -> None:
         return
     if s.bisect or against.is_ref_run(s.update_baselines) or not (s.instructions and (s.smoke or device.gpu_visible())):
         return
-    if records.changed_code(s.baseline_dir, Path(config.rootpath), None):
+    if references.changed_code(s.baseline_dir, Path(config.rootpath), None):
         counter.prestart()
 
 
