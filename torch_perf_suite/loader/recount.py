@@ -54,13 +54,8 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
     for test, old in sorted(recorded.items()):
         described = old["source"]
         factory, kwargs = parse_source(described)
-        if kwargs.get("data_dir"):
-            found = data_root / kwargs["data_dir"] if data_root is not None else None
-            if found is None or not found.is_dir():
-                say(f"{test}: left as recorded: its loader reads {kwargs['data_dir']}, not found under "
-                    f"{data_root or '(no --data-root)'}")
-                continue
-            kwargs["data_dir"] = str(found)
+        if (kwargs := _located(test, kwargs, data_root, say)) is None:
+            continue
         try:
             if described not in code:
                 code[described] = loader_code.read((factory, kwargs), root)
@@ -89,6 +84,18 @@ def recount(path: Path, root: Path, counter, say=print, data_root: Path | None =
         f"{f' ({noted} given what their loader reads)' if noted else ''}, {failed} not counted")
     name_files_elsewhere(file, env_key, root, code, say)
     return updates, failed
+
+
+def _located(test: str, kwargs: dict, data_root: Path | None, say) -> dict | None:
+    """The loader's arguments with its `data_dir` found under `data_root`; None, said, where it is not there."""
+    if not kwargs.get("data_dir"):
+        return kwargs
+    found = data_root / kwargs["data_dir"] if data_root is not None else None
+    if found is None or not found.is_dir():
+        say(f"{test}: left as recorded: its loader reads {kwargs['data_dir']}, not found under "
+            f"{data_root or '(no --data-root)'}")
+        return None
+    return {**kwargs, "data_dir": str(found)}
 
 
 def name_files_elsewhere(file: instructions.InstructionsFile, env_key: str, root: Path, code: dict, say=print) -> None:

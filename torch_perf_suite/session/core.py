@@ -57,23 +57,17 @@ class PerfSession:
         self.imports_s, self.started, self.configured = None if started is None else now - started, started or now, now
         self.tests_span: list[float] = []  # when the first test began and the last one ended (`test_span`)
         self.laps: dict[str, timing.Laps] = {}  # test id -> where its call's seconds went
-        self._config = config
+        self._config, self.shards = config, shards
         workerinput = getattr(config, "workerinput", {})
         self.worker: str | None = workerinput.get("workerid")  # the pytest-xdist worker this process is, if one
         self.gpu: str | None = workerinput.get("perf_gpu")  # the CUDA_VISIBLE_DEVICES its controller gave it, if any
         self.cores: list[int] = workerinput.get("perf_cores") or []  # the cores its controller gave it, if any
-        self.shards = shards
         self.worker_outputs: dict[str, dict] = {}  # the controller's: what each worker sent at its end
         self.merged: dict | None = None  # the controller's: the workers' reports as one
         self.written: list[Path] = []  # the controller's: the merged report's files
-        self.device = device.detect_device()
-        self.device.count_steps = count_steps  # the device's sync counter: the profiler's, from the syncs' side
-        if self.gpu is not None and self.device.is_gpu:
-            _sees_its_gpu_only(self.worker, self.gpu)
-        config.hook.pytest_perf_update_environment(env=self.device.env)
+        self.device = _device(config, self.worker, self.gpu)
         self.results: dict[str, Result] = {}
-        # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement of each a session
-        self.shared: dict = {}
+        self.shared: dict = {}  # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement each
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
         self.sections: dict[str, list[dict]] = {}
         self.charts: dict[str, markdown.Chart] = {}  # section title -> how to draw it
@@ -127,25 +121,6 @@ class PerfSession:
     def test_span(self) -> None:
         """A test's protocol began or ended: the first beginning and the last end are kept (`seconds`)."""
         self.tests_span[min(len(self.tests_span), 1):] = [time.perf_counter()]
-
-    def seconds(self) -> dict:
-        """The session's seconds, every one in a part: in all since the process started; the imports before the
-        session; collecting and selecting the tests; measuring REF; the perf tests' calls; the rest of the tests'
-        time (their setup and teardown, the user's code around `perf.measure`, other tests); the end (stopping the
-        counting and the turns' processes, the report). Where a loader was counted again, what the tests and the end
-        spent on the count (valgrind's start and the count: their "instructions" laps; its stop), as a part of them."""
-        now = time.perf_counter()
-        first, last = (self.tests_span + [now, now])[:2] if self.tests_span else (now, now)
-        tests = sum(sum(laps.seconds.values()) for laps in self.laps.values())
-        ref_in_tests = self.against.seconds if self.worker else 0.0  # a sharded worker measures REF before each file
-        imports = {} if self.imports_s is None else {"imports": round(self.imports_s, 1)}
-        counting = sum(laps.seconds.get("instructions", 0.0) for laps in self.laps.values()) + self.recount_s
-        recount = {"of them loader counted again": round(counting, 1)} if self.recount else {}
-        return {"total": round(now - self.started, 1), **imports,
-                "collection": round(max(first - self.configured - self.against.seconds + ref_in_tests, 0.0), 1),
-                "REF": round(self.against.seconds, 1), "tests": round(tests, 1),
-                "setup and other tests": round(max(last - first - tests - ref_in_tests, 0.0), 1),
-                "end": round(now - last, 1), **recount}
 
     @property
     def reference(self) -> str:
@@ -251,6 +226,17 @@ class _Header:
 
     def pytest_report_header(self) -> list[str]:
         return self.lines
+
+
+def _device(config, worker: str | None, gpu: str | None) -> device.Device:
+    """The device the tests run on, its sync counter the profiler's (from the syncs' side), its environment as the
+    project's hooks complete it; a sharded run's worker sees only the GPU it was given."""
+    found = device.detect_device()
+    found.count_steps = count_steps
+    if gpu is not None and found.is_gpu:
+        _sees_its_gpu_only(worker, gpu)
+    config.hook.pytest_perf_update_environment(env=found.env)
+    return found
 
 
 def _sees_its_gpu_only(worker: str, gpu: str) -> None:

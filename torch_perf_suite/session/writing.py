@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import time
 from pathlib import Path
 
 from .. import store
@@ -25,7 +26,27 @@ def document(session) -> dict:
     worker = {"id": session.worker, "cuda_visible_devices": session.gpu, "cores": cores} if session.worker else None
     ref = session.against.ref
     return markdown.document(session.results.values(), session.device.env, session.sections, session.settings.smoke,
-                           session.charts, worker, against=ref.describe() if ref else None, seconds=session.seconds())
+                             session.charts, worker, against=ref.describe() if ref else None, seconds=seconds(session))
+
+
+def seconds(session) -> dict:
+    """The session's seconds, every one in a part: in all since the process started; the imports before the
+    session; collecting and selecting the tests; measuring REF; the perf tests' calls; the rest of the tests'
+    time (their setup and teardown, the user's code around `perf.measure`, other tests); the end (stopping the
+    counting and the turns' processes, the report). Where a loader was counted again, what the tests and the end
+    spent on the count (valgrind's start and the count: their "instructions" laps; its stop), as a part of them."""
+    now = time.perf_counter()
+    first, last = (session.tests_span + [now, now])[:2] if session.tests_span else (now, now)
+    tests = sum(sum(laps.seconds.values()) for laps in session.laps.values())
+    ref_in_tests = session.against.seconds if session.worker else 0.0  # a sharded worker measures REF before each file
+    imports = {} if session.imports_s is None else {"imports": round(session.imports_s, 1)}
+    counting = sum(laps.seconds.get("instructions", 0.0) for laps in session.laps.values()) + session.recount_s
+    recount = {"of them loader counted again": round(counting, 1)} if session.recount else {}
+    return {"total": round(now - session.started, 1), **imports,
+            "collection": round(max(first - session.configured - session.against.seconds + ref_in_tests, 0.0), 1),
+            "REF": round(session.against.seconds, 1), "tests": round(tests, 1),
+            "setup and other tests": round(max(last - first - tests - ref_in_tests, 0.0), 1),
+            "end": round(now - last, 1), **recount}
 
 
 def write_report(session, final: bool = False) -> list:
@@ -118,8 +139,8 @@ def summary(session) -> tuple[str | None, list[tuple[str, dict]]]:
                 else "no CUDA GPU and no --perf-smoke"
             empty = "" if measured else f" (no test was measured: {why})"
             out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
-    if not measured and not session.shards and (seconds := session.seconds())["total"] >= SLOW_S:
-        out.append((f"{session_line(seconds)}: where a session that measured no test spent its time", {}))
+    if not measured and not session.shards and (spent := seconds(session))["total"] >= SLOW_S:
+        out.append((f"{session_line(spent)}: where a session that measured no test spent its time", {}))
     return (plain.text(markdown.render(doc)) if measured else None), out
 
 
