@@ -127,18 +127,24 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
     status += f", {len(gone)} without a result (errored or crashed)" if gone else ""
     status += ": " + ", ".join(repeated + new + gone) if tonight.failed or gone else ""
     charts = "\n".join(trend(same_gpu, t) for t in repeated + new)
+    creeps = _creeps(same_gpu, repo_url)
+    return Decision(status + creeps.status, alerts + creeps.alerts, charts + creeps.charts)
+
+
+def _creeps(nights: list[Night], repo_url: str) -> Decision:
+    """The change points found with tonight (the last of `nights`, one GPU model's), kept with it: a creep or a drift
+    alerted, an improvement said."""
     from .records import creep  # numpy and ruptures: the record half's, not the alert job's
 
-    creeps = creep.found(same_gpu)
-    tonight.said = [c.said(same_gpu) for c in creeps]  # kept with tonight: each is said once
-    creeps = [c for c in creeps if c.alerted]
-    alerts += [_creep_alert(c, same_gpu, repo_url) for c in creeps if c.worse]
-    status += "".join(f"; {'creep' if c.worse else 'improvement'}: {c.test} {c.number} {c.change.change_pct:+.2f}% "
-                      f"from {same_gpu[c.at].date}" if c.drift_from is None else
-                      f"; drift: {c.test} {c.number} {c.slope_pct:+.3f}% a night since {same_gpu[c.drift_from].date}"
-                      for c in creeps)
-    charts += "".join("\n" + creep.chart(c, same_gpu) for c in creeps)
-    return Decision(status, alerts, charts)
+    found = creep.found(nights)
+    nights[-1].said = [c.said(nights) for c in found]  # kept with tonight: each is said once
+    found = [c for c in found if c.alerted]
+    status = "".join(f"; {'creep' if c.worse else 'improvement'}: {c.test} {c.number} {c.change.change_pct:+.2f}% "
+                     f"from {nights[c.at].date}" if c.drift_from is None else
+                     f"; drift: {c.test} {c.number} {c.slope_pct:+.3f}% a night since {nights[c.drift_from].date}"
+                     for c in found)
+    return Decision(status, [_creep_alert(c, nights, repo_url) for c in found if c.worse],
+                    "".join("\n" + creep.chart(c, nights) for c in found))
 
 
 def _creep_alert(c, nights: list[Night], repo_url: str) -> Alert:
