@@ -139,10 +139,10 @@ def _creeps(nights: list[Night], repo_url: str) -> Decision:
     found = creep.found(nights)
     nights[-1].said = [c.said(nights) for c in found]  # kept with tonight: each is said once
     found = [c for c in found if c.alerted]
-    status = "".join(f"; {'creep' if c.worse else 'improvement'}: {c.test} {c.number} {c.change.change_pct:+.2f}% "
+    status = "".join(f"; {'creep' if c.worse else 'improvement'}: {c.test} {c.number} {c.change.shown} "
                      f"from {nights[c.at].date}" if c.drift_from is None else
-                     f"; drift: {c.test} {c.number} {c.slope_pct:+.3f}% a night since {nights[c.drift_from].date}"
-                     for c in found)
+                     f"; {'drift' if c.worse else 'improving drift'}: {c.test} {c.number} {c.slope_pct:+.3f}% a night "
+                     f"since {nights[c.drift_from].date}" for c in found)
     return Decision(status, [_creep_alert(c, nights, repo_url) for c in found if c.worse],
                     "".join("\n" + creep.chart(c, nights) for c in found))
 

@@ -47,18 +47,25 @@ class Change:
 
     @property
     def change_pct(self) -> float:
-        return 100 * (self.after / self.before - 1) if self.before else math.inf
+        return 100 * (self.after / self.before - 1) if self.before else math.copysign(math.inf, self.after)
+
+    @property
+    def shown(self) -> str:
+        """Its size as the alert says it: in percent, or from a level of 0."""
+        return f"{self.change_pct:+.2f}%" if self.before else f"from 0 to {self.after:,.4g}"
 
 
 def noise_pct(values: list[float]) -> float:
     """One night's noise, in percent of the series' median: the median absolute deviation of the nights' differences
-    (a step moves one difference of many, so the noise is read past a change point), as a standard deviation."""
+    (a step moves one difference of many, so the noise is read past a change point), or their interquartile range
+    where it is the larger, as a standard deviation."""
     level = float(np.median(values))
     if len(values) < 3 or not level:
         return NOISE_FLOOR_PCT
     diffs = np.diff(np.asarray(values, dtype=float)) / abs(level) * 100
     mad = float(np.median(np.abs(diffs - np.median(diffs))))
-    return max(1.4826 * mad / math.sqrt(2), NOISE_FLOOR_PCT)
+    q1, q3 = np.percentile(diffs, [25, 75])  # a count that alternates between two values has a MAD of 0, not its IQR
+    return max(1.4826 * mad / math.sqrt(2), float(q3 - q1) / 1.349 / math.sqrt(2), NOISE_FLOOR_PCT)
 
 
 def change_points(values: list[float]) -> list[Change]:

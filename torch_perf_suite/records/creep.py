@@ -8,6 +8,8 @@ row by `numbers`), each with the way that is worse and the option that judges a 
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from ..report.charts import Chart, mermaid
@@ -72,8 +74,9 @@ def series(nights: list, test: str) -> dict[str, list[tuple[int, float]]]:
     return found
 
 
-MOVE = 2  # a change point may move this many nights as nights are added and still be the one said before
+MOVE = 2  # a change point may move this many of its series' nights as nights are added and still be the one said
 DRIFT_NIGHTS = 12  # a change the same way as the one before it, that level shorter than this: the series drifts
+FROM_ZERO = 1e9  # the change in percent kept for a number that moved from a level of 0 (its sign, the way it moved)
 
 
 @dataclass(frozen=True)
@@ -93,20 +96,22 @@ class Creep:
 
     def args(self) -> list[str]:
         """The options that judge a commit by this number at half the creep's size (at least a tenth of a percent)."""
-        name = option(self.number)
-        return [f"{name}={max(abs(self.change.change_pct) / 2, 0.1):.2f}"] if name else []
+        name, pct = option(self.number), self.change.change_pct
+        return [f"{name}={max(abs(pct) / 2, 0.1):.2f}"] if name and math.isfinite(pct) else []
 
     def said(self, nights: list) -> dict:
         """What the history keeps of it, on the night it is found (`Night.said`): where it is, so that it is said
         once, however its change point moves a night or drops out and comes back."""
         at = nights[self.at]
         return {"test": self.test, "number": self.number, "date": at.date, "commit": at.commit,
-                "change_pct": round(self.change.change_pct, 4), "drift": self.drift_from is not None}
+                "change_pct": round(self.change.change_pct, 4) if self.change.before
+                else math.copysign(FROM_ZERO, self.change.after), "drift": self.drift_from is not None}
 
 
 def found(nights: list) -> list[Creep]:
     """The change points in every test's numbers over `nights` (one GPU model's, oldest first) that no earlier night
-    said (`Night.said`, matched by their place within MOVE nights and their direction). A third change the same way
+    said (`Night.said`, matched by their place within MOVE of the series' nights and their direction) and that were
+    not found without tonight. A third change the same way
     as the two before it, each level between them shorter than DRIFT_NIGHTS, is a drift: said once, as a drift, with
     its start and slope; its next change points are kept, not said. (Two steps a few nights apart are two creeps, each
     bisected to its commits.)"""
@@ -125,22 +130,26 @@ def found(nights: list) -> list[Creep]:
             if len(points) < 2 * changes.MIN_NIGHTS or points[-1][0] != len(nights) - 1:
                 continue  # not measured tonight: nothing new is known of it
             index, values = [i for i, _ in points], [v for _, v in points]
-            marks = sorted(said.get((test, name), []))  # (night, up, drift) of each change point said, by night
+            # (point, up, drift) of each change point said, by its place among the series' own nights; and those
+            # found without tonight, known too (a history kept before change points were said has no marks)
+            marks = sorted((bisect_left(index, night), up, drift) for night, up, drift in said.get((test, name), []))
+            before = [(c.at, c.change_pct > 0) for c in changes.change_points(values[:-1])]
             for c in changes.change_points(values):
-                at, up = index[c.at], c.change_pct > 0
-                if any(abs(m[0] - at) <= MOVE and m[1] == up for m in marks):
+                up = c.change_pct > 0
+                if any(abs(m[0] - c.at) <= MOVE and m[1] == up for m in [*marks, *before]):
                     continue
-                run = _run(marks, at, up)
-                drift = {} if len(run) < 2 else {"drift_from": run[0][0], "slope_pct": _slope(points, run[0][0])}
-                new.append(Creep(test, name, c, before=index[c.at - 1], at=at, **drift,
+                run = _run(marks, c.at, up)
+                drift = {} if len(run) < 2 else {"drift_from": index[run[0][0]],
+                                                 "slope_pct": _slope(points, index[run[0][0]])}
+                new.append(Creep(test, name, c, before=index[c.at - 1], at=index[c.at], **drift,
                                  alerted=not any(m[2] for m in run)))
-                marks = sorted([*marks, (at, up, bool(drift))])
+                marks = sorted([*marks, (c.at, up, bool(drift))])
     return new
 
 
 def _run(marks: list[tuple[int, bool, bool]], at: int, up: bool) -> list[tuple[int, bool, bool]]:
-    """The change points said before night `at` that it continues, oldest first: each the same way as the next and
-    fewer than DRIFT_NIGHTS before it; none where the last before it is not so."""
+    """The change points said before point `at` of the series that it continues, oldest first: each the same way as
+    the next and fewer than DRIFT_NIGHTS of the series' nights before it; none where the last before it is not so."""
     run: list[tuple[int, bool, bool]] = []
     for m in reversed([m for m in marks if m[0] < at - MOVE]):
         if m[1] != up or (run[0][0] if run else at) - m[0] >= DRIFT_NIGHTS:
@@ -166,7 +175,7 @@ def describe(creep: Creep, nights: list, commits: str) -> str:
         start = nights[creep.drift_from]
         return "\n".join([
             f"`{creep.test}`: {creep.number} drifts on {at.gpu}: {creep.slope_pct:+.3f}% a night since {start.date} "
-            f"({start.commit[:12]}), one level after another (the last {c.change_pct:+.2f}%, from a median of "
+            f"({start.commit[:12]}), one level after another (the last {c.shown}, from a median of "
             f"{c.before:,.4g} to {c.after:,.4g}; the nights' noise {c.noise_pct:.2f}%): no single night failed, and no "
             "single commit holds it all, so it is not bisected. Said once; its next levels are not alerted.",
             "",
@@ -175,7 +184,7 @@ def describe(creep: Creep, nights: list, commits: str) -> str:
             chart(creep, nights),
         ])
     return "\n".join([
-        f"`{creep.test}`: {creep.number} moved {c.change_pct:+.2f}% on {at.gpu}, from a median of {c.before:,.4g} to "
+        f"`{creep.test}`: {creep.number} moved {c.shown} on {at.gpu}, from a median of {c.before:,.4g} to "
         f"{c.after:,.4g} (the nights' noise {c.noise_pct:.2f}%), below the night's tolerance: no single night failed.",
         "",
         f"- the last night on the old level: {before.date} ({before.commit[:12]})",
