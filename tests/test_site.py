@@ -259,3 +259,12 @@ if __name__ == "__main__":  # docs/site.md's screenshots: python -m tests.test_s
 
         shot = Path(sys.argv[1]) / f"site-{name}.png"
         Image.open(shot).convert("RGB").quantize(64).save(shot, optimize=True)
+
+
+def test_a_test_failed_on_two_nights_with_one_between_that_did_not_run_it_is_suspicious_as_the_nightly_says():
+    """The nightly compares tonight with the night before on the same GPU model, which did not run the test: no
+    alert was filed, and the index said "alerted"."""
+    nights = [nightly.Night(date=f"2026-01-0{i + 1}", commit=f"{i:040x}", gpu="NVIDIA H200",
+                            samples={} if i == 1 else {"t": {"gpu": 1.0}}, failed={} if i == 1 else {"t": "slow"})
+              for i in range(3)]
+    assert history_site.state(nights, "t")[:2] == ("suspicious", "failed on 2026-01-03 only")

@@ -128,7 +128,7 @@ def state(nights: list, test: str) -> tuple[str, str, int]:
     ran = [i for i, n in enumerate(nights) if test in n.samples or test in n.failed]
     last = ran[-1]
     gpu = nights[last].gpu
-    before = next((i for i in reversed(ran[:-1]) if nights[i].gpu == gpu), None)
+    before = next((i for i in reversed(range(last)) if nights[i].gpu == gpu), None)  # the night before, as the nightly
     failed = test in nights[last].failed
     if failed and before is not None and test in nights[before].failed:
         return "alerted", f"failed on {nights[before].date} and {nights[last].date}", last

@@ -101,6 +101,7 @@ def pytest_collection_modifyitems(config, items):
     config.stash[SESSION].split(config, items)  # --perf-split I/N: this runner's part of what -k and -m selected
     perf_session = config.stash[SESSION]
     perf_session.against.compare(perf_session, config, items)  # --perf-against REF: REF measured before the tests run
+    perf_session.collected = time.perf_counter()  # the session line's collection ends here
 
 
 def pytest_runtestloop(session):
@@ -138,10 +139,10 @@ def perf_session(request) -> PerfSession:
 def pytest_runtest_protocol(item, nextitem):
     perf_session = item.config.stash.get(SESSION, None)
     if perf_session:
-        perf_session.test_span()  # the session line's parts: the tests' span
+        perf_session.test_span(began=True)  # the session line's parts: the tests' span
     yield
     if perf_session:
-        perf_session.test_span()
+        perf_session.test_span(began=False)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures

@@ -141,3 +141,29 @@ def test_xdist_runs_smoke_scenarios_on_a_cpu_and_merges_their_report(suite, monk
     assert "recorded nothing" not in result.stdout.str()
     assert sorted(p.name for p in (suite.path / "out").iterdir()) == ["perf.json", "perf.md"]
     assert not suite.baseline.exists()  # no GPU's baseline file in a smoke run
+
+
+@pytest.mark.parametrize("span, in_test, worker_ref, parts", [
+    ([], False, 0.0, {"collection": 3.0, "REF": 2.0, "tests": 0.0, "setup and other tests": 0.0, "end": 10.0}),
+    ([10.0], True, 0.0, {"collection": 3.0, "REF": 2.0, "tests": 4.0, "setup and other tests": 6.0, "end": 0.0}),
+    ([10.0, 18.0], True, 0.0, {"collection": 3.0, "REF": 2.0, "tests": 4.0, "setup and other tests": 6.0, "end": 0.0}),
+    ([10.0, 18.0], False, 0.0, {"collection": 3.0, "REF": 2.0, "tests": 4.0, "setup and other tests": 4.0, "end": 2.0}),
+    ([10.0, 18.0], False, 1.5, {"collection": 4.5, "REF": 2.0, "tests": 4.0, "setup and other tests": 2.5, "end": 2.0}),
+])
+def test_the_session_line_adds_up_whenever_it_is_written(monkeypatch, span, in_test, worker_ref, parts):
+    """At 20 s, the session configured at 5 s after 1 s of imports, REF 2 s, the tests collected at 10 s, 4 s of perf
+    calls: no test yet; a report written inside the first test, or a later one (its call in the tests' span, not the
+    end: the end held the test's time); after the last; a sharded worker that measured 1.5 s of REF before its files
+    (REF's setup, the rest, was collection's, not taken twice)."""
+    from types import SimpleNamespace
+
+    from torch_perf_suite.session import writing
+
+    monkeypatch.setattr(writing.time, "perf_counter", lambda: 20.0)
+    laps = {"t": SimpleNamespace(seconds={"timed": 4.0})} if span else {}
+    session = SimpleNamespace(tests_span=span, in_test=in_test, collected=10.0, configured=5.0, started=4.0,
+                              imports_s=1.0, laps=laps, recount=None, recount_s=0.0,
+                              against=SimpleNamespace(seconds=2.0, in_tests=worker_ref))
+    seconds = writing.seconds(session)
+    assert {k: v for k, v in seconds.items() if k not in ("total", "imports")} == parts
+    assert sum(seconds.values()) - seconds["total"] == pytest.approx(seconds["total"])

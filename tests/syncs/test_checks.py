@@ -87,3 +87,5 @@ def test_a_dtype_new_to_the_step_or_taking_a_larger_share_fails_and_more_ops_in_
     autocast_off = checks.dtypes_against({"float32": 180.0, "bfloat16": 20.0}, {"float32": 40.0, "bfloat16": 160.0}, "REF")
     assert [f.outcome for f in autocast_off] == [FAILED] and "float32 180.00 a step, 40.00 at REF" in autocast_off[0].text
     assert checks.dtypes_against({"float32": 42.0, "bfloat16": 160.0}, {"float32": 40.0, "bfloat16": 160.0}, "REF") == []
+    [multiplied] = checks.dtypes_against({"float32": 1000.0, "float64": 20.0}, {"float32": 1000.0, "float64": 5.0}, "REF")
+    assert "float64 20.00 a step, 5.00 at REF" in multiplied.text  # under 2 points of share, but four times as many

@@ -93,11 +93,11 @@ def against_cache(session, config) -> Path:
         return session.settings.against_cache
     if getattr(config, "cache", None):
         return config.cache.mkdir("perf-against")
-    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = Path(home) / "torch-perf-suite" / "perf-against"
     try:
+        xdg = Path(os.environ.get("XDG_CACHE_HOME", ""))
+        folder = (xdg if xdg.is_absolute() else Path.home() / ".cache") / "torch-perf-suite" / "perf-against"
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError:  # no home to write in: this run's own folder
+    except (OSError, RuntimeError):  # no home, or none to write in: this run's own folder
         return Path(tempfile.mkdtemp(prefix="perf-against-cache-"))
     return folder
 
@@ -112,6 +112,7 @@ class RefState:
     turns: Turns | None = None  # the processes that time REF's loaders and the head's by turns
     failed: dict[str, str] = field(default_factory=dict)  # a sharded worker's: test file -> why REF's tests could not run
     seconds: float = 0.0  # what measuring REF took, cached or not
+    in_tests: float = 0.0  # of them, a sharded worker's before each file, in the tests' span (`before`)
     collected: set[str] = field(default_factory=set)  # the tests collected, selected or not
 
     def turns_ahead(self, session) -> None:
@@ -185,6 +186,7 @@ class RefState:
                 self.failed[file] = str(e)
             elapsed = time.perf_counter() - started
             self.seconds += elapsed
+            self.in_tests += elapsed
             item.user_properties.append((durations.REF_S, elapsed))  # not the test's own (sharding.Clock)
         if file in self.failed:
             pytest.fail(self.failed[file], pytrace=False)

@@ -56,6 +56,7 @@ class PerfSession:
         started = config.stash.get(STARTED, None)
         self.imports_s, self.started, self.configured = None if started is None else now - started, started or now, now
         self.tests_span: list[float] = []  # when the first test began and the last one ended (`test_span`)
+        self.in_test, self.collected = False, now  # a test runs now; when the tests were collected and selected
         self.laps: dict[str, timing.Laps] = {}  # test id -> where its call's seconds went
         self._config, self.shards = config, shards
         workerinput = getattr(config, "workerinput", {})
@@ -118,9 +119,11 @@ class PerfSession:
             reporter.ensure_newline()
             reporter.write_line(line, yellow=True)
 
-    def test_span(self) -> None:
-        """A test's protocol began or ended: the first beginning and the last end are kept (`seconds`)."""
+    def test_span(self, began: bool) -> None:
+        """A test's protocol began or ended: the first beginning and the last end are kept, and whether a test runs
+        now (`writing.seconds`: a report written inside a test counts it in the tests' span)."""
         self.tests_span[min(len(self.tests_span), 1):] = [time.perf_counter()]
+        self.in_test = began
 
     @property
     def reference(self) -> str:

@@ -36,9 +36,10 @@ def seconds(session) -> dict:
     counting and the turns' processes, the report). Where a loader was counted again, what the tests and the end
     spent on the count (valgrind's start and the count: their "instructions" laps; its stop), as a part of them."""
     now = time.perf_counter()
-    first, last = (session.tests_span + [now, now])[:2] if session.tests_span else (now, now)
+    first, last = (session.tests_span + [now])[:2] if session.tests_span else (session.collected, session.collected)
+    last = now if session.in_test else last  # a report written inside a test: its call is in the tests' span
     tests = sum(sum(laps.seconds.values()) for laps in session.laps.values())
-    ref_in_tests = session.against.seconds if session.worker else 0.0  # a sharded worker measures REF before each file
+    ref_in_tests = session.against.in_tests  # a sharded worker measures REF before each file, in the tests' span
     imports = {} if session.imports_s is None else {"imports": round(session.imports_s, 1)}
     counting = sum(laps.seconds.get("instructions", 0.0) for laps in session.laps.values()) + session.recount_s
     recount = {"of them loader counted again": round(counting, 1)} if session.recount else {}

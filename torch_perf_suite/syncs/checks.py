@@ -104,14 +104,20 @@ DTYPE_SHARE_PP = 2.0  # and its share of the step's ops by this many points: mor
 
 def dtypes_against(now: dict, recorded: dict, against: str) -> list[Finding]:
     """A smoke run's ops a step by the floating dtype they make (smoke_counts.reads_entry's `dtypes`) against the
-    record's: a dtype new to the step, or whose share of the step's ops grew by DTYPE_SHARE_PP points, its ops grown past
+    record's: a dtype new to the step, or whose share of the step's ops grew by DTYPE_SHARE_PP points or more than
+    doubled (a minority dtype multiplied), its ops grown past
     DTYPE_MARGIN_PCT and DTYPE_FLOOR, fails, naming it (a model or a tensor moved to float64 runs every op at a fraction
     of the speed on a GPU; autocast left off runs float32 where bfloat16 was). An op more in the step's own dtype (a
     `* 1.0` in the loss) is no change of precision: the host side's lines judge it."""
     total_now, total_then = sum(now.values()) or 1.0, sum(recorded.values()) or 1.0
+
+    def moved(dtype: str, n: float) -> bool:  # its share of the step's ops grew by the points, or more than doubled
+        share, was = n / total_now, recorded.get(dtype, 0.0) / total_then
+        return not was or 100 * (share - was) > DTYPE_SHARE_PP or share > 2 * was
+
     grown = {dtype: (n, recorded.get(dtype, 0.0)) for dtype, n in now.items()
              if n > max(recorded.get(dtype, 0.0) * (1 + DTYPE_MARGIN_PCT / 100), recorded.get(dtype, 0.0) + DTYPE_FLOOR)
-             and (not recorded.get(dtype) or 100 * (n / total_now - recorded[dtype] / total_then) > DTYPE_SHARE_PP)}
+             and moved(dtype, n)}
     if not grown:
         return []
     rows = "; ".join(f"{dtype} {n:,.2f} a step, {was:,.2f} at {against}" for dtype, (n, was) in sorted(grown.items()))
