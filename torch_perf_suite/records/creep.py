@@ -141,8 +141,9 @@ def found(nights: list) -> list[Creep]:
                 run = _run(marks, c.at, up)
                 drift = {} if len(run) < 2 else {"drift_from": index[run[0][0]],
                                                  "slope_pct": _slope(points, index[run[0][0]])}
+                said_drift = drift and any(m[2] and m[1] == up and m[0] >= run[0][0] - MOVE for m in marks)
                 new.append(Creep(test, name, c, before=index[c.at - 1], at=index[c.at], **drift,
-                                 alerted=not any(m[2] for m in run)))
+                                 alerted=not said_drift))
                 marks = sorted([*marks, (c.at, up, bool(drift))])
     return new
 
