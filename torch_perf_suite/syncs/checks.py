@@ -110,14 +110,11 @@ def dtypes_against(now: dict, recorded: dict, against: str) -> list[Finding]:
     of the speed on a GPU; autocast left off runs float32 where bfloat16 was). An op more in the step's own dtype (a
     `* 1.0` in the loss) is no change of precision: the host side's lines judge it."""
     total_now, total_then = sum(now.values()) or 1.0, sum(recorded.values()) or 1.0
-
-    def moved(dtype: str, n: float) -> bool:  # its share of the step's ops grew by the points, or more than doubled
-        share, was = n / total_now, recorded.get(dtype, 0.0) / total_then
-        return not was or 100 * (share - was) > DTYPE_SHARE_PP or share > 2 * was
-
+    shares = {dtype: (n / total_now, recorded.get(dtype, 0.0) / total_then) for dtype, n in now.items()}
     grown = {dtype: (n, recorded.get(dtype, 0.0)) for dtype, n in now.items()
              if n > max(recorded.get(dtype, 0.0) * (1 + DTYPE_MARGIN_PCT / 100), recorded.get(dtype, 0.0) + DTYPE_FLOOR)
-             and moved(dtype, n)}
+             and (not shares[dtype][1] or 100 * (shares[dtype][0] - shares[dtype][1]) > DTYPE_SHARE_PP
+                  or shares[dtype][0] > 2 * shares[dtype][1])}  # its share grew by the points, or more than doubled
     if not grown:
         return []
     rows = "; ".join(f"{dtype} {n:,.2f} a step, {was:,.2f} at {against}" for dtype, (n, was) in sorted(grown.items()))
