@@ -97,7 +97,8 @@ def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
         alike = timed.time(source)
     with turns.Turns(ref, more, seconds=0.3) as timed:
         heavier = timed.time(source)
-    assert abs(alike.rise_pct) < 10 and alike.pairs >= turns.LEAST_PAIRS
+    # two processes of one tree differ for as long as they live: 11.6% apart once on CI's two loaded cores
+    assert abs(alike.rise_pct) < 25 and alike.pairs >= turns.LEAST_PAIRS
     assert heavier.rise_pct > 30, heavier  # twice the loop: a margin for a shared CI core
     assert failures(turns.failure(heavier, 3.0, "REF")) is not None
 
