@@ -245,3 +245,17 @@ def test_a_process_that_died_importing_is_said_by_the_loaders_note_not_by_the_wi
     Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})._turns_settled()
     with pytest.raises(turns.TurnsUnavailable, match="the process timing .* stopped"):
         timed.time(("toyloader:parts", {}))
+
+
+def test_a_process_that_does_not_return_when_told_to_end_is_killed_within_the_pairs_grace(tmp_path):
+    """A loader that leaves a thread running (a prefetcher, a pool) keeps its process alive past the end of its input:
+    the session's end waits END_S for the pair at most, not a timeout a process."""
+    lingering = "import threading; threading.Thread(target=__import__('time').sleep, args=(60,)).start()"
+    ref, head = tree(tmp_path / "ref", body=lingering), tree(tmp_path / "head", body=lingering)
+    timed = turns.Turns(ref, head, seconds=0.1)
+    assert timed.time(("toyloader:parts", {})).pairs >= turns.LEAST_PAIRS
+    procs = list(timed._procs.values())
+    began = time.perf_counter()
+    timed.close()
+    assert time.perf_counter() - began < turns.END_S + 3
+    assert all(proc.returncode is not None for proc in procs)

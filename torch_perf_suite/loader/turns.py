@@ -15,6 +15,7 @@ again costs no second import of torch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -34,6 +35,7 @@ from .instructions import STRIDE
 CHUNK = 32  # samples a turn: a few ms of seed 000's transforms, well above a turn's pipe round trip
 TURNS_S = 2.0  # seconds of turns on each side, at least LEAST_PAIRS pairs, at most MOST_PAIRS
 LEAST_PAIRS, MOST_PAIRS = 20, 400
+END_S = 5.0  # seconds a pair has to return once told to end, all its processes together
 READ_TIMEOUT_S = 300  # a process silent this long is stuck (importing torch takes seconds: docs/measurements/cost.md)
 WORKER = Path(__file__).with_name("turn_worker.py")
 PRELOAD = ("torch", "torchvision")  # what each process imports as it starts, before it knows its loader: most loaders'
@@ -265,12 +267,16 @@ class Turns:
 
 
 def _end(procs: dict[str, subprocess.Popen], errors: dict) -> None:
-    """A pair's processes ended (their stdin closed: they return) and their stderr files closed."""
+    """A pair's processes ended (their stdin closed: they return) and their stderr files closed; all told to end before
+    any is waited for, and one that has not returned within END_S killed: it has timed all it will."""
+    for proc in procs.values():
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    deadline = time.monotonic() + END_S
     for proc in procs.values():
         try:
-            proc.stdin.close()
-            proc.wait(timeout=30)
-        except (OSError, subprocess.SubprocessError):
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
         proc.stdout.close()
