@@ -8,6 +8,7 @@ node's GPUs with pytest-xdist is session/sharding.py's.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -167,6 +168,8 @@ def pytest_runtest_makereport(item, call):
     if rep.when == "call" and SESSION in item.config.stash:
         item.config.stash[SESSION].test_done(item.nodeid, passed=rep.passed, failed=rep.failed,
                                                failure=rep.longreprtext if rep.failed else None)
+        if rep.failed and item.nodeid in item.config.stash[SESSION].results:
+            rep.user_properties.append((writing.CAUSE, writing.summary_message(rep)))
 
 
 def pytest_unconfigure(config):
@@ -197,6 +200,17 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(line, **markup)
     if no_gpu := no_gpu_line(terminalreporter.stats.get("skipped", [])):
         terminalreporter.write_line(no_gpu, yellow=True)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_terminal_summary")
+def pytest_terminal_summary_causes_whole(terminalreporter, config):
+    """After pytest's short summary, which cuts each line to the terminal's width outside CI and below -vv: the
+    measured tests' failure lines it cut, whole (a second hook of one name: pluggy takes its `specname`)."""
+    yield
+    if "f" in terminalreporter.reportchars and config.option.verbose < 2 and not ({"CI", "BUILD_NUMBER"} & set(os.environ)):
+        cut = writing.cut_causes(terminalreporter.stats.get("failed", []), config.get_terminal_writer().fullwidth)
+        for line in ["the lines above that were cut, whole:", *cut] if cut else []:
+            terminalreporter.write_line(line)
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):

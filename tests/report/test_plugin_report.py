@@ -54,6 +54,26 @@ def test_a_failures_short_summary_line_names_its_cause(suite, monkeypatch):
     assert row["failure"].startswith("test_copy.py::test_copy: measured 1.00 host-device syncs per step (3 in 3 profiled")
 
 
+def test_a_short_summary_line_cut_to_a_narrow_terminal_is_said_whole_below_it(suite, monkeypatch):
+    """Outside CI and below -vv pytest cuts each short summary line to the terminal's width ("...syncs per st..."): a
+    measured test's whole line follows the summary; in CI, where pytest cuts nothing, nothing is said again."""
+    monkeypatch.setenv("COLUMNS", "80")
+    for name in ("CI", "BUILD_NUMBER"):
+        monkeypatch.delenv(name, raising=False)
+    suite.gpu(FakeGPU(case="item"))
+    result = suite.run("-rf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_copy.py::test_copy - Failed: 1.00 host-device syncs per*...",
+                                 "the lines above that were cut, whole:",
+                                 "FAILED test_copy.py::test_copy - Failed: 1.00 host-device syncs per step, expected 0, "
+                                 "from tests/traces/record_traces.py:*"])
+    monkeypatch.setenv("CI", "true")
+    result = suite.run("-rf")
+    assert "were cut, whole" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["FAILED test_copy.py::test_copy - Failed: 1.00 host-device syncs per step, expected 0, "
+                                 "from tests/traces/record_traces.py:*"])
+
+
 def test_a_report_without_measurements_says_so(suite):
     suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
     result = suite.run("--perf-report=out/perf")

@@ -159,3 +159,19 @@ def _recorded_lines(session, outputs) -> list[tuple[str, dict]]:
                     "a smoke run's counts on a machine without a GPU)",
                     {"yellow": True}))
     return out
+
+
+CAUSE = "perf cause"  # a measured test's failure line, among its report's user properties (xdist hands them over)
+
+
+def summary_message(rep) -> str:
+    """What pytest's short summary says of a failed report after its test's id: its crash message's first line."""
+    message = rep.longrepr if isinstance(rep.longrepr, str) else getattr(rep.longrepr.reprcrash, "message", "")
+    return message.partition("\n")[0]
+
+
+def cut_causes(reports, width: int) -> list[str]:
+    """pytest's short summary ("FAILED test - cause") cuts a failure's first line to the terminal's width, outside CI
+    and below -vv: the measured tests' lines it cut, whole, to be said below it."""
+    lines = (f"FAILED {rep.nodeid} - {cause}" for rep in reports if (cause := dict(rep.user_properties).get(CAUSE)))
+    return [line for line in lines if len(line) > width]
