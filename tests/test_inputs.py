@@ -22,8 +22,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torch_perf_suite import nightly, settings
+from torch_perf_suite import settings
 from torch_perf_suite.loader.instructions import InstructionsError, InstructionsFile
+from torch_perf_suite.nightly import command
+from torch_perf_suite.nightly.nights import Night, load_history
 from torch_perf_suite.records.baselines import BaselineError, BaselineFile
 from torch_perf_suite.report import rows
 from torch_perf_suite.session.benchmark import STATS, saved_run_problem
@@ -304,7 +306,7 @@ def record(d: Path, report_text: str | bytes, commit: str = "c" * 40, **paths) -
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = nightly.main(args)
+            code = command.main(args)
         except SystemExit as e:
             code = e.code
     return code, out.getvalue(), err.getvalue()
@@ -325,7 +327,7 @@ def test_a_valid_report_is_recorded_once_however_often_it_is_recorded(report):
         assert first[0] == again[0] == 0 and first[1] == again[1]
         assert first[1].startswith("first night: ")
         [night] = (d / "history").iterdir()
-        assert json.loads(night.read_text())["failed"] == {r["test"]: nightly._numbers(r) for r in report["tests"]
+        assert json.loads(night.read_text())["failed"] == {r["test"]: command._numbers(r) for r in report["tests"]
                                                           if (r["notes"] or [""])[0] == "FAILED"}
         assert set(json.loads((d / "out" / "alerts.json").read_text())) == {"status", "alerts", "charts"}
 
@@ -419,10 +421,10 @@ def test_a_history_night_is_read_back_or_named(night, data):
             text = text[:data.draw(st.integers(0, len(text) - 1))]
         (d / "2026-11-22-abc.json").write_text(text)
         if how == "valid":
-            assert nightly.load_history(d) == [nightly.Night(**night)]
+            assert load_history(d) == [Night(**night)]
             return
         with pytest.raises(SystemExit) as e:
-            nightly.load_history(d)
+            load_history(d)
         one_line(str(e.value.code), f"error: {d / '2026-11-22-abc.json'}: not a night recorded by this tool",
                  f"move it out of {d}")
 
@@ -435,7 +437,7 @@ def test_a_decision_that_record_did_not_write_is_a_usage_error(text):
         (d / "alerts.json").write_text(text)
         err = io.StringIO()
         with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
-            nightly.main(["alert", str(d / "alerts.json")])
+            command.main(["alert", str(d / "alerts.json")])
         assert e.value.code == 2
         one_line(err.getvalue().rstrip("\n").split("\n")[-1], str(d / "alerts.json"), "not a decision written by `record`")
 
@@ -588,5 +590,5 @@ def test_json_nested_too_deep_is_named_by_every_reader(tmp_path):
     (tmp_path / "history").mkdir()
     (tmp_path / "history" / "2026-11-22-abc.json").write_text(NESTED)
     with pytest.raises(SystemExit) as e:
-        nightly.load_history(tmp_path / "history")
+        load_history(tmp_path / "history")
     one_line(str(e.value.code), "not a night recorded by this tool")

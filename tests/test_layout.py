@@ -15,8 +15,9 @@ PACKAGE = Path(__file__).parent.parent / "torch_perf_suite"
 # the members of a layer of several import nothing from one another. docs/developing.md draws it.
 L = grimp.Layer
 LAYERS = ("plugin",  # the hooks
-          L("session", "nightly"),  # one pytest session (its options' use, sharding, pytest-benchmark, what it writes)
-          "history_site",  # the nightly's history as a static site: its series' change points (records/), under nightly
+          # one pytest session (its options' use, sharding, pytest-benchmark, what it writes); the nightly (its command,
+          # history, creeps and change points, GitHub client, alerts' bisection, and its history as a static site)
+          L("session", "nightly"),
           "fixture",  # the `perf` fixture: a workload measured, then judged against its references
           "against",  # another commit: REF measured (its state in one object), --perf-bisect
           "records",  # the baselines file, the tests' durations

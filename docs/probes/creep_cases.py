@@ -1,5 +1,5 @@
 """The creep's cases over many seeds, each history replayed night by night as the nightly decides it (the histories of
-tests/records/test_creep.py), and, with --otava, Apache Otava's E-divisive means on each whole series beside them.
+tests/nightly/test_creep.py), and, with --otava, Apache Otava's E-divisive means on each whole series beside them.
 Run from the repository root: python docs/probes/creep_cases.py SEEDS [--otava PYTHON] (docs/measurements/creep.md)."""
 
 import json
@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.getcwd())
-from tests.records.test_creep import INSTRUCTIONS, TEST, alerts_night_by_night, nights_of, noisy, stepped  # noqa: E402
+from tests.nightly.test_creep import INSTRUCTIONS, TEST, alerts_night_by_night, nights_of, noisy, stepped  # noqa: E402
 
 OTAVA = """import json, sys
 from otava.analysis import compute_change_points

@@ -4,27 +4,28 @@
 import dataclasses
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from torch_perf_suite import nightly
-from torch_perf_suite.against import bisect_alerts
-from torch_perf_suite.history_site import page_name
-from torch_perf_suite.report import github as github_api
+from torch_perf_suite.nightly import bisect_alerts, command
+from torch_perf_suite.nightly import github as github_api
+from torch_perf_suite.nightly.nights import Night, load_history, save_night
+from torch_perf_suite.nightly.site import page_name
 
-RUNS = Path(__file__).parent / "nightly"
-ROOT = Path(__file__).resolve().parents[1]
+RUNS = Path(__file__).parent
+ROOT = Path(__file__).resolve().parents[2]
 NAIVE = "perf_tests/test_metrics.py::test_metrics[naive]"
 
 
-def night(run: str, commit: str, gpu: str | None = None) -> nightly.Night:
+def night(run: str, commit: str, gpu: str | None = None) -> Night:
     report = json.loads(gzip.open(RUNS / f"{run}.json.gz").read())
     if gpu:
         report["env"]["gpu"] = gpu
-    return nightly.summarize(report, commit * 40, f"https://ci/runs/{commit}")
+    return command.summarize(report, commit * 40, f"https://ci/runs/{commit}")
 
 
 class FakeGitHub:
@@ -56,8 +57,8 @@ def test_one_bad_night_is_suspicious_two_open_one_issue_and_a_third_updates_it()
     github, history = FakeGitHub(), []
     for n, (run, commit) in enumerate([("clean", "a"), ("one_failed", "b"), ("one_failed", "c"), ("one_failed", "d")]):
         tonight = night(run, commit)
-        decision = nightly.decide(history, tonight, "https://github.com/o/r")
-        nightly.apply(decision.alerts, github, nightly.LABEL)
+        decision = command.decide(history, tonight, "https://github.com/o/r")
+        github_api.apply(decision.alerts, github, command.LABEL)
         history.append(tonight)
         if n == 0:
             assert decision.status.startswith("first night: 0 failed test(s)") and not decision.alerts
@@ -79,27 +80,27 @@ def test_two_alerts_of_one_title_in_one_night_open_one_issue_and_comment_on_it()
     """The open issues are read once a night: the second alert of a title (two creeps of one test and number, a creep
     then its drift) found none and opened a second issue."""
     github = FakeGitHub()
-    alerts = [nightly.Alert("t", "perf creep: t: gpu samples/s", body) for body in ("first", "second")]
-    assert nightly.apply(alerts, github, nightly.LABEL) == ["opened #1: perf creep: t: gpu samples/s",
+    alerts = [command.Alert("t", "perf creep: t: gpu samples/s", body) for body in ("first", "second")]
+    assert github_api.apply(alerts, github, command.LABEL) == ["opened #1: perf creep: t: gpu samples/s",
                                              "commented on #1: perf creep: t: gpu samples/s"]
     assert [(i["body"], i["comments"]) for i in github.issues.values()] == [("first", ["second"])]
 
 
 def test_the_alert_and_the_summary_chart_the_tests_numbers_night_by_night(tmp_path):
     history = [night("clean", "a"), night("one_failed", "b")]
-    decision = nightly.decide(history, night("one_failed", "c"))
+    decision = command.decide(history, night("one_failed", "c"))
     [alert] = decision.alerts
     chart = alert.body.split("```mermaid\n", 1)[1]
     assert chart.startswith(f'xychart-beta\n    title "{NAIVE} over the last 3 night(s)"\n'
                             '    x-axis ["2026-11-22 aaaaaaa", "2026-11-22 bbbbbbb", "2026-11-22 ccccccc"]\n')
     assert chart.count("    line [") == 3 and "line 1: pipeline; line 2: gpu; line 3: loader" in chart  # one per part
-    assert decision.charts == nightly.trend(history + [night("one_failed", "c")], NAIVE)
+    assert decision.charts == command.trend(history + [night("one_failed", "c")], NAIVE)
 
 
 def test_the_alert_half_needs_only_the_standard_library():
     """It runs on a hosted runner with nothing installed: without site-packages (python -S), only the standard library
     and the package itself, from the checkout, are imported."""
-    code = ("import sys\nfrom torch_perf_suite import nightly\ntry:\n    nightly.main(['alert', '--help'])\n"
+    code = ("import sys\nfrom torch_perf_suite.nightly import command\ntry:\n    command.main(['alert', '--help'])\n"
             "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)))")
     run = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
@@ -107,16 +108,29 @@ def test_the_alert_half_needs_only_the_standard_library():
     assert run.stdout.splitlines()[-1] == "['__main__', 'torch_perf_suite']"
 
 
+def test_the_package_runs_as_the_workflows_call_it(capsys, monkeypatch):
+    """`python -m torch_perf_suite.nightly ...` (the workflows' and the docs' command) runs command.main: its exit code
+    and its words are the same."""
+    monkeypatch.setenv("COLUMNS", "80")  # argparse wraps its help to the terminal's width
+    for argv in (["--help"], ["alert", "--help"], ["bisect"]):
+        with pytest.raises(SystemExit) as exited:
+            command.main(argv)
+        said = capsys.readouterr()
+        run = subprocess.run([sys.executable, "-m", "torch_perf_suite.nightly", *argv], capture_output=True, text=True,
+                             cwd=ROOT, env=dict(os.environ))
+        assert (run.returncode, run.stdout, run.stderr) == (exited.value.code, said.out, said.err), argv
+
+
 def test_a_night_on_a_new_gpu_model_alerts_nobody_and_the_old_models_nights_still_count():
     history = [night("one_failed", "a"), night("one_failed", "b", gpu="NVIDIA H100 80GB HBM3")]
-    first = nightly.decide(history[:1], history[1])
+    first = command.decide(history[:1], history[1])
     assert first.status.startswith("first night on NVIDIA H100 80GB HBM3: 1 failed test(s)") and not first.alerts
-    again = nightly.decide(history, night("one_failed", "c"))  # the H200's last night was "a", two nights back
+    again = command.decide(history, night("one_failed", "c"))  # the H200's last night was "a", two nights back
     assert [a.test for a in again.alerts] == [NAIVE]
 
 
 def test_a_recovered_test_is_not_alerted():
-    decision = nightly.decide([night("one_failed", "a")], night("clean", "b"))
+    decision = command.decide([night("one_failed", "a")], night("clean", "b"))
     assert decision.alerts == []
     assert decision.status == "0 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only)"
 
@@ -128,17 +142,17 @@ def test_a_re_run_of_a_night_replaces_it_and_alert_needs_a_token(tmp_path, capsy
     report.write_bytes(gzip.open(RUNS / "one_failed.json.gz").read())
     args = ["record", "--report", str(report), "--history", str(tmp_path / "h"), "--commit", "c" * 40,
             "--out", str(tmp_path / "alerts.json")]
-    assert nightly.main(args) == 0 and nightly.main(args) == 0  # the same commit twice: a re-run
+    assert command.main(args) == 0 and command.main(args) == 0  # the same commit twice: a re-run
     assert [p.name for p in (tmp_path / "h").iterdir()] == ["2026-11-22-cccccccccccc-nvidia-h200.json"]
     assert capsys.readouterr().out.splitlines() == ["first night: 1 failed test(s), nothing to compare with, no alert"] * 2
-    nightly.save_night(tmp_path / "h", nightly.Night("2026-11-21", "b" * 40, "NVIDIA H200", {NAIVE: "slow"}))
-    assert nightly.main(args) == 0 and nightly.main(args) == 0  # with a night before it: the same decision twice
+    save_night(tmp_path / "h", Night("2026-11-21", "b" * 40, "NVIDIA H200", {NAIVE: "slow"}))
+    assert command.main(args) == 0 and command.main(args) == 0  # with a night before it: the same decision twice
     assert len(list((tmp_path / "h").iterdir())) == 2
     assert capsys.readouterr().out.splitlines() == [
         f"1 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only): {NAIVE}"] * 2
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     with pytest.raises(SystemExit) as exit:
-        nightly.main(["alert", str(tmp_path / "alerts.json")])
+        command.main(["alert", str(tmp_path / "alerts.json")])
     assert exit.value.code == 2
     assert "alerts to file, but GITHUB_REPOSITORY or GITHUB_TOKEN is not set" in capsys.readouterr().err
 
@@ -149,7 +163,7 @@ def test_a_night_kept_under_the_old_name_is_replaced_too(tmp_path):
     for name in ("2026-11-22-cccccccccccc.json", "2026-11-22-cccccccccccc-1.json"):
         (tmp_path / name).write_text(json.dumps(vars(tonight)))
     (tmp_path / "2026-11-22-cccccccccccc-2.json").write_text(json.dumps({**vars(tonight), "gpu": "Tesla T4"}))
-    nightly.save_night(tmp_path, tonight)
+    save_night(tmp_path, tonight)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["2026-11-22-cccccccccccc-2.json",
                                                           "2026-11-22-cccccccccccc-nvidia-h200.json"]
 
@@ -158,10 +172,10 @@ def test_outputs_this_user_cannot_write_are_said_at_start(tmp_path, capsys, monk
     report = tmp_path / "perf.json"
     report.write_bytes(gzip.open(RUNS / "one_failed.json.gz").read())
     (tmp_path / "locked").mkdir()
-    real = nightly.os.access
-    monkeypatch.setattr(nightly.os, "access", lambda p, mode: "locked" not in str(p) and real(p, mode))
+    real = command.os.access
+    monkeypatch.setattr(command.os, "access", lambda p, mode: "locked" not in str(p) and real(p, mode))
     with pytest.raises(SystemExit):
-        nightly.main(["record", "--report", str(report), "--history", str(tmp_path / "h"), "--commit", "c" * 7,
+        command.main(["record", "--report", str(report), "--history", str(tmp_path / "h"), "--commit", "c" * 7,
                       "--out", str(tmp_path / "locked" / "alerts.json")])
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.endswith(f"error: --out {tmp_path / 'locked' / 'alerts.json'}: {tmp_path / 'locked'} cannot be written "
@@ -179,7 +193,7 @@ def test_outputs_this_user_cannot_write_are_said_at_start(tmp_path, capsys, monk
 def test_a_history_night_of_the_wrong_shape_is_named_in_one_line(tmp_path, content, problem):
     (tmp_path / "2026-01-01-x.json").write_text(content)
     with pytest.raises(SystemExit) as e:
-        nightly.load_history(tmp_path)
+        load_history(tmp_path)
     assert e.value.code == (f"error: {tmp_path / '2026-01-01-x.json'}: not a night recorded by this tool ({problem}); "
                             f"move it out of {tmp_path}")
 
@@ -191,12 +205,12 @@ def test_a_history_night_of_the_wrong_shape_is_named_in_one_line(tmp_path, conte
 def test_a_corrupt_history_file_is_named(tmp_path, content, message):
     (tmp_path / "2026-01-01-x.json").write_text(content)
     with pytest.raises(SystemExit, match=f"2026-01-01-x.json: {message}"):
-        nightly.load_history(tmp_path)
+        load_history(tmp_path)
 
 
 def test_an_unreadable_report_is_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        nightly.main(["record", "--report", str(tmp_path / "none.json"), "--history", str(tmp_path), "--commit", "c",
+        command.main(["record", "--report", str(tmp_path / "none.json"), "--history", str(tmp_path), "--commit", "c",
                       "--out", str(tmp_path / "a.json")])
     assert "--report" in capsys.readouterr().err and not (tmp_path / "a.json").exists()
 
@@ -205,9 +219,9 @@ def test_the_record_half_writes_the_decision_and_the_summary(tmp_path, capsys):
     report = tmp_path / "perf.json"
     report.write_bytes(gzip.open(RUNS / "one_failed.json.gz").read())
     history = tmp_path / "h"
-    nightly.save_night(history, night("one_failed", "b"))
+    save_night(history, night("one_failed", "b"))
     out, summary = tmp_path / "out" / "alerts.json", tmp_path / "trend.md"
-    assert nightly.main(["record", "--report", str(report), "--history", str(history), "--commit", "c" * 40,
+    assert command.main(["record", "--report", str(report), "--history", str(history), "--commit", "c" * 40,
                          "--run-url", "https://ci/runs/9", "--repo-url", "https://github.com/o/r",
                          "--out", str(out), "--summary", str(summary), "--site-url", "https://o.github.io/r/"]) == 0
     decision = json.loads(out.read_text())
@@ -223,59 +237,59 @@ def test_the_record_half_writes_the_decision_and_the_summary(tmp_path, capsys):
 
 
 def test_the_alert_half_files_what_record_decided(tmp_path, capsys, monkeypatch):
-    decision = nightly.decide([night("one_failed", "a")], night("one_failed", "b"))
+    decision = command.decide([night("one_failed", "a")], night("one_failed", "b"))
     path = tmp_path / "alerts.json"
     path.write_text(json.dumps({"status": decision.status, "alerts": [vars(a) for a in decision.alerts]}))
     made = []
-    monkeypatch.setattr(nightly, "GitHub", lambda repo, token: made.append((repo, token)) or FakeGitHub())
+    monkeypatch.setattr(command, "GitHub", lambda repo, token: made.append((repo, token)) or FakeGitHub())
     monkeypatch.setenv("GITHUB_REPOSITORY", "o/r")
     monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
-    assert nightly.main(["alert", str(path)]) == 0
+    assert command.main(["alert", str(path)]) == 0
     assert made == [("o/r", "t0ken")]
     assert capsys.readouterr().out == f"{decision.status}\nopened #1: perf regression: {NAIVE}\n"
     path.write_text('{"alerts": []}')
     with pytest.raises(SystemExit):
-        nightly.main(["alert", str(path)])
+        command.main(["alert", str(path)])
     assert "not a decision written by `record`" in capsys.readouterr().err
 
 
 def test_the_command_line_says_what_each_half_needs(capsys):
     with pytest.raises(SystemExit):
-        nightly.main(["--help"])
+        command.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert out.startswith("usage: python -m torch_perf_suite.nightly [-h] {record,bisect,alert,publish}")
     assert "Nightly trend: what regressed tonight, and whether to tell anyone." in out
     assert "add tonight's report to the history and decide the alerts (no token needed)" in out
     with pytest.raises(SystemExit):
-        nightly.main(["record", "--help"])
+        command.main(["record", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     for text in ("--report REPORT the JSON written by --perf-report", "--history HISTORY the folder of past nights",
                  "--commit COMMIT", "--run-url RUN_URL", "--repo-url REPO_URL https://github.com/OWNER/REPO",
                  "--out OUT where to write the decision", "--summary SUMMARY where to write the status"):
         assert text in out
     with pytest.raises(SystemExit):
-        nightly.main(["record", "--report", "r.json"])  # the rest is required
+        command.main(["record", "--report", "r.json"])  # the rest is required
     assert "the following arguments are required: --history, --commit, --out" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        nightly.main(["record", "--history", "h", "--commit", "c", "--out", "o.json"])
+        command.main(["record", "--history", "h", "--commit", "c", "--out", "o.json"])
     assert "the following arguments are required: --report" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        nightly.main(["bisect", "alerts.json"])
+        command.main(["bisect", "alerts.json"])
     assert "the following arguments are required: --out" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("env", [{"GITHUB_TOKEN": "t0ken"}, {"GITHUB_REPOSITORY": "o/r"}])
 def test_the_alert_half_with_alerts_needs_both_the_repository_and_the_token(tmp_path, capsys, monkeypatch, env):
-    decision = nightly.decide([night("one_failed", "a")], night("one_failed", "b"))
+    decision = command.decide([night("one_failed", "a")], night("one_failed", "b"))
     path = tmp_path / "alerts.json"
     path.write_text(json.dumps({"status": decision.status, "alerts": [vars(a) for a in decision.alerts]}))
     for name in ("GITHUB_REPOSITORY", "GITHUB_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(nightly, "GitHub", lambda repo, token: pytest.fail("no issue is filed without both"))
+    monkeypatch.setattr(command, "GitHub", lambda repo, token: pytest.fail("no issue is filed without both"))
     with pytest.raises(SystemExit):
-        nightly.main(["alert", str(path)])
+        command.main(["alert", str(path)])
     assert "alerts to file, but GITHUB_REPOSITORY or GITHUB_TOKEN is not set" in capsys.readouterr().err
 
 
@@ -285,7 +299,7 @@ def test_a_failed_rows_numbers_in_one_line():
            "baseline": {"gpu": {"compared": True, "change_pct": -4.96, "allowed_pct": -3.0},
                         "pipeline": {"compared": False}},
            "notes": ["FAILED", "gpu measured again to confirm: 10,480 samples/s"]}
-    assert nightly._numbers(row) == ("samples/s: pipeline 900, gpu 10,500; efficiency 0.09 (bottleneck: GPU); "
+    assert command._numbers(row) == ("samples/s: pipeline 900, gpu 10,500; efficiency 0.09 (bottleneck: GPU); "
                                      "vs baseline: gpu -5.0% (allowed -3.0%); syncs/step 0.5; "
                                      "gpu measured again to confirm: 10,480 samples/s")
 
@@ -312,7 +326,7 @@ def test_the_github_client_makes_the_three_rest_calls(monkeypatch):
         return Response([{"title": "perf regression: t", "number": 7}] if request.get_method() == "GET" else {"number": 8})
 
     monkeypatch.setattr(github_api.urllib.request, "urlopen", urlopen)
-    github = nightly.GitHub("o/r", "t0ken")
+    github = github_api.GitHub("o/r", "t0ken")
     assert github.open_issues("perf-regression") == {"perf regression: t": 7}
     assert github.create_issue("perf regression: u", "body", "perf-regression") == 8
     github.comment(7, "again")
@@ -328,17 +342,17 @@ def test_the_github_client_makes_the_three_rest_calls(monkeypatch):
 
 def test_a_regression_names_the_last_good_nights_commit_to_bisect_from():
     history = [night("clean", "a"), night("one_failed", "b")]
-    [alert] = nightly.decide(history, night("one_failed", "c")).alerts
+    [alert] = command.decide(history, night("one_failed", "c")).alerts
     assert (alert.good, alert.bad) == ("a" * 40, "c" * 40)
-    [never] = nightly.decide([night("one_failed", "b")], night("one_failed", "c")).alerts
+    [never] = command.decide([night("one_failed", "b")], night("one_failed", "c")).alerts
     assert never.good == ""  # no night passed it: nothing to bisect from
 
 
 def test_the_bisect_half_adds_each_regressions_first_bad_commit_to_its_alert(tmp_path):
     decision = tmp_path / "alerts.json"
-    alerts = [nightly.Alert(NAIVE, "t1", "body 1", good="a" * 40, bad="c" * 40),
-              nightly.Alert("perf_tests/x.py::y", "t2", "body 2", good="a" * 40, bad="c" * 40),
-              nightly.Alert("perf_tests/z.py::w", "t3", "body 3")]
+    alerts = [command.Alert(NAIVE, "t1", "body 1", good="a" * 40, bad="c" * 40),
+              command.Alert("perf_tests/x.py::y", "t2", "body 2", good="a" * 40, bad="c" * 40),
+              command.Alert("perf_tests/z.py::w", "t3", "body 3")]
     decision.write_text(json.dumps({"status": "s", "alerts": [vars(a) for a in alerts], "charts": ""}))
     calls = []
 
@@ -364,7 +378,7 @@ def test_the_bisect_half_adds_each_regressions_first_bad_commit_to_its_alert(tmp
 def test_the_bisect_half_names_a_decision_it_cannot_read(tmp_path, capsys):
     (tmp_path / "alerts.json").write_text("{}")
     with pytest.raises(SystemExit):
-        nightly.main(["bisect", str(tmp_path / "alerts.json"), "--out", str(tmp_path / "b")])
+        command.main(["bisect", str(tmp_path / "alerts.json"), "--out", str(tmp_path / "b")])
     assert "not a decision written by `record` (KeyError('alerts'))" in capsys.readouterr().err
 
 
@@ -373,7 +387,7 @@ def test_the_bisect_half_hands_what_follows_the_double_dash_to_pytest_and_says_w
     """The workflow's `nightly bisect alerts.json --out DIR -- --perf-strict ...`: Python 3.12's argparse refused the
     "--" before a positional list ("unrecognized arguments: -- --perf-strict") on the GPU image."""
     decision = tmp_path / "alerts.json"
-    alert = nightly.Alert(NAIVE, "t", "body", good="a" * 40, bad="c" * 40)
+    alert = command.Alert(NAIVE, "t", "body", good="a" * 40, bad="c" * 40)
     decision.write_text(json.dumps({"status": "s", "alerts": [vars(alert)], "charts": ""}))
     calls = []
 
@@ -383,7 +397,7 @@ def test_the_bisect_half_hands_what_follows_the_double_dash_to_pytest_and_says_w
                                            "selected tests cannot run against aaaa itself\n")
 
     monkeypatch.setattr(bisect_alerts.subprocess, "run", run)
-    assert nightly.main(["bisect", str(decision), "--out", str(tmp_path / "b"), "--", "--perf-strict", "-o", "x=1"]) == 0
+    assert command.main(["bisect", str(decision), "--out", str(tmp_path / "b"), "--", "--perf-strict", "-o", "x=1"]) == 0
     assert calls[0][-3:] == ["--perf-strict", "-o", "x=1"] and "--" not in calls[0]  # what follows it, not it
     assert "not bisected: ERROR: --perf-bisect: at aaaa the selected tests cannot run" in capsys.readouterr().out
 
@@ -428,17 +442,17 @@ def test_a_test_without_a_result_tonight_is_alerted_at_once_and_not_bisected(tmp
     github, history = FakeGitHub(), [night("clean", "a")]
     tonight = night("clean", "b")
     del tonight.samples[NAIVE]
-    decision = nightly.decide(history, tonight)
+    decision = command.decide(history, tonight)
     assert decision.status == ("0 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only), 1 without "
                                f"a result (errored or crashed): {NAIVE}")
     [alert] = decision.alerts
     assert alert.title == f"perf test without a result: {NAIVE}" and not alert.bisect
     assert alert.body.startswith(f"`{NAIVE}` has a result on 2026-11-22 (aaaaaaaaaaaa) on NVIDIA H200 and none tonight")
-    assert nightly.apply(decision.alerts, github, nightly.LABEL) == [f"opened #1: perf test without a result: {NAIVE}"]
+    assert github_api.apply(decision.alerts, github, command.LABEL) == [f"opened #1: perf test without a result: {NAIVE}"]
     path = tmp_path / "alerts.json"
     path.write_text(json.dumps({"alerts": [dataclasses.asdict(alert)]}))
     assert bisect_alerts.bisect_alerts(path, tmp_path, [], run=None) == [f"{NAIVE}: no result to bisect"]
-    assert nightly.decide(history, night("clean", "c")).alerts == []  # every test reported: nothing to say
+    assert command.decide(history, night("clean", "c")).alerts == []  # every test reported: nothing to say
 
 
 @pytest.mark.parametrize("out_is, decision_is, problem", [
@@ -452,7 +466,7 @@ def test_the_bisect_half_refuses_outputs_it_cannot_use_before_it_writes_anything
         out.write_text("")
     decision.mkdir() if decision_is == "folder" else decision.write_text("{}")
     with pytest.raises(SystemExit):
-        nightly.main(["bisect", str(decision), "--out", str(out)])
+        command.main(["bisect", str(decision), "--out", str(out)])
     assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {decision} or --out {out}: {problem}")
     assert out_is == "file" or not out.exists()  # refused before the folder was made
 
@@ -460,5 +474,5 @@ def test_the_bisect_half_refuses_outputs_it_cannot_use_before_it_writes_anything
 def test_the_bisect_half_makes_its_folder_with_its_parents_and_takes_one_that_exists(tmp_path, capsys):
     (tmp_path / "alerts.json").write_text(json.dumps({"status": "s", "alerts": [], "charts": ""}))
     for out in (tmp_path / "a" / "b", tmp_path / "a" / "b"):  # made, then there already
-        assert nightly.main(["bisect", str(tmp_path / "alerts.json"), "--out", str(out)]) == 0
+        assert command.main(["bisect", str(tmp_path / "alerts.json"), "--out", str(out)]) == 0
         assert out.is_dir()

@@ -1,4 +1,4 @@
-"""The slow creep (records/changes.py, records/creep.py): change points in the nightly's series, on synthetic histories
+"""The slow creep (nightly/changes.py, nightly/creep.py): change points in the nightly's series, on synthetic histories
 with the noise the suite measures, and the alert the nightly files for one."""
 
 import gzip
@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from torch_perf_suite import nightly
-from torch_perf_suite.against import bisect_alerts
-from torch_perf_suite.records import changes, creep
+from torch_perf_suite.nightly import bisect_alerts, changes, command, creep
+from torch_perf_suite.nightly.nights import Night, load_history, save_night
 
 TEST = "perf_tests/test_ladder.py::test_ladder[set_to_none]"
 # the GPU-side number's noise from night to night on one H200: 0.103% over ten nights (docs/measurements/creep.md)
@@ -25,18 +24,18 @@ def noisy(nights: int, seed: int, noise: float = AA_NOISE) -> np.ndarray:
     return LEVEL * (1 + noise * np.random.default_rng(seed).standard_normal(nights))
 
 
-def nights_of(gpu_side: list[float], kernels: float = 390.0, numbers: dict | None = None) -> list[nightly.Night]:
+def nights_of(gpu_side: list[float], kernels: float = 390.0, numbers: dict | None = None) -> list[Night]:
     """A history of one test on one H200: its GPU-side samples/s and its numbers (name -> a value a night)."""
-    return [nightly.Night(date=f"{2026 + i // 336}-{1 + i // 28 % 12:02d}-{1 + i % 28:02d}", commit=f"{i:040x}",
+    return [Night(date=f"{2026 + i // 336}-{1 + i // 28 % 12:02d}-{1 + i % 28:02d}", commit=f"{i:040x}",
                           gpu="NVIDIA H200", samples={TEST: {"gpu": float(v)}},
                           numbers={TEST: {"kernel launches a step": kernels,
                                           **{k: float(n[i]) for k, n in (numbers or {}).items()}}})
             for i, v in enumerate(gpu_side)]
 
 
-def alerts_night_by_night(nights: list[nightly.Night]) -> list[tuple[int, nightly.Alert]]:
+def alerts_night_by_night(nights: list[Night]) -> list[tuple[int, command.Alert]]:
     """What the nightly would have filed, each night deciding on the nights before it."""
-    return [(k, a) for k in range(1, len(nights)) for a in nightly.decide(nights[:k], nights[k]).alerts]
+    return [(k, a) for k in range(1, len(nights)) for a in command.decide(nights[:k], nights[k]).alerts]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -79,7 +78,7 @@ def test_an_improvement_is_said_not_alerted_and_a_count_that_grew_is_a_creep():
     nights = nights_of(list(values))
     for n in nights[5:]:
         n.numbers[TEST]["kernel launches a step"] = 392.0  # two launches more: the kernels' gate fails that night too
-    decision = nightly.decide(nights[:-1], nights[-1])
+    decision = command.decide(nights[:-1], nights[-1])
     assert [a.title for a in decision.alerts] == [f"perf creep: {TEST}: kernel launches a step"]
     assert decision.alerts[0].args == []  # compared exactly already
     assert f"improvement: {TEST} gpu samples/s +" in decision.status
@@ -95,16 +94,16 @@ def test_a_nights_numbers_come_from_its_report_row_and_are_kept_in_the_history(t
                                   "Python lines a step": 5840.0, "loader instructions a sample": 7576559.0}
     assert creep.numbers({"test": TEST, "kernels": None, "syncs_per_step": None}) == {}
     [night] = nights_of([LEVEL])
-    nightly.save_night(tmp_path, night)
-    assert nightly.load_history(tmp_path) == [night]
+    save_night(tmp_path, night)
+    assert load_history(tmp_path) == [night]
     (tmp_path / "bad.json").write_text(json.dumps({**vars(night), "numbers": {TEST: {"syncs": "many"}}}))
     with pytest.raises(SystemExit, match="'numbers' is .*expected an object of test ids and their numbers by name"):
-        nightly.load_history(tmp_path)
+        load_history(tmp_path)
 
 
 def test_the_bisect_half_judges_a_creeps_commits_at_its_tolerance(tmp_path):
     decision = tmp_path / "alerts.json"
-    alert = nightly.Alert(TEST, "perf creep", "body", good="a" * 40, bad="b" * 40, args=["--perf-tolerance=0.50"])
+    alert = command.Alert(TEST, "perf creep", "body", good="a" * 40, bad="b" * 40, args=["--perf-tolerance=0.50"])
     decision.write_text(json.dumps({"status": "s", "alerts": [vars(alert)], "charts": ""}))
     calls = []
     bisect_alerts.bisect_alerts(decision, tmp_path, ["--perf-strict"],
@@ -119,7 +118,7 @@ INSTRUCTIONS = "loader instructions a sample"
 SEEDS = 20
 
 
-def stepped(nights: int, seed: int, at: int, number: str) -> list[nightly.Night]:
+def stepped(nights: int, seed: int, at: int, number: str) -> list[Night]:
     values = noisy(nights, seed)
     if number == "gpu samples/s":
         values[at:] *= 0.99
@@ -219,7 +218,7 @@ def test_a_change_is_matched_among_its_series_own_nights_and_a_history_without_m
 def test_the_record_command_night_by_night_alerts_a_step_once_naming_its_commits(tmp_path):
     """The nightly's own command, one call a night, each night's report the suite's (clean.json.gz) with the GPU-side
     number of one test moved: a 1% step at night 20 of 30 alerted once, on the 4th night on the new level."""
-    report = json.loads(gzip.open(Path(__file__).parents[1] / "nightly" / "clean.json.gz").read())
+    report = json.loads(gzip.open(Path(__file__).parent / "clean.json.gz").read())
     [row] = [r for r in report["tests"] if r["test"] == TEST]
     level, history = row["parts"]["gpu"]["samples_per_s"], tmp_path / "history"
     values = level * (1 + AA_NOISE * np.random.default_rng(3).standard_normal(30))
@@ -230,7 +229,7 @@ def test_the_record_command_night_by_night_alerts_a_step_once_naming_its_commits
         report["env"]["date"] = str(date(2026, 1, 1) + timedelta(days=i))
         (tmp_path / "perf.json").write_text(json.dumps(report))
         out = tmp_path / f"alerts{i}.json"
-        assert nightly.main(["record", "--report", str(tmp_path / "perf.json"), "--history", str(history),
+        assert command.main(["record", "--report", str(tmp_path / "perf.json"), "--history", str(history),
                              "--commit", f"{i:040x}", "--out", str(out)]) == 0
         filed += [(i, a) for a in json.loads(out.read_text())["alerts"]]
     [(night, alert)] = filed
@@ -254,5 +253,5 @@ def test_a_number_that_moves_from_zero_is_said_from_zero_with_no_margin_to_bisec
     assert found.args() == [] and found.said(nights)["change_pct"] == creep.FROM_ZERO
     assert "moved from 0 to 2 on NVIDIA H200" in creep.describe(found, nights[:20], "a..b")
     nights[19].said = [found.said(nights)]
-    nightly.save_night(tmp_path, nights[19])
-    assert nightly.load_history(tmp_path) == [nights[19]]  # kept, and read back as a night
+    save_night(tmp_path, nights[19])
+    assert load_history(tmp_path) == [nights[19]]  # kept, and read back as a night

@@ -2,7 +2,9 @@
 
 import pytest
 
-from torch_perf_suite import nightly
+from torch_perf_suite.nightly import command
+from torch_perf_suite.nightly.nights import Night
+from torch_perf_suite.report.rows import report_problem
 
 ENV = {"gpu": "NVIDIA H200", "date": "2026-11-22"}
 ROW = {"test": "t::a", "parts": {"gpu": {"samples_per_s": 1.0}, "loader": None}}  # no notes, no baseline: both optional
@@ -13,10 +15,10 @@ def report(env=ENV, **row):
 
 
 def test_a_report_with_optional_fields_left_out_is_one():
-    assert nightly.report_problem(report()) is None
+    assert report_problem(report()) is None
     full = report(notes=["FAILED"], syncs_per_step=0.0, efficiency=0.97,
                   baseline={"gpu": {"compared": True, "change_pct": -1.0, "allowed_pct": -3}, "loader": {"compared": False}})
-    assert nightly.report_problem(full) is None
+    assert report_problem(full) is None
 
 
 EXPECTED = "expected the environment with its 'gpu' and 'date'"
@@ -51,7 +53,7 @@ NUMBERS = "expected an object with ('change_pct', 'allowed_pct') numbers where c
      f"tests[0] 't::a': baseline 'gpu' is {{'compared': True, 'change_pct': 1.0}}, {NUMBERS}"),
 ])
 def test_each_problem_of_a_report_word_for_word(bad, problem):
-    assert nightly.report_problem(bad) == problem
+    assert report_problem(bad) == problem
 
 
 # --- a failed test's numbers, and the alert that two failed nights open ------------------------------------------
@@ -71,21 +73,21 @@ def test_each_problem_of_a_report_word_for_word(bad, problem):
     ({"parts": {}, "efficiency": 0.0, "syncs_per_step": 0}, "efficiency 0.00 (bottleneck: None); syncs/step 0"),
 ])
 def test_a_failed_tests_numbers_on_one_line(row, line):
-    assert nightly._numbers(row) == line
+    assert command._numbers(row) == line
 
 
 def night(date, commit, failed, gpu="NVIDIA H200", url=""):
     """A night that measured each of three tests and failed `failed`."""
-    return nightly.Night(date, commit, gpu, failed, url, {t: {"gpu": 100.0} for t in ("t::a", "t::b", "t::c")})
+    return Night(date, commit, gpu, failed, url, {t: {"gpu": 100.0} for t in ("t::a", "t::b", "t::c")})
 
 
 def test_the_alert_of_a_test_failed_two_nights_in_a_row_word_for_word():
     before = night("2026-11-21", "a" * 40, {"t::a": "gpu -4.1%", "t::b": "x"})
     tonight = night("2026-11-22", "b" * 40, {"t::a": "gpu -5.0%", "t::c": "y"})
-    decision = nightly.decide([before], tonight)
+    decision = command.decide([before], tonight)
     assert decision.status == "1 regression(s) (failed two nights in a row), 1 suspicious (failed tonight only): t::a, t::c"
     [alert] = decision.alerts
-    trend = nightly.trend([before, tonight], "t::a")
+    trend = command.trend([before, tonight], "t::a")
     assert alert.body == "\n".join([
         "`t::a` failed on two consecutive nights on NVIDIA H200.", "",
         "- 2026-11-21 (aaaaaaaaaaaa): gpu -4.1%",
@@ -93,15 +95,15 @@ def test_the_alert_of_a_test_failed_two_nights_in_a_row_word_for_word():
         "Commits: aaaaaaaaaaaa..bbbbbbbbbbbb. Run and traces: (no run URL)",
         "Reproduce: `pytest 't::a' --perf-trace-dir traces` on a NVIDIA H200.", "",
         trend])
-    assert decision.charts == trend + "\n" + nightly.trend([before, tonight], "t::c")
+    assert decision.charts == trend + "\n" + command.trend([before, tonight], "t::c")
     assert trend.count("2026-11-2") == 2  # both nights charted
 
 
 def test_a_clean_night_names_no_test_and_a_run_url_is_linked():
     before = night("2026-11-21", "a" * 40, {"t::a": "x"})
-    assert nightly.decide([before], night("2026-11-22", "b" * 40, {})).status == \
+    assert command.decide([before], night("2026-11-22", "b" * 40, {})).status == \
         "0 regression(s) (failed two nights in a row), 0 suspicious (failed tonight only)"
-    [alert] = nightly.decide([before], night("2026-11-22", "b" * 40, {"t::a": "y"}, url="https://ci/1"),
+    [alert] = command.decide([before], night("2026-11-22", "b" * 40, {"t::a": "y"}, url="https://ci/1"),
                              repo_url="https://github.com/o/r").alerts
     assert f"Commits: [aaaaaaaaaaaa..bbbbbbbbbbbb](https://github.com/o/r/compare/{'a' * 40}...{'b' * 40}). " \
            "Run and traces: https://ci/1" in alert.body
@@ -113,7 +115,7 @@ def test_a_clean_night_names_no_test_and_a_run_url_is_linked():
 def test_the_command_line_requires_a_command_and_a_report(capsys):
     for argv in ([], ["record"]):
         with pytest.raises(SystemExit) as e:
-            nightly.main(argv)
+            command.main(argv)
         assert e.value.code == 2
     err = capsys.readouterr().err
     assert "the following arguments are required: command" in err and "--report" in err
@@ -121,13 +123,13 @@ def test_the_command_line_requires_a_command_and_a_report(capsys):
 
 def test_the_help_says_what_each_command_does(capsys):
     with pytest.raises(SystemExit):
-        nightly.main(["--help"])
+        command.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert " ".join(nightly.__doc__.split("\n\n")[0].split()) in out  # the description, whole
+    assert " ".join(command.__doc__.split("\n\n")[0].split()) in out  # the description, whole
     assert "add tonight's report to the history and decide the alerts (no token needed)" in out
     assert "open or update one issue per regression (GITHUB_TOKEN, GITHUB_REPOSITORY)" in out
     with pytest.raises(SystemExit):
-        nightly.main(["record", "--help"])
+        command.main(["record", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "the JSON written by --perf-report" in out and "trends (Markdown)" in out
     assert "https://github.com/OWNER/REPO, for the commit range's link" in out

@@ -11,7 +11,7 @@ duplicated. A first night, or the first night on a GPU model, says so and alerts
     python -m torch_perf_suite.nightly bisect reports/alerts.json --out reports/bisect [-- PYTEST_ARGS]
                                                                   # on the GPU runner: each regression's first bad commit
     python -m torch_perf_suite.nightly alert reports/alerts.json  # elsewhere, GITHUB_TOKEN with issues: write
-    python -m torch_perf_suite.nightly publish --history DIR --out SITE   # the history as a static site (history_site.py)
+    python -m torch_perf_suite.nightly publish --history DIR --out SITE   # the history as a static site (site.py)
 
 The two halves are apart so that the job that runs the suite holds no write token, and the job that
 holds one runs no code under test.
@@ -27,11 +27,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .records.nights import Night, load_history, read_history, same_night, save_night
-from .report.charts import Chart, mermaid
-from .report.github import GitHub, apply
-from .report.rows import outcome, own_notes, report_problem
-from .store import write_atomic
+from ..report.charts import Chart, mermaid
+from ..report.rows import outcome, own_notes, report_problem
+from ..store import write_atomic
+from .github import GitHub, apply
+from .nights import Night, load_history, read_history, same_night, save_night
 
 LABEL = "perf-regression"
 TITLE = "perf regression: {test}"
@@ -63,7 +63,7 @@ def summarize(report: dict, commit: str, run_url: str = "") -> Night:
     tests = report.get("tests", [])
     failed = {row["test"]: _numbers(row) for row in tests if outcome(row) == "FAILED"}
     samples = {row["test"]: {name: p["samples_per_s"] for name, p in row["parts"].items() if p} for row in tests}
-    from .records.creep import numbers  # numpy: the record half's, not the alert job's
+    from .creep import numbers  # numpy: the record half's, not the alert job's
 
     return Night(date=str(env.get("date")), commit=commit, gpu=str(env.get("gpu")), failed=failed, run_url=run_url,
                  samples=samples, numbers={row["test"]: numbers(row) for row in tests})
@@ -134,7 +134,7 @@ def decide(history: list[Night], tonight: Night, repo_url: str = "") -> Decision
 def _creeps(nights: list[Night], repo_url: str) -> Decision:
     """The change points found with tonight (the last of `nights`, one GPU model's), kept with it: a creep or a drift
     alerted, an improvement said."""
-    from .records import creep  # numpy and ruptures: the record half's, not the alert job's
+    from . import creep  # numpy and ruptures: the record half's, not the alert job's
 
     found = creep.found(nights)
     nights[-1].said = [c.said(nights) for c in found]  # kept with tonight: each is said once
@@ -150,7 +150,7 @@ def _creeps(nights: list[Night], repo_url: str) -> Decision:
 def _creep_alert(c, nights: list[Night], repo_url: str) -> Alert:
     """A creep's alert, bisected from its last night on the old level to its first on the new; a drift's, not
     bisected: its commits from its start to tonight."""
-    from .records.creep import describe
+    from .creep import describe
 
     title = CREEP.format(test=c.test, number=c.number)
     if c.drift_from is not None:
@@ -206,7 +206,7 @@ def record(parser, args) -> int:
     history = [n for n in load_history(args.history) if not same_night(n, tonight)] if args.history.exists() else []
     decision = decide(history, tonight, args.repo_url)
     if args.site_url:  # the test's page of the history site (docs/site.md), which publish writes after this
-        from .history_site import page_name
+        from .site import page_name
 
         for a in decision.alerts:
             a.body += f"\n\nThe test's history: {args.site_url.rstrip('/')}/{page_name(a.test)}"
@@ -256,12 +256,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def publish(parser, args) -> int:
-    """The history as a static site (history_site.py); a file of the folder that is not a night is named and skipped."""
+    """The history as a static site (site.py); a file of the folder that is not a night is named and skipped."""
     if not args.history.is_dir():
         parser.error(f"--history {args.history}: no such folder; give the folder that `record` keeps the nights in")
     if problem := _output_problem(args.out, folder=True):
         parser.error(f"--out {args.out}: {problem}")
-    from .history_site import publish as write_site  # numpy, ruptures and plotly: not the alert job's
+    from .site import publish as write_site  # numpy, ruptures and plotly: not the alert job's
     print(write_site(*read_history(args.history), args.out, args.repo_url))
     return 0
 
@@ -272,7 +272,7 @@ def bisect(parser, args) -> int:
         parser.error(f"{args.decision} or --out {args.out}: {problem}")
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        from .against.bisect_alerts import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
+        from .bisect_alerts import bisect_alerts  # the GPU runner's half: pytest and git, not the alert job's
 
         print("\n".join(bisect_alerts(args.decision, args.out, args.pytest_args)))
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -298,7 +298,3 @@ def alert(parser, args) -> int:
             parser.error("alerts to file, but GITHUB_REPOSITORY or GITHUB_TOKEN is not set")
         print("\n".join(apply(alerts, GitHub(repo, token), LABEL)))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

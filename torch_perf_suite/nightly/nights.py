@@ -20,8 +20,8 @@ class Night:
     failed: dict[str, str] = field(default_factory=dict)  # test id -> its numbers, one line
     run_url: str = ""
     samples: dict[str, dict[str, float]] = field(default_factory=dict)  # test id -> part -> samples/s (median)
-    numbers: dict[str, dict[str, float]] = field(default_factory=dict)  # test id -> its other numbers (records/creep.py)
-    said: list[dict] = field(default_factory=list)  # the change points found this night (records/creep.Creep.said)
+    numbers: dict[str, dict[str, float]] = field(default_factory=dict)  # test id -> its other numbers (creep.py)
+    said: list[dict] = field(default_factory=list)  # the change points found this night (creep.Creep.said)
 
 
 

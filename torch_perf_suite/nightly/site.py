@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .records import changes
-from .records.creep import NUMBERS, SAMPLES, is_worse, series
+from . import changes
+from .creep import NUMBERS, SAMPLES, is_worse, series
 
 STATES = ("alerted", "suspicious", "improved", "passing")  # worst first
 PARTS = ("pipeline", "gpu", "loader")

@@ -1,4 +1,4 @@
-// The site's charts, drawn by Plotly from the JSON of the page (torch_perf_suite/history_site.py writes both).
+// The site's charts, drawn by Plotly from the JSON of the page (torch_perf_suite/nightly/site.py writes both).
 "use strict";
 const COLORS = {alert: "#d62728", improvement: "#2ca02c", failed: "#ff7f0e"};
 const SYMBOLS = {alert: "triangle-down", improvement: "triangle-up", failed: "x"};

@@ -1,4 +1,4 @@
-"""The history site (history_site.py, `nightly publish`): a generated history of noise, a step, an improvement, a GPU
+"""The history site (nightly/site.py, `nightly publish`): a generated history of noise, a step, an improvement, a GPU
 model's change, two failures in a row, one failure, a corrupt night file and a missing one, published and read back;
 a year of 60 tests published in seconds; the index and a test's page opened in headless Chromium without a script
 error (CI installs it; PERF_REQUIRE_CHROMIUM=1 makes its absence a failure)."""
@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from torch_perf_suite import history_site, nightly
+from torch_perf_suite.nightly import command
+from torch_perf_suite.nightly.creep import NUMBERS
+from torch_perf_suite.nightly.nights import Night, load_history, save_night
+from torch_perf_suite.nightly.site import STATES, page_name, state
 
 pytest.importorskip("plotly", reason="pip install -e '.[site]'")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPO = "https://github.com/owner/suite"
 LADDER = "perf_tests/test_ladder.py::test_ladder[set_to_none]"  # noise only
 COPY = "perf_tests/test_h2d_copy.py::test_h2d_copy[pageable]"  # gpu samples/s 4% lower from night 18: a creep
@@ -31,7 +34,7 @@ TESTS = (LADDER, COPY, METRICS, STORAGE, RESNET)
 GPU_CHANGE = 6  # nights 0-5 on an H100, the rest on an H200, every samples/s 40% higher there
 
 
-def night_of(i: int, rng: random.Random, tests=TESTS, nights: int = 30) -> nightly.Night:
+def night_of(i: int, rng: random.Random, tests=TESTS, nights: int = 30) -> Night:
     """Night `i` of the generated history (its `said` is left to the nightly's own `decide`)."""
     gpu = "NVIDIA H100 80GB HBM3" if i < GPU_CHANGE else "NVIDIA H200"
     speed = 1.0 if i < GPU_CHANGE else 1.4
@@ -47,18 +50,18 @@ def night_of(i: int, rng: random.Random, tests=TESTS, nights: int = 30) -> night
         if (test == STORAGE and i == nights - 1) or (test == RESNET and i >= nights - 2):
             failed[test] = f"samples/s: gpu {samples[test]['gpu']:,.0f}; efficiency 0.61 (bottleneck: loader)"
     commit = hashlib.sha1(str(i).encode()).hexdigest()
-    return nightly.Night(date=f"2026-{1 + i // 28:02d}-{1 + i % 28:02d}", commit=commit, gpu=gpu, failed=failed,
+    return Night(date=f"2026-{1 + i // 28:02d}-{1 + i % 28:02d}", commit=commit, gpu=gpu, failed=failed,
                          run_url=f"{REPO}/actions/runs/{1000 + i}", samples=samples, numbers=numbers)
 
 
-def make_history(folder: Path, nights: int = 30) -> list[nightly.Night]:
+def make_history(folder: Path, nights: int = 30) -> list[Night]:
     """The generated history recorded night by night as the nightly records it (its change points said by `decide`),
     and a corrupt night file and a missing one (a link to nothing) beside it."""
     rng, history = random.Random(7), []
     for i in range(nights):
         tonight = night_of(i, rng, nights=nights)
-        nightly.decide(history, tonight, REPO)
-        nightly.save_night(folder, tonight)
+        command.decide(history, tonight, REPO)
+        save_night(folder, tonight)
         history.append(tonight)
     (folder / "2026-01-09-0000000000aa-nvidia-h200.json").write_text('{"date": "2026-01-09", "commit": ')
     (folder / "2026-01-10-0000000000bb-nvidia-h200.json").symlink_to(folder / "gone.json")
@@ -69,7 +72,7 @@ def make_history(folder: Path, nights: int = 30) -> list[nightly.Night]:
 def site(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("history")
     make_history(folder / "nights")
-    assert nightly.main(["publish", "--history", str(folder / "nights"), "--out", str(folder / "site")]) == 0
+    assert command.main(["publish", "--history", str(folder / "nights"), "--out", str(folder / "site")]) == 0
     return folder / "site"
 
 
@@ -105,11 +108,11 @@ class Page(HTMLParser):
 def test_the_index_lists_every_test_worst_first_and_names_the_skipped_night_files(site):
     page = Page(site / "index.html")
     text = "".join(page.text)
-    tests = [r for r in page.rows if r["class"] in history_site.STATES]
+    tests = [r for r in page.rows if r["class"] in STATES]
     states = {r["cells"][1]: r["class"] for r in tests}
     assert states == {RESNET: "alerted", COPY: "alerted", STORAGE: "suspicious", METRICS: "improved",
                       LADDER: "passing"}
-    assert [r["class"] for r in tests] == sorted((r["class"] for r in tests), key=history_site.STATES.index)
+    assert [r["class"] for r in tests] == sorted((r["class"] for r in tests), key=STATES.index)
     assert re.search(r"gpu samples/s -[34]\.\d\d% from 2026-01-19", text)  # the creep's why, with its size
     assert "loader instructions a sample -3.00% from 2026-01-15" in text
     assert "2026-01-09-0000000000aa-nvidia-h200.json" in text and "2026-01-10-0000000000bb-nvidia-h200.json" in text
@@ -123,9 +126,9 @@ def test_the_index_lists_every_test_worst_first_and_names_the_skipped_night_file
 
 
 def test_a_tests_page_holds_each_number_its_change_points_alerts_and_the_gpu_change(site):
-    page = Page(site / history_site.page_name(COPY))
+    page = Page(site / page_name(COPY))
     charts = {c["name"]: c for c in page.data["charts"]}
-    assert list(charts) == ["pipeline samples/s", "gpu samples/s", "loader samples/s", *history_site.NUMBERS]
+    assert list(charts) == ["pipeline samples/s", "gpu samples/s", "loader samples/s", *NUMBERS]
     assert {c["unit"] for c in charts.values()} == {"samples/s", "syncs / step", "launches / step", "ms / step",
                                                     "bytes / step", "GB", "lines / step", "instructions / sample"}
     gpu = charts["gpu samples/s"]
@@ -144,10 +147,10 @@ def test_a_tests_page_holds_each_number_its_change_points_alerts_and_the_gpu_cha
 
 
 def test_an_improvement_and_the_failed_nights_are_marked(site):
-    metrics = Page(site / history_site.page_name(METRICS)).data["charts"]
+    metrics = Page(site / page_name(METRICS)).data["charts"]
     [loader] = [c for c in metrics if c["name"] == "loader instructions a sample"]
     assert [m[2] for m in loader["marks"]] == ["improvement"] and loader["marks"][0][0] == 14
-    resnet = Page(site / history_site.page_name(RESNET))
+    resnet = Page(site / page_name(RESNET))
     [gpu] = [c for c in resnet.data["charts"] if c["name"] == "gpu samples/s"]
     assert [m[0] for m in gpu["marks"] if m[2] == "failed"] == [28, 29]
     assert "failed on 2026-02-01 and 2026-02-02" in "".join(resnet.text)
@@ -165,20 +168,20 @@ def test_the_site_opens_from_disk_without_the_network(site):
 
 def test_publish_says_what_is_wrong_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        nightly.main(["publish", "--history", str(tmp_path / "none"), "--out", str(tmp_path / "site")])
+        command.main(["publish", "--history", str(tmp_path / "none"), "--out", str(tmp_path / "site")])
     assert "--history" in capsys.readouterr().err.splitlines()[-1]
     (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit):
-        nightly.main(["publish", "--history", str(tmp_path), "--out", str(tmp_path / "file")])
+        command.main(["publish", "--history", str(tmp_path), "--out", str(tmp_path / "file")])
     assert "--out" in capsys.readouterr().err.splitlines()[-1]
-    assert nightly.main(["publish", "--history", str(tmp_path), "--out", str(tmp_path / "site")]) == 0
+    assert command.main(["publish", "--history", str(tmp_path), "--out", str(tmp_path / "site")]) == 0
     assert "no night recorded yet" in (tmp_path / "site" / "index.html").read_text()
 
 
 def test_the_nightly_still_stops_at_a_corrupt_night(tmp_path):
     (tmp_path / "2026-01-01-x.json").write_text("[]")
     with pytest.raises(SystemExit, match="2026-01-01-x.json: not a night recorded by this tool"):
-        nightly.load_history(tmp_path)
+        load_history(tmp_path)
 
 
 def year(folder: Path, nights: int = 365, tests: int = 60) -> None:
@@ -198,7 +201,7 @@ def test_a_year_of_sixty_tests_publishes_in_seconds_and_the_site_stays_small(tmp
     """docs/measurements/site.md: the figures of this test on the 2-core machine."""
     year(tmp_path / "nights")
     start = time.perf_counter()
-    nightly.main(["publish", "--history", str(tmp_path / "nights"), "--out", str(tmp_path / "site")])
+    command.main(["publish", "--history", str(tmp_path / "nights"), "--out", str(tmp_path / "site")])
     seconds = time.perf_counter() - start
     size = sum(p.stat().st_size for p in (tmp_path / "site").rglob("*") if p.is_file())
     print(f"published 365 nights x 60 tests in {seconds:.2f} s, {size:,} bytes")
@@ -224,7 +227,7 @@ def screenshots(site: Path, out: Path, width: int = 1200, full_page: bool = True
     errors: dict[str, list[str]] = {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
-        for name, path in (("index", site / "index.html"), ("test", site / history_site.page_name(COPY))):
+        for name, path in (("index", site / "index.html"), ("test", site / page_name(COPY))):
             page, found = browser.new_page(viewport={"width": width, "height": 900}), errors.setdefault(name, [])
             page.on("pageerror", lambda e, found=found: found.append(str(e)))
             page.on("console", lambda m, found=found: found.append(m.text) if m.type == "error" else None)
@@ -246,13 +249,13 @@ def test_the_index_and_a_tests_page_open_in_chromium_without_a_script_error(site
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
-if __name__ == "__main__":  # docs/site.md's screenshots: python -m tests.test_site docs
+if __name__ == "__main__":  # docs/site.md's screenshots: python -m tests.nightly.test_site docs
     import sys
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
         make_history(Path(scratch) / "nights")
-        nightly.main(["publish", "--history", f"{scratch}/nights", "--out", f"{scratch}/site", "--repo-url", REPO])
+        command.main(["publish", "--history", f"{scratch}/nights", "--out", f"{scratch}/site", "--repo-url", REPO])
         print(screenshots(Path(scratch) / "site", Path(sys.argv[1]), width=1200, full_page=False))
     for name in ("index", "test"):  # small: a palette of 64 colours
         from PIL import Image
@@ -264,7 +267,7 @@ if __name__ == "__main__":  # docs/site.md's screenshots: python -m tests.test_s
 def test_a_test_failed_on_two_nights_with_one_between_that_did_not_run_it_is_suspicious_as_the_nightly_says():
     """The nightly compares tonight with the night before on the same GPU model, which did not run the test: no
     alert was filed, and the index said "alerted"."""
-    nights = [nightly.Night(date=f"2026-01-0{i + 1}", commit=f"{i:040x}", gpu="NVIDIA H200",
+    nights = [Night(date=f"2026-01-0{i + 1}", commit=f"{i:040x}", gpu="NVIDIA H200",
                             samples={} if i == 1 else {"t": {"gpu": 1.0}}, failed={} if i == 1 else {"t": "slow"})
               for i in range(3)]
-    assert history_site.state(nights, "t")[:2] == ("suspicious", "failed on 2026-01-03 only")
+    assert state(nights, "t")[:2] == ("suspicious", "failed on 2026-01-03 only")
