@@ -37,8 +37,8 @@ def test_every_option(parsed, pytester):
     assert s == SessionSettings(
         strict=True, update_baselines=True, baseline_dir=pytester.path / "bl", report=pytester.path.__class__("out/perf"),
         trace_dir=pytester.path.__class__("traces"), smoke=True, workers=3, worker_start="forkserver",
-        split=(2, 3), durations=pytester.path.__class__("seconds.json"), against="main",
-        against_cache=pytester.path.__class__("ref"), bisect="v1..main",
+        split=(2, 3), durations=pytester.path.__class__("seconds.json"), ref="main",
+        ref_cache=pytester.path.__class__("ref"), bisect="v1..main",
         measure=Measure(warmup=9, rounds=3, max_rounds=4, ci_pct=2.5, steps=40, round_s=0.25, profile_steps=6, tolerance=4.0,
                         host_tolerance=12.0))
 

@@ -101,7 +101,7 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(str(e)) from None
     config.stash[SESSION].split(config, items)  # --perf-split I/N: this runner's part of what -k and -m selected
     perf_session = config.stash[SESSION]
-    perf_session.against.compare(perf_session, config, items)  # --perf-against REF: REF measured before the tests run
+    perf_session.ref_state.compare(perf_session, config, items)  # --perf-against REF: REF measured before the tests run
     perf_session.collected = time.perf_counter()  # the session line's collection ends here
 
 
@@ -150,7 +150,7 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_runtest_setup(item):
     perf_session = item.config.stash.get(SESSION, None)
     if perf_session:
-        perf_session.against.before(perf_session, item)  # --perf-against REF, sharded: REF's tests of this file first
+        perf_session.ref_state.before(perf_session, item)  # --perf-against REF, sharded: REF's tests of this file first
 
 
 @pytest.hookimpl(wrapper=True)

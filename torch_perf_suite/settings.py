@@ -241,8 +241,8 @@ class SessionSettings:
     measure: Measure  # command line > ini > default; markers are applied per test
     worker_start: str | None = None  # the DataLoader workers' start method; None: the platform's
     instructions: bool = True  # count the loader's instructions per sample (callgrind)
-    against: str | None = None  # --perf-against REF: compare with REF measured in this job
-    against_cache: Path | None = None
+    ref: str | None = None  # --perf-against REF: compare with REF measured in this job
+    ref_cache: Path | None = None
     bisect: str | None = None  # --perf-bisect GOOD..BAD: the selected tests judged at the range's commits
     split: tuple[int, int] | None = None  # --perf-split I/N: this runner's part of the selected tests
     durations: Path | None = None  # --perf-durations: the seconds the split deals by
@@ -281,8 +281,8 @@ class SessionSettings:
             workers=opt("--perf-workers") or default_workers(),
             worker_start=opt("--perf-worker-start"),
             measure=_measure_from(config),
-            against=opt("--perf-against"),
-            against_cache=opt("--perf-against-cache"),
+            ref=opt("--perf-against"),
+            ref_cache=opt("--perf-against-cache"),
             bisect=opt("--perf-bisect"),
             split=_split(opt("--perf-split")),
             durations=opt("--perf-durations") or Path(config.rootpath) / "baselines" / "durations.json",

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.session.test_xdist import under_mutmut
-from torch_perf_suite.against import ref as against
+from torch_perf_suite.against import ref
 
 pytest_plugins = ["pytester"]
 
@@ -185,25 +185,25 @@ def test_outside_a_repository_or_in_a_shallow_clone_it_says_how_to_get_ref(repo,
     outside = tmp_path / "plain"
     outside.mkdir()
     with pytest.raises(pytest.UsageError, match=r"--perf-against HEAD: .*plain is not in a git repository"):
-        against.resolve("HEAD", outside)
+        ref.resolve("HEAD", outside)
     git(repo.path, "commit", "-q", "--allow-empty", "-m", "second")
     shallow = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo.path}", str(shallow)], check=True)
     with pytest.raises(pytest.UsageError, match=r"this clone is shallow: fetch it \(git fetch --unshallow"):
-        against.resolve("HEAD~1", shallow)
+        ref.resolve("HEAD~1", shallow)
 
 
 def test_ref_measured_file_by_file_adds_each_files_tests_to_those_measured(tmp_path, monkeypatch):
     runs = []
-    monkeypatch.setattr(against, "_run_at", lambda sha, cwd, tests, folder, args: runs.append(tests) or
+    monkeypatch.setattr(ref, "_run_at", lambda sha, cwd, tests, folder, args: runs.append(tests) or
                         dict.fromkeys(tests, "passed"))
-    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", wanted=["a.py::t1", "b.py::t", "a.py::t2"])
-    against.run(ref, files={"a.py"})
-    against.run(ref, files={"a.py"})  # none of a.py's left
-    assert runs == [["a.py::t1", "a.py::t2"]] and ref.measured == ["a.py::t1", "a.py::t2"] and ref.wanted == ["b.py::t"]
-    against.run(ref)
-    assert runs[1:] == [["b.py::t"]] and ref.measured == ["a.py::t1", "a.py::t2", "b.py::t"] and ref.wanted == []
-    assert json.loads((tmp_path / against.STATUS).read_text()) == dict.fromkeys(ref.measured, "passed")
+    the_ref = ref.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", wanted=["a.py::t1", "b.py::t", "a.py::t2"])
+    ref.run(the_ref, files={"a.py"})
+    ref.run(the_ref, files={"a.py"})  # none of a.py's left
+    assert runs == [["a.py::t1", "a.py::t2"]] and the_ref.measured == ["a.py::t1", "a.py::t2"] and the_ref.wanted == ["b.py::t"]
+    ref.run(the_ref)
+    assert runs[1:] == [["b.py::t"]] and the_ref.measured == ["a.py::t1", "a.py::t2", "b.py::t"] and the_ref.wanted == []
+    assert json.loads((tmp_path / ref.STATUS).read_text()) == dict.fromkeys(the_ref.measured, "passed")
 
 
 def test_refs_run_from_an_xdist_worker_is_a_plain_pytest_run_on_the_workers_gpu(tmp_path, monkeypatch):
@@ -212,21 +212,21 @@ def test_refs_run_from_an_xdist_worker_is_a_plain_pytest_run_on_the_workers_gpu(
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     (tmp_path / "a.py").write_text("")
     envs = []
-    monkeypatch.setattr(against.subprocess, "run", lambda *a, env, **k: envs.append(env) or
+    monkeypatch.setattr(ref.subprocess, "run", lambda *a, env, **k: envs.append(env) or
                         subprocess.CompletedProcess(a, 2, "", ""))
     with pytest.raises(pytest.UsageError, match="REF's tests did not run"):
-        against._run_at("a" * 40, tmp_path, ["a.py::t"], tmp_path, [])
+        ref._run_at("a" * 40, tmp_path, ["a.py::t"], tmp_path, [])
     assert not [k for k in envs[0] if k.startswith("PYTEST_XDIST_")] and envs[0]["CUDA_VISIBLE_DEVICES"] == "1"
-    assert envs[0][against.AS_REF] == "1"  # REF's run knows it is one: it times what the head gates against it
+    assert envs[0][ref.AS_REF] == "1"  # REF's run knows it is one: it times what the head gates against it
 
 
 @pytest.mark.parametrize("variable, recording, as_ref", [("1", True, True), ("1", False, False), (None, True, False)])
 def test_a_run_is_refs_only_where_it_records_with_the_variable_set(monkeypatch, variable, recording, as_ref):
     if variable is None:
-        monkeypatch.delenv(against.AS_REF, raising=False)
+        monkeypatch.delenv(ref.AS_REF, raising=False)
     else:
-        monkeypatch.setenv(against.AS_REF, variable)
-    assert against.is_ref_run(recording) is as_ref
+        monkeypatch.setenv(ref.AS_REF, variable)
+    assert ref.is_ref_run(recording) is as_ref
 
 
 @pytest.mark.parametrize("smoke", [False, True])
@@ -240,10 +240,10 @@ def test_a_workers_ref_that_cannot_run_fails_each_test_of_its_file_and_runs_once
         runs.append(files)
         raise pytest.UsageError("--perf-against: REF's tests did not run at aaaaaaaaaaaa (pytest exit 2)")
 
-    monkeypatch.setattr(against, "run", broken)
-    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", wanted=["a.py::t1", "a.py::t2"])
+    monkeypatch.setattr(ref, "run", broken)
+    the_ref = ref.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", wanted=["a.py::t1", "a.py::t2"])
     started = []
-    state = RefState(ref=ref, turns=SimpleNamespace(start=lambda: started.append(1)))
+    state = RefState(ref=the_ref, turns=SimpleNamespace(start=lambda: started.append(1)))
     worker = SimpleNamespace(worker="gw0", device=SimpleNamespace(free_cached_memory=lambda: None), records=None,
                              settings=SimpleNamespace(smoke=smoke))
     for test in ("a.py::t1", "a.py::t2"):
@@ -269,21 +269,21 @@ def test_with_refs_results_cached_the_turns_processes_start_with_the_session(mon
 
     from torch_perf_suite.against import state
 
-    ref = against.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", status={"a.py::t": "passed"},
+    the_ref = ref.Ref("HEAD", "a" * 40, tmp_path, tmp_path / "tree", status={"a.py::t": "passed"},
                       cached=[] if measured else ["a.py::t"], wanted=["a.py::t"] if measured else [])
-    monkeypatch.setattr(against, "prepare", lambda *args: ref)
-    monkeypatch.setattr(against, "run", lambda ref: None)
+    monkeypatch.setattr(ref, "prepare", lambda *args: the_ref)
+    monkeypatch.setattr(ref, "run", lambda ref: None)
     begun = []
     monkeypatch.setattr(state.turns, "Turns", lambda: NS(aim=lambda *roots: begun.append(roots),
                                                                 start=lambda: begun.append("start"),
                                                                 close=lambda: begun.append("close")))
     loaders = NS(get=lambda test: {"settings": {}} if loader and test == "a.py::t" else None)
-    me = NS(settings=NS(against="HEAD", against_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
+    me = NS(settings=NS(ref="HEAD", ref_cache=tmp_path, smoke=smoke), shards=0, worker=None, device=NS(env={}),
             say=lambda line: None,
             records=NS(load=lambda folder, ref: None, loaders_file=loaders), deselected=set())
     config = NS(option=NS(collectonly=False), rootpath=tmp_path, pluginmanager=NS(get_plugin=lambda name: None))
     state.RefState().compare(me, config, [NS(nodeid="a.py::t", fixturenames=("perf",))])
-    aimed = (tmp_path / "tree", tmp_path, (ref.worktree, tmp_path / "tree"))  # and the trees REF's side imports from
+    aimed = (tmp_path / "tree", tmp_path, (the_ref.worktree, tmp_path / "tree"))  # and the trees REF's side imports from
     assert begun == [aimed, *begun_then]
 
 
@@ -431,19 +431,19 @@ def test_refs_cache_folder_is_keyed_by_the_interpreter_the_installed_packages_an
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
 
     def folder():
-        return against.cache_folder(tmp_path, "a" * 40, env, ["--perf-rounds=3"])
+        return ref.cache_folder(tmp_path, "a" * 40, env, ["--perf-rounds=3"])
 
     first = folder()
     assert folder() == first
     monkeypatch.setenv("PYTEST_ADDOPTS", "--perf-smoke")
     assert folder() != first
     monkeypatch.delenv("PYTEST_ADDOPTS")
-    packages = against.installed()
-    monkeypatch.setattr(against, "installed", lambda: [*packages, "torchmetrics==9.9"])
+    packages = ref.installed()
+    monkeypatch.setattr(ref, "installed", lambda: [*packages, "torchmetrics==9.9"])
     assert folder() != first
     monkeypatch.undo()
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
-    monkeypatch.setattr(against.sys, "version", "3.99.0 (another interpreter)")
+    monkeypatch.setattr(ref.sys, "version", "3.99.0 (another interpreter)")
     assert folder() != first
     config = SimpleNamespace(option=SimpleNamespace(override_ini=["perf_tolerance=9"]))
-    assert against.keyed(config, ["--perf-rounds=3"]) == ["--perf-rounds=3", "-operf_tolerance=9"]
+    assert ref.keyed(config, ["--perf-rounds=3"]) == ["--perf-rounds=3", "-operf_tolerance=9"]

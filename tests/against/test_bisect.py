@@ -290,4 +290,4 @@ def test_a_shallow_clone_says_how_to_get_the_range(history, tmp_path):
     shallow = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{history.path}", str(shallow)], check=True)
     with pytest.raises(pytest.UsageError, match=r"--perf-bisect HEAD~3: .*this clone is shallow: fetch it"):
-        bisecting.against.resolve("HEAD~3", shallow, "--perf-bisect")
+        bisecting.ref.resolve("HEAD~3", shallow, "--perf-bisect")

@@ -242,8 +242,9 @@ def smoke_judge(tmp_path, recorded: dict | None, strict: bool = False):
     kept = smoke_counts.SmokeFile(tmp_path / smoke_counts.FILE, {})
     if recorded is not None:
         kept.save({"t.py::test": recorded})
-    session = SimpleNamespace(against=SimpleNamespace(ref=SimpleNamespace(label="HEAD~1 (abc)", status={"t.py::test": "passed"})),
-                              settings=SimpleNamespace(strict=strict, smoke=True), against_label="REF HEAD~1 (abc)",
+    at_ref = SimpleNamespace(label="HEAD~1 (abc)", status={"t.py::test": "passed"})
+    session = SimpleNamespace(ref_state=SimpleNamespace(ref=at_ref),
+                              settings=SimpleNamespace(strict=strict, smoke=True), compared_with="REF HEAD~1 (abc)",
                               records=SimpleNamespace(smoke_file=smoke_counts.SmokeFile.load(kept.path)))
     return Judge(session, "t.py::test", Measure(), confirm=None)
 

@@ -771,7 +771,7 @@ def test_the_count_starts_after_the_timed_windows_where_the_gpu_side_step_is_lau
 
     events = []
     entry = None if gpu_busy_pct is None else {"gpu_busy_pct": gpu_busy_pct}
-    session = NS(laps_of=lambda test_id: Laps(), device=NS(is_gpu=True), as_ref=False, against=NS(ref=None),
+    session = NS(laps_of=lambda test_id: Laps(), device=NS(is_gpu=True), as_ref=False, ref_state=NS(ref=None),
                  records=NS(baseline=lambda test_id: entry))
     monkeypatch.setattr(measuring, "Windows", lambda *args: NS(members=NS(loader_source=("m:parts", {})), wanted=("gpu",)))
     m = measuring.Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})

@@ -119,18 +119,19 @@ def test_a_setting_that_one_side_lacks_is_no_change():  # in_order came with tor
 def test_a_declared_change_passes_with_a_note_and_an_undeclared_one_still_fails():
     now, then = settings(num_workers=4, pin_memory=False), settings(num_workers=16)
     entry = {"settings": then, "workers": 16}
-    failure, note = loader.settings_verdict(now, entry, workers=16, worker_start=None, expected=("num_workers",), against="REF x")
+    failure, note = loader.settings_verdict(now, entry, workers=16, worker_start=None, expected=("num_workers",),
+                                            compared_with="REF x")
     assert note == Finding(PASSED, "loader changed as declared: num_workers 16 -> 4")
     assert failure.outcome == FAILED and failure.text.splitlines()[1] == "  pin_memory True -> False"
     [note] = loader.settings_verdict(now, entry, workers=16, worker_start=None, expected=("num_workers", "pin_memory"),
-                                     against="REF x")
+                                     compared_with="REF x")
     assert note.outcome == PASSED and "pin_memory True -> False" in note.text
 
 
 def test_nothing_recorded_is_said_and_no_loader_says_nothing():
-    assert loader.settings_verdict(settings(), None, workers=4, worker_start=None, expected=(), against="REF x") == [
+    assert loader.settings_verdict(settings(), None, workers=4, worker_start=None, expected=(), compared_with="REF x") == [
         Finding(NOT_COMPARED, "loader settings not compared: REF x recorded none for this test")]
-    assert loader.settings_verdict(None, None, workers=4, worker_start=None, expected=(), against="REF x") == []
+    assert loader.settings_verdict(None, None, workers=4, worker_start=None, expected=(), compared_with="REF x") == []
 
 
 # --- the unit cost -------------------------------------------------------------------------------------
@@ -226,18 +227,18 @@ def recorded(**changed):
 
 def test_the_same_cost_passes_and_says_the_cpu_time():
     unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 0.9, 5, 0.03, 1200.0)
-    assert loader.unit_verdict(unit, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF") == [
+    assert loader.unit_verdict(unit, {"loader_unit": recorded()}, 5.0, why_not_timed="", compared_with="REF") == [
         Finding(REPORTED, "loader CPU time a sample alone 900 µs, 900 at REF (+0.0%; 0.900 yardsticks, +0.0%)")]
 
 
 def test_the_same_cost_passes():
-    assert failures(loader.unit_failure(recorded(), recorded(), 5.0, timed=True, against="REF")) is None
+    assert failures(loader.unit_failure(recorded(), recorded(), 5.0, timed=True, compared_with="REF")) is None
 
 
 def test_cpu_time_is_reported_in_microseconds_and_yardsticks_not_judged():
     assert failures(loader.unit_failure(recorded(cpu_us=1800.0, wall_us=1900.0), recorded(), 5.0, timed=True,
-                                        against="REF")) is None
-    assert failures(loader.unit_failure(recorded(cpu_ratio=1.8), recorded(), 5.0, timed=True, against="REF")) is None
+                                        compared_with="REF")) is None
+    assert failures(loader.unit_failure(recorded(cpu_ratio=1.8), recorded(), 5.0, timed=True, compared_with="REF")) is None
     assert loader.cpu_rise_pct(recorded(cpu_ratio=0.945), recorded()) == pytest.approx(5.0)
     assert loader.cpu_line(recorded(cpu_us=950.0, cpu_ratio=0.918), recorded(), "REF") == (
         "loader CPU time a sample alone 950 µs, 900 at REF (+5.6%; 0.918 yardsticks, +2.0%)")
@@ -281,10 +282,10 @@ def test_a_sample_alone_is_timed_beside_its_yardsticks(ticks, monkeypatch):
 
 
 def test_waiting_is_judged_as_a_share_of_a_samples_time_above_a_floor():
-    assert failures(loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, timed=True, against="REF")) is None
+    assert failures(loader.unit_failure(recorded(wait_us=149.0), recorded(), 5.0, timed=True, compared_with="REF")) is None
     assert failures(loader.unit_failure(recorded(wait_us=119.0, wall_us=200.0), recorded(wall_us=200.0), 5.0, timed=True,
-                                        against="REF")) is None  # 9.5% of a short sample, but under the floor
-    message = failures(loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, timed=True, against="REF"))
+                                        compared_with="REF")) is None  # 9.5% of a short sample, but under the floor
+    message = failures(loader.unit_failure(recorded(wait_us=260.0), recorded(), 5.0, timed=True, compared_with="REF"))
     assert "waiting 260.0 µs a sample alone (wall minus CPU time), 100.0 at REF: +160.0 µs, 16.0% of a sample's" in message
 
 
@@ -295,41 +296,42 @@ def test_blocks_in_the_workers_are_allowed_one_a_tensor_their_queue_shares():
     # its samples made alone waiting 0 µs in each
     listed = recorded(blocks=0.11, shared=257 / 256)
     assert failures(loader.unit_failure(recorded(blocks=0.27, shared=257 / 256), listed, 3.0, timed=False,
-                                        against="the baseline")) is None
+                                        compared_with="the baseline")) is None
     collated = recorded(blocks=0.11, shared=2 / 256)  # one tensor of images, one of labels: the same rise fails
     message = failures(loader.unit_failure(recorded(blocks=0.27, shared=2 / 256), collated, 3.0, timed=False,
-                                           against="the baseline"))
+                                           compared_with="the baseline"))
     assert "blocks 0.27 times a sample in the workers" in message and "allowed" not in message
     # a sleep in every sample is a block made alone as well, however many tensors the queue shares
     message = failures(loader.unit_failure(recorded(blocks=1.12, shared=257 / 256, alone_blocks=1.0), listed, 3.0, timed=False,
-                                           against="the baseline"))
+                                           compared_with="the baseline"))
     assert message == ("the loader's cost per sample rose:\n  blocks 1.00 times a sample made alone (sleep, I/O, a lock: "
                        "voluntary context switches), 0.11 at the baseline")  # a record without its alone blocks: its workers'
     assert "allowed +1.05: 1.00 for the tensors the queue shares" in failures(loader.unit_failure(
-        recorded(blocks=2.2, shared=257 / 256), listed, 3.0, timed=False, against="REF"))
+        recorded(blocks=2.2, shared=257 / 256), listed, 3.0, timed=False, compared_with="REF"))
     assert failures(loader.unit_failure(recorded(alone_blocks=0.0), recorded(alone_blocks=0.0), 3.0, timed=False,
-                                        against="REF")) is None
+                                        compared_with="REF")) is None
     assert "made alone" in failures(loader.unit_failure(recorded(alone_blocks=0.06), recorded(alone_blocks=0.0), 3.0, timed=False,
-                                                        against="REF"))
+                                                        compared_with="REF"))
 
 
 def test_new_blocks_fail_on_any_host_and_waiting_only_where_timed():
     now = recorded(blocks=1.03, wait_us=2000.0)
-    assert failures(loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, timed=False, against="the baseline")) is None
-    message = failures(loader.unit_failure(now, recorded(), 5.0, timed=False, against="the baseline"))
+    assert failures(loader.unit_failure(recorded(blocks=0.08), recorded(), 5.0, timed=False,
+                                        compared_with="the baseline")) is None
+    message = failures(loader.unit_failure(now, recorded(), 5.0, timed=False, compared_with="the baseline"))
     assert "blocks 1.03 times a sample in the workers" in message and "waiting" not in message
-    assert "waiting" in failures(loader.unit_failure(now, recorded(), 5.0, timed=True, against="REF"))
+    assert "waiting" in failures(loader.unit_failure(now, recorded(), 5.0, timed=True, compared_with="REF"))
 
 
 def test_the_unit_verdict_says_why_not_where_it_cannot_compare():
     unit = loader.UnitCost(100, 1000.0, 900.0, 100.0, 0.9, 5, 0.03, 1200.0)
-    assert loader.unit_verdict(unit, {}, 5.0, why_not_timed="", against="REF x") == [
+    assert loader.unit_verdict(unit, {}, 5.0, why_not_timed="", compared_with="REF x") == [
         Finding(NOT_COMPARED, "loader cost per sample not compared: REF x recorded none")]
-    assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, why_not_timed="", against="REF x") == [
+    assert loader.unit_verdict(None, {"loader_unit": recorded()}, 5.0, why_not_timed="", compared_with="REF x") == [
         Finding(NOT_COMPARED, "loader cost per sample not compared: none measured here")]
-    assert loader.unit_verdict(None, {}, 5.0, why_not_timed="", against="REF x") == []
+    assert loader.unit_verdict(None, {}, 5.0, why_not_timed="", compared_with="REF x") == []
     assert loader.unit_verdict(unit, {"loader_unit": recorded(cpu_us=10.0)}, 5.0,
-                               why_not_timed="not comparable: another host", against="the baseline") == [
+                               why_not_timed="not comparable: another host", compared_with="the baseline") == [
         Finding(REPORTED, "loader waiting per sample: not comparable: another host")]
 
 
@@ -434,13 +436,13 @@ def test_a_smoke_runs_cost_is_the_samples_made_alone_and_their_blocks(tmp_path):
 def test_a_smoke_runs_new_block_a_sample_fails_against_refs_smoke_run_and_its_waiting_is_not_judged():
     ref = loader.UnitCost(64, 1000.0, 900.0, 100.0, 0.9, 0, 0.0, 0.0).entry()
     cold = loader.UnitCost(64, 1300.0, 900.0, 400.0, 0.9, 0, 1.0, 0.0)
-    assert loader.unit_verdict(cold, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run", against="REF") == [
+    assert loader.unit_verdict(cold, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run", compared_with="REF") == [
         Finding(FAILED, "the loader's cost per sample rose:\n  blocks 1.00 times a sample made alone (sleep, I/O, a lock: "
                         "voluntary context switches), 0.00 at REF"),
         Finding(REPORTED, "loader waiting per sample: not in a smoke run")]
     slower = loader.UnitCost(64, 1300.0, 900.0, 400.0, 0.9, 0, 0.0, 0.0)  # 300 µs more waiting: a busy host's
     assert failures(loader.unit_verdict(slower, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run",
-                                        against="REF")) is None
+                                        compared_with="REF")) is None
 
 
 def test_a_loaders_entry_keeps_a_smoke_runs_unit_and_a_broken_one_is_named(tmp_path):

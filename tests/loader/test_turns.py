@@ -224,7 +224,7 @@ def test_a_loader_timed_without_a_loader_source_says_it_was_not_timed_by_turns(l
 
     from torch_perf_suite.fixture.measuring import Measuring
 
-    session = NS(against=NS(turns=object(), ref=NS(status={"t": "passed"})), shared={})  # --perf-against, REF recorded the test
+    session = NS(ref_state=NS(turns=object(), ref=NS(status={"t": "passed"})), shared={})  # --perf-against, REF recorded the test
     measuring = Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})
     figure, note = measuring._by_turns(NS(members=NS(loader_source=None, loader=loader)), keys={})
     assert figure is None
@@ -241,7 +241,7 @@ def test_a_process_that_died_importing_is_said_by_the_loaders_note_not_by_the_wi
     monkeypatch.setattr(turns, "WORKER", tmp_path / "missing_worker.py")
     timed = turns.Turns(ref, head, seconds=0.1)
     timed.start()
-    session = NS(against=NS(turns=timed))
+    session = NS(ref_state=NS(turns=timed))
     Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})._turns_settled()
     with pytest.raises(turns.TurnsUnavailable, match="the process timing .* stopped"):
         timed.time(("toyloader:parts", {}))

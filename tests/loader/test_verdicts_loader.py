@@ -328,14 +328,14 @@ def test_settings_declared_and_following_the_cores_pass_with_a_note_naming_each(
     then = {"num_workers": 16, "pin_memory": True, "timeout": 0, "start_method": "fork"}
     entry = {"settings": then, "workers": 16}
     assert loader.settings_verdict(now, entry, workers=4, worker_start="spawn", expected=("pin_memory", "timeout"),
-                                   against="REF x") == [
+                                   compared_with="REF x") == [
         Finding(PASSED, "loader changed as declared: pin_memory True -> False; timeout 0 -> 5")]
 
 
 def test_an_undeclared_change_fails_naming_against_what():
     now, then = {"num_workers": 4, "timeout": 5}, {"num_workers": 16, "timeout": 0}
     [found] = loader.settings_verdict(now, {"settings": then, "workers": 16}, workers=16, worker_start=None,
-                                      expected=(), against="the baseline of host-7")
+                                      expected=(), compared_with="the baseline of host-7")
     assert found.outcome == FAILED
     assert "host-7" in found.text and "  num_workers 16 -> 4" in found.text and "  timeout 0 -> 5" in found.text
 
@@ -343,10 +343,11 @@ def test_an_undeclared_change_fails_naming_against_what():
 def test_settings_recorded_for_no_test_or_not_for_this_one_are_not_compared_and_say_how_to_record_them():
     """No loaders.json, an empty one, or one without this test: the same note (a hole under --perf-strict)."""
     [found] = loader.settings_verdict({"num_workers": 4}, None, workers=4, worker_start=None, expected=(),
-                                      against="the baseline", rerecord="record them with: pytest 't' --perf-update-baselines")
+                                      compared_with="the baseline",
+                                      rerecord="record them with: pytest 't' --perf-update-baselines")
     assert found == Finding(NOT_COMPARED, "loader settings not compared: the baseline recorded none for this test; record "
                                           "them with: pytest 't' --perf-update-baselines")
-    assert loader.settings_verdict(None, None, workers=4, worker_start=None, expected=(), against="REF x") == []
+    assert loader.settings_verdict(None, None, workers=4, worker_start=None, expected=(), compared_with="REF x") == []
 
 
 # --- the cost per sample -------------------------------------------------------------------------
@@ -357,13 +358,13 @@ def unit(**changed):
             **changed}
 
 
-def judge(now, then=None, tolerance_pct=5.0, timed=True, against="REF"):
-    return failures(loader.unit_failure(now, then or unit(), tolerance_pct, timed=timed, against=against))
+def judge(now, then=None, tolerance_pct=5.0, timed=True, compared_with="REF"):
+    return failures(loader.unit_failure(now, then or unit(), tolerance_pct, timed=timed, compared_with=compared_with))
 
 
 def test_blocks_up_to_the_margin_pass_and_beyond_it_fail():
     assert judge(unit(blocks=loader.BLOCKS_MARGIN)) is None  # 0.05 more blocks a sample: allowed
-    message = judge(unit(blocks=0.06), timed=False, against="the baseline")
+    message = judge(unit(blocks=0.06), timed=False, compared_with="the baseline")
     assert "blocks 0.06 times a sample" in message and "0.00 at the baseline" in message
 
 
@@ -400,7 +401,7 @@ def test_cpu_time_is_not_judged_in_microseconds_or_yardsticks():
 
 
 def test_every_failing_figure_is_on_a_line_of_its_own():
-    message = judge(unit(blocks=1.0, wait_us=500.0), against="REF y")
+    message = judge(unit(blocks=1.0, wait_us=500.0), compared_with="REF y")
     lines = message.splitlines()
     assert len(lines) == 3 and lines[0] == "the loader's cost per sample rose:"
     assert lines[1].startswith("  blocks 1.00") and lines[2].startswith("  waiting 500.0")
@@ -432,9 +433,9 @@ UNIT = loader.UnitCost(100, 1000.0, 900.0, 100.0, 1.0, 5, 0.0, 1200.0)
 
 def test_the_unit_verdict_judges_waiting_only_where_timed():
     slower = {"loader_unit": unit(wait_us=40.0)}  # 60 µs more waiting now: 6% of a sample
-    assert loader.unit_verdict(UNIT, slower, 5.0, why_not_timed="recorded on host-2", against="the baseline") == [
+    assert loader.unit_verdict(UNIT, slower, 5.0, why_not_timed="recorded on host-2", compared_with="the baseline") == [
         Finding(REPORTED, "loader waiting per sample: recorded on host-2")]
-    failure, note = loader.unit_verdict(UNIT, slower, 5.0, why_not_timed="", against="REF w")
+    failure, note = loader.unit_verdict(UNIT, slower, 5.0, why_not_timed="", compared_with="REF w")
     assert (failure.outcome, note.outcome) == (FAILED, REPORTED)
     assert "waiting 100.0 µs" in failure.text and "40.0 at REF w" in failure.text and "(allowed 5%)" in failure.text
     assert note.text.startswith("loader CPU time a sample alone 900 µs, 900 at REF w")
@@ -442,18 +443,19 @@ def test_the_unit_verdict_judges_waiting_only_where_timed():
 
 def test_the_unit_verdict_passes_its_tolerance_on():
     slower = {"loader_unit": unit(wait_us=40.0)}  # 6% of a sample
-    assert failures(loader.unit_verdict(UNIT, slower, 6.0, why_not_timed="", against="REF")) is None
+    assert failures(loader.unit_verdict(UNIT, slower, 6.0, why_not_timed="", compared_with="REF")) is None
     blocking = loader.UnitCost(100, 1000.0, 900.0, 100.0, 1.0, 5, 1.0, 1200.0)
-    failure = failures(loader.unit_verdict(blocking, {"loader_unit": unit()}, 5.0, why_not_timed="another host", against="B"))
+    failure = failures(loader.unit_verdict(blocking, {"loader_unit": unit()}, 5.0, why_not_timed="another host",
+                                           compared_with="B"))
     assert "blocks 1.00 times" in failure and "0.00 at B" in failure  # a count: judged on any host
 
 
 def test_no_baseline_entry_is_none_recorded_and_none_measured_is_said():
-    assert loader.unit_verdict(UNIT, None, 5.0, why_not_timed="", against="REF v") == [
+    assert loader.unit_verdict(UNIT, None, 5.0, why_not_timed="", compared_with="REF v") == [
         Finding(NOT_COMPARED, "loader cost per sample not compared: REF v recorded none")]
-    assert loader.unit_verdict(None, {"loader_unit": unit()}, 5.0, why_not_timed="", against="REF v") == [
+    assert loader.unit_verdict(None, {"loader_unit": unit()}, 5.0, why_not_timed="", compared_with="REF v") == [
         Finding(NOT_COMPARED, "loader cost per sample not compared: none measured here")]
-    assert loader.unit_verdict(None, None, 5.0, why_not_timed="", against="REF v") == []
+    assert loader.unit_verdict(None, None, 5.0, why_not_timed="", compared_with="REF v") == []
 
 
 # --- in the workers -------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ def test_syncs_exact_at_least_and_from_a_library():
 def test_a_pitfall_is_bounded_on_both_sides_by_what_its_entry_recorded():
     """at_least=1 alone would pass a pitfall whose syncs doubled."""
     assert failures(checks.syncs(counted(4), at_least=1, at_most=2.0)) is None  # 2 a step, 2 recorded
-    assert failures(checks.syncs(counted(6), at_least=1, at_most=2.0, against="REF HEAD (abc)")) == (
+    assert failures(checks.syncs(counted(6), at_least=1, at_most=2.0, compared_with="REF HEAD (abc)")) == (
         "measured 3.00 host-device syncs per step (6 in 2 profiled steps), 2 recorded by REF HEAD (abc): the pitfall "
         "syncs more than it did (a new sync beside it)\n" + counted(6).describe())
     assert failures(checks.syncs(counted(6), at_least=1)) is None  # nothing recorded: the lower bound only

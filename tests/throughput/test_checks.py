@@ -38,7 +38,7 @@ def test_a_host_bound_claim_is_checked_only_on_the_host_that_recorded_the_baseli
         "not checked: recorded on machine a, this is machine b")
     assert checks.host_scope(None, "", updating=False).startswith("not checked: no baseline from this host")
     assert checks.host_scope(entry, "", updating=True).startswith("recorded as measured on this host, not checked")
-    assert checks.host_scope(entry, "", updating=False, against=True).startswith("reported, not gated against REF")
+    assert checks.host_scope(entry, "", updating=False, vs_ref=True).startswith("reported, not gated against REF")
 
 
 def test_in_turns_exactly_at_the_floor_passes():

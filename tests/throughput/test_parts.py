@@ -164,23 +164,23 @@ def test_refs_run_only_warms_a_pipeline_whose_gpu_side_and_loader_are_timed_apar
 def test_the_heads_run_against_ref_only_warms_a_loader_bound_pipeline(loader, brief):
     """Against REF a loader-fed pipeline is a reading: the head's is timed whole only where the loader is ahead (the
     pipeline is then the GPU's, which the ladder's ceiling holds to); against baselines always whole."""
-    for against in (True, False):
+    for vs_ref in (True, False):
         w = Workload()
-        win = Windows(w, Measure(warmup=2, rounds=3, steps=5, round_s=0.0), Device(w), smoke=False, against=against)
+        win = Windows(w, Measure(warmup=2, rounds=3, steps=5, round_s=0.0), Device(w), smoke=False, vs_ref=vs_ref)
         win.gpu, win.loader = t(1000.0), t(loader)
-        assert win.time("pipeline").brief is (brief and against)
+        assert win.time("pipeline").brief is (brief and vs_ref)
 
 
-@pytest.mark.parametrize("as_ref, against, wanted, brief", [
+@pytest.mark.parametrize("as_ref, vs_ref, wanted, brief", [
     (True, False, TIMED, True), (False, True, TIMED, True), (False, False, TIMED, False),
     (False, True, ("loader",), False),  # the loader alone is the test's pipeline (a worker sweep): its claims hold to it
 ])
-def test_against_ref_the_loader_is_timed_in_one_round_of_whole_bursts(as_ref, against, wanted, brief):
+def test_against_ref_the_loader_is_timed_in_one_round_of_whole_bursts(as_ref, vs_ref, wanted, brief):
     """Against REF the loader's samples/s are a reading: one round gives its cost per sample in the workers, which is
     judged, without the prefetch queue's drain and rounds of bursts (18 s of `ladder[batch_512]`'s window)."""
     w = Workload()
     win = Windows(w, Measure(warmup=2, rounds=3, steps=5, round_s=0.0), Device(w), smoke=False, as_ref=as_ref,
-                  against=against, parts=wanted)
+                  vs_ref=vs_ref, parts=wanted)
     got = win.time("loader")
     assert got.brief is brief
     # brief: the measure's warm-up, then one round of 5 steps in whole bursts of 4; else the drain and three rounds

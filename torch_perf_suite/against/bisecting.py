@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from .. import ref_imports, store
-from . import ref as against
+from . import ref
 from .bisect_report import PARTS
 
 
@@ -104,14 +104,14 @@ FORMAT = "--format=%H%x00%s%x00%aI"
 
 def commits(top: Path, good: str, bad: str) -> tuple[Commit, list[Commit]]:
     """GOOD, and BAD's first parents after it, oldest first; a usage error where GOOD is not an ancestor of BAD."""
-    if against._git(top, "merge-base", "--is-ancestor", good, bad).returncode:
+    if ref._git(top, "merge-base", "--is-ancestor", good, bad).returncode:
         raise pytest.UsageError(f"--perf-bisect: {good[:12]} is not an ancestor of {bad[:12]}: give GOOD..BAD with GOOD "
                                 "older, on BAD's history (git log --first-parent BAD)")
-    listed = against._git(top, "log", "--first-parent", "--reverse", FORMAT, f"{good}..{bad}")
+    listed = ref._git(top, "log", "--first-parent", "--reverse", FORMAT, f"{good}..{bad}")
     found = [Commit(*line.split("\x00")) for line in listed.stdout.splitlines() if line]
     if not found:
         raise pytest.UsageError(f"--perf-bisect: no commit between {good[:12]} and {bad[:12]}: nothing to bisect")
-    return Commit(*against._git(top, "log", "-1", FORMAT, good).stdout.strip().split("\x00")), found
+    return Commit(*ref._git(top, "log", "-1", FORMAT, good).stdout.strip().split("\x00")), found
 
 
 def search(good: Commit, range_: list[Commit], judge: Callable[[Commit], Outcome]) -> Bisection:
@@ -201,10 +201,10 @@ class Runner:
         self.cache, self.env, self.say, self.overrides = cache, env, say, list(overrides)
 
     def folder(self, commit: Commit) -> Path:
-        """The commit's verdict's folder, keyed as REF's (against.cache_folder) by what else changes it: GOOD, the tests
-        and the ini values the command line overrides (`overrides`, against.keyed)."""
+        """The commit's verdict's folder, keyed as REF's (ref.cache_folder) by what else changes it: GOOD, the tests
+        and the ini values the command line overrides (`overrides`, ref.keyed)."""
         key = [*self.args, *self.overrides, self.good_sha, *self.test_ids]
-        return against.cache_folder(self.cache / "bisect", commit.sha, self.env, key)
+        return ref.cache_folder(self.cache / "bisect", commit.sha, self.env, key)
 
     def __call__(self, commit: Commit) -> Outcome:
         kept = self.folder(commit) / "outcome.json"
@@ -239,7 +239,7 @@ class Runner:
         work.mkdir(parents=True, exist_ok=True)
         tree = work / "tree"
         self._remove(tree)
-        added = against._git(self.top, "worktree", "add", "--detach", "--force", str(tree), commit.sha)
+        added = ref._git(self.top, "worktree", "add", "--detach", "--force", str(tree), commit.sha)
         if added.returncode:
             return Outcome("skip", [f"could not check it out: {added.stderr.strip().splitlines()[-1:]}"], transient=True)
         try:
@@ -248,10 +248,10 @@ class Runner:
             # its files, the selected tests kept and the rest of them deselected (ref_select), as -k would: a claim over
             # a test left out is then said, not failed, as in the merge gate. The rootdir named, and no conftest.py
             # above it: the worktree may lie inside the working tree's rootdir
-            plugin, wanted, said = work / "plugin", work / "wanted.json", work / against.SAID
+            plugin, wanted, said = work / "plugin", work / "wanted.json", work / ref.SAID
             said.unlink(missing_ok=True)
             plugin.mkdir(exist_ok=True)
-            shutil.copyfile(Path(against.__file__).with_name("ref_select.py"), plugin / "perf_against_select.py")
+            shutil.copyfile(Path(ref.__file__).with_name("ref_select.py"), plugin / "perf_against_select.py")
             wanted.write_text(json.dumps(self.test_ids))
             files = sorted({t.split("::")[0] for t in self.test_ids})
             proc = subprocess.run(
@@ -259,7 +259,7 @@ class Runner:
                  f"--confcutdir={cwd}", "-o", f"cache_dir={self.cache / 'bisect-pytest-cache'}", "--perf-against",
                  self.good_sha, f"--perf-against-cache={self.cache}", f"--perf-report={report_path}", *self.args],
                 cwd=cwd, capture_output=True, text=True,
-                env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_") and k != against.AS_REF},
+                env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_") and k != ref.AS_REF},
                      "COLUMNS": "1000", "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
                      "PERF_AGAINST_WANTED": str(wanted), "PERF_AGAINST_KEPT": str(work / "kept.json"),
                      "PERF_AGAINST_COLLECTED": str(work / "collected.json"),
@@ -273,9 +273,9 @@ class Runner:
 
     def _remove(self, tree: Path) -> None:
         if tree.exists():
-            against._git(self.top, "worktree", "remove", "--force", str(tree))
+            ref._git(self.top, "worktree", "remove", "--force", str(tree))
             shutil.rmtree(tree, ignore_errors=True)
-        against._git(self.top, "worktree", "prune")
+        ref._git(self.top, "worktree", "prune")
 
 
 def judged(proc: subprocess.CompletedProcess, test_ids: list[str], report_json: Path, log: Path | None = None) -> Outcome:

@@ -20,8 +20,7 @@ from ..loader import turns
 from ..loader.turns import Turns
 from ..records import durations
 from ..report import plain
-from . import bisect_report, bisecting
-from . import ref as against
+from . import bisect_report, bisecting, ref
 from .ref import Ref
 
 
@@ -34,20 +33,20 @@ def load_records(records, folder: Path, ref: bool = False) -> None:
         raise pytest.UsageError(str(e)) from None
 
 
-def check_against(ref: str, update_baselines: bool, rootdir: Path) -> None:
+def check_ref(rev: str, update_baselines: bool, rootdir: Path) -> None:
     """--perf-against REF refused at the session's start where it cannot be done: with --perf-update-baselines, or a
     REF that names no commit here (before the tests are collected and torch imported, seconds on a CPU)."""
     if update_baselines:
         raise pytest.UsageError("--perf-against compares with REF and records nothing: drop --perf-update-baselines, "
                                 "or drop --perf-against to record this GPU's baselines")
-    against.resolve(ref, rootdir)
+    ref.resolve(rev, rootdir)
 
 
 def check_bisect(session, config) -> tuple[Path, bisecting.Commit, list[bisecting.Commit], str]:
     """--perf-bisect GOOD..BAD refused before anything runs where it cannot be done; else the repository's top
     folder, GOOD and the range."""
     s = session.settings
-    clash = ("--perf-against" if s.against else "--perf-update-baselines" if s.update_baselines
+    clash = ("--perf-against" if s.ref else "--perf-update-baselines" if s.update_baselines
              else "-n" if session.shards else None)
     if clash:
         raise pytest.UsageError(f"--perf-bisect runs each commit's tests against GOOD in a run of its own: drop {clash}")
@@ -55,8 +54,8 @@ def check_bisect(session, config) -> tuple[Path, bisecting.Commit, list[bisectin
         raise pytest.UsageError("--perf-bisect measures each commit on this machine's GPU, and it has none: run it on "
                                 "a GPU, or add --perf-smoke to bisect what a CPU counts")
     good, bad = bisecting.parse_range(s.bisect)
-    top, good_sha = against.resolve(good, Path(config.rootpath), "--perf-bisect")
-    _, bad_sha = against.resolve(bad, Path(config.rootpath), "--perf-bisect")
+    top, good_sha = ref.resolve(good, Path(config.rootpath), "--perf-bisect")
+    _, bad_sha = ref.resolve(bad, Path(config.rootpath), "--perf-bisect")
     return (top, *bisecting.commits(top, good_sha, bad_sha), bad)
 
 
@@ -69,9 +68,9 @@ def bisect(session, pytest_session) -> bool:
     top, good, range_, bad_name = session.bisecting
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     say = reporter.write_line if reporter else print
-    args = against.forwarded(config) + (["--perf-strict"] if session.settings.strict else [])
-    runner = bisecting.Runner(top, Path(config.rootpath), good.sha, test_ids, args, against_cache(session, config),
-                              session.device.env, say, overrides=against.keyed(config, []))
+    args = ref.forwarded(config) + (["--perf-strict"] if session.settings.strict else [])
+    runner = bisecting.Runner(top, Path(config.rootpath), good.sha, test_ids, args, ref_cache(session, config),
+                              session.device.env, say, overrides=ref.keyed(config, []))
     say(f"perf bisect: {len(range_)} commit(s) after {good.short}, at most {bisect_report.most_measured(len(range_))} "
         "to judge, one more for each that cannot run")
     finding = bisecting.search(good, range_, runner)
@@ -86,11 +85,11 @@ def bisect(session, pytest_session) -> bool:
     return True
 
 
-def against_cache(session, config) -> Path:
+def ref_cache(session, config) -> Path:
     """Where REF's results are kept: --perf-against-cache, else pytest's cache folder, else (its cache provider off,
     `-p no:cacheprovider`) the user's cache folder, so that the next run against the same commit still finds them."""
-    if session.settings.against_cache:
-        return session.settings.against_cache
+    if session.settings.ref_cache:
+        return session.settings.ref_cache
     if getattr(config, "cache", None):
         return config.cache.mkdir("perf-against")
     try:
@@ -128,15 +127,14 @@ class RefState:
         """Once the tests are selected: REF's results for the selected perf tests (from the cache, or measured now),
         loaded as this session's baselines. A sharded run's worker loads those cached and measures the rest file by
         file (`before`); its controller runs no test."""
-        if not session.settings.against or session.shards:
+        if not session.settings.ref or session.shards:
             return
         test_ids = [item.nodeid for item in items if "perf" in getattr(item, "fixturenames", ())]
         if config.option.collectonly or not test_ids:
             return self.close()
         self.collected = {item.nodeid for item in items} | session.deselected
         started = time.perf_counter()
-        self.ref = against.prepare(session.settings.against, config, test_ids, session.device.env,
-                                   against_cache(session, config))
+        self.ref = ref.prepare(session.settings.ref, config, test_ids, session.device.env, ref_cache(session, config))
         self.turns = self.turns or turns.Turns()  # started with the session where it runs tests (turns_ahead)
         self.turns.aim(self.ref.root, Path(config.rootpath), (self.ref.worktree, self.ref.folder / "tree"))
         if session.worker:  # it measures REF file by file, and counts those cached of the tests it runs (before)
@@ -147,7 +145,7 @@ class RefState:
             if self.ref.wanted:  # as long as the head's own tests, the first time: said before it starts
                 session.say(f"perf: measuring {len(self.ref.wanted)} test(s) at REF {self.ref.label} first, in its "
                             f"files (kept in {self.ref.folder}: the next run against this commit takes them from there)")
-            against.run(self.ref)
+            ref.run(self.ref)
         self.seconds = time.perf_counter() - started
         load_records(session.records, self.ref.folder, ref=True)
         if not (session.worker or session.settings.smoke) and self.loader_at_ref(session.records, test_ids):
@@ -180,7 +178,7 @@ class RefState:
                 self.turns.start()  # once, where this worker measures REF: beside REF's pytest, as unsharded
             session.device.free_cached_memory()  # what this worker's earlier tests keep cached, REF's run may need
             try:
-                against.run(self.ref, files={file})
+                ref.run(self.ref, files={file})
                 load_records(session.records, self.ref.folder, ref=True)
             except pytest.UsageError as e:
                 self.failed[file] = str(e)

@@ -75,10 +75,12 @@ def allocator_calls(now: dict[str, float], recorded: dict[str, float]) -> list[F
                             "fragmented cache (each frees and allocates again, and cudaFree waits for the GPU):\n" + rows)]
 
 
-def debugging(now: list[str], recorded: list[str], against: str) -> list[Finding]:
-    """Debugging switches on in the measured steps (machine/torch_state.DEBUGGING) that `against` did not have on."""
+def debugging(now: list[str], recorded: list[str], compared_with: str) -> list[Finding]:
+    """Debugging switches on in the measured steps (machine/torch_state.DEBUGGING) that `compared_with` did not have on."""
     new = [name for name in now if name not in recorded]
-    return [Finding(FAILED, f"debugging switched on in the measured steps, not at {against}: " + "; ".join(new))] if new else []
+    if not new:
+        return []
+    return [Finding(FAILED, f"debugging switched on in the measured steps, not at {compared_with}: " + "; ".join(new))]
 
 
 def step_memory(now_bytes: int, recorded_bytes: int, margin_pct: float) -> list[Finding]:
@@ -115,7 +117,8 @@ MISSING = {"kernels_per_step": "kernel launches a step", "copies_per_step": "byt
            "step_peak_bytes": "step memory", "host": "the step's host side"}  # counts a record has that a run may lack
 
 
-def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, against: str = "the baseline") -> list[Finding]:
+def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count,
+            compared_with: str = "the baseline") -> list[Finding]:
     """Every count of a test (Result.counts: kernel launches, bytes copied, the allocator's calls, step memory, compile
     graphs, the host side, debugging switches) against its recorded entry: its parts' findings, one after the other (a
     debugging switch first: it explains the others), a count the entry lacks not compared, except the allocator's calls
@@ -124,7 +127,7 @@ def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, 
     Nothing recorded: none. A test over several GPUs: ranks.counted."""
     if not recorded:
         return []
-    found = [Finding(NOT_COMPARED, f"{MISSING[key]} not compared: {against} counted it, this run did not")
+    found = [Finding(NOT_COMPARED, f"{MISSING[key]} not compared: {compared_with} counted it, this run did not")
              for key in MISSING if key in recorded and key not in now]
     if not now:
         return found
@@ -136,10 +139,10 @@ def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count, 
         found += allocator_calls(now["allocator_per_step"], recorded.get("allocator_per_step", {}))
     if "step_peak_bytes" in now:
         found += step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct) \
-            if "step_peak_bytes" in recorded else [Finding(NOT_COMPARED, f"step memory not compared: {against} recorded "
-                                                                          "none for this test")]
+            if "step_peak_bytes" in recorded else [Finding(NOT_COMPARED, f"step memory not compared: {compared_with} recorded "
+                                                                                "none for this test")]
     if "compile" in now or "compile" in recorded:
         found += compile_counts(compile_count, recorded.get("compile", {}))
     if "host" in now and "host" in recorded:
-        found += host_side.failure(now["host"], recorded["host"], against)
-    return debugging(now.get("debugging", []), recorded.get("debugging", []), against) + found
+        found += host_side.failure(now["host"], recorded["host"], compared_with)
+    return debugging(now.get("debugging", []), recorded.get("debugging", []), compared_with) + found

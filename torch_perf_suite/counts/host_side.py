@@ -269,7 +269,7 @@ def grown(now: dict[str, float], recorded: dict[str, float], complete: bool, at:
     return rows
 
 
-def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_MARGIN_PCT) -> list[Finding]:
+def failure(now: dict, recorded: dict, compared_with: str, margin_pct: float = LINES_MARGIN_PCT) -> list[Finding]:
     """The host side's counts (HostCount.entry) against recorded ones: more Python lines a step than `margin_pct`
     (and LINES_FLOOR) allow, or more than BLOCKS_MARGIN more blocks a step; each with the functions or lines that
     grew, a failed finding each; none where neither rose."""
@@ -277,7 +277,7 @@ def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_M
     lines, was = now["lines_per_step"], recorded["lines_per_step"]
     if lines > max(was * (1 + margin_pct / 100), was + LINES_FLOOR):
         problems.append(
-            f"the host runs {lines:,.0f} Python lines a step to issue it, {was:,.0f} at {against} ({lines - was:+,.0f}, "
+            f"the host runs {lines:,.0f} Python lines a step to issue it, {was:,.0f} at {compared_with} ({lines - was:+,.0f}, "
             f"{100 * (lines / was - 1) if was else float('inf'):+.1f}%; allowed +{margin_pct:g}% or +{LINES_FLOOR}): "
             "per-step Python (a hook, a callback, a logging helper, a library's wrapper, a part run eagerly); "
             "lines a step by function, most grown first:\n"
@@ -285,7 +285,7 @@ def failure(now: dict, recorded: dict, against: str, margin_pct: float = LINES_M
     blocks, blocked = now["blocks_per_step"], recorded["blocks_per_step"]
     if blocks > blocked + BLOCKS_MARGIN:
         problems.append(
-            f"the host blocks {blocks:.2f} times a step while issuing it, {blocked:.2f} at {against} (allowed "
+            f"the host blocks {blocks:.2f} times a step while issuing it, {blocked:.2f} at {compared_with} (allowed "
             f"+{BLOCKS_MARGIN:g}): a sleep, a lock, I/O or a wait on another thread (voluntary context switches), "
             "at these lines, most grown first:\n"
             + "\n".join(grown(now["blocks"], recorded["blocks"], len(recorded["blocks"]) < KEPT)))

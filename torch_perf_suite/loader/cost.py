@@ -259,7 +259,7 @@ class Timer:
 WAIT_FLOOR_US = 20.0  # waiting per sample below this much more is no verdict: a sleep or a read waits far longer
 
 
-def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool, against: str) -> list[Finding]:
+def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool, compared_with: str) -> list[Finding]:
     """The unit cost against a recorded one, one failed finding naming every rise (none where nothing rose): more
     blocks per sample in the workers (a count, any host; allowed BLOCKS_MARGIN and one a tensor its batches hold, which
     the worker's queue moves into shared memory on its feeder thread while the worker makes the next batch: a wait for
@@ -276,16 +276,16 @@ def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool
     if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN + queue:
         allowed = "" if queue < 0.01 else f" (allowed +{BLOCKS_MARGIN + queue:.2f}: {queue:.2f} for the tensors the queue shares)"
         lines.append(f"blocks {now['blocks']:.2f} times a sample {'in the workers' if workers else 'made alone'} "
-                     f"(sleep, I/O, a lock: voluntary context switches), {recorded['blocks']:.2f} at {against}{allowed}")
+                     f"(sleep, I/O, a lock: voluntary context switches), {recorded['blocks']:.2f} at {compared_with}{allowed}")
     alone = recorded.get("alone_blocks", recorded["blocks"])  # a record made before they were kept: its workers'
     if workers and now.get("alone_blocks", 0.0) > alone + BLOCKS_MARGIN:
         lines.append(f"blocks {now['alone_blocks']:.2f} times a sample made alone (sleep, I/O, a lock: voluntary "
-                     f"context switches), {alone:.2f} at {against}")
+                     f"context switches), {alone:.2f} at {compared_with}")
     more = now["wait_us"] - recorded["wait_us"]
     waited = 100 * more / recorded["wall_us"]
     if timed and more > WAIT_FLOOR_US and waited > tolerance_pct:
         lines.append(f"waiting {now['wait_us']:,.1f} µs a sample alone (wall minus CPU time), {recorded['wait_us']:,.1f} at "
-                     f"{against}: +{more:,.1f} µs, {waited:.1f}% of a sample's {recorded['wall_us']:,.1f} µs (allowed "
+                     f"{compared_with}: +{more:,.1f} µs, {waited:.1f}% of a sample's {recorded['wall_us']:,.1f} µs (allowed "
                      f"{tolerance_pct:g}%): sleep, I/O or a lock")
     if not lines:
         return []
@@ -299,26 +299,26 @@ def cpu_rise_pct(now: dict, recorded: dict) -> float | None:
     return 100 * (now["cpu_ratio"] / recorded["cpu_ratio"] - 1)
 
 
-def cpu_line(now: dict, recorded: dict, against: str) -> str:
+def cpu_line(now: dict, recorded: dict, compared_with: str) -> str:
     """A sample's CPU time alone against the recorded one, in microseconds and yardsticks: reported, not judged."""
     rise = cpu_rise_pct(now, recorded)
     ratio = "no yardsticks recorded" if rise is None else f"{now['cpu_ratio']:.3f} yardsticks, {rise:+.1f}%"
-    return (f"loader CPU time a sample alone {now['cpu_us']:,.0f} µs, {recorded['cpu_us']:,.0f} at {against} "
+    return (f"loader CPU time a sample alone {now['cpu_us']:,.0f} µs, {recorded['cpu_us']:,.0f} at {compared_with} "
             f"({100 * (now['cpu_us'] / recorded['cpu_us'] - 1):+.1f}%; {ratio})")
 
 
 def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float, *, why_not_timed: str,
-                 against: str) -> list[Finding]:
+                 compared_with: str) -> list[Finding]:
     """The loader's cost per sample against a baseline `entry`'s: its blocks judged on any host, its waiting only where
     `why_not_timed` is empty (REF, or a baseline recorded on this host); its CPU time reported (the instruction count
     and the turns judge that work). Not compared where one side has none."""
     recorded = (entry or {}).get("loader_unit")
     if unit is None or recorded is None:
-        why = "none measured here" if unit is None else f"{against} recorded none"
+        why = "none measured here" if unit is None else f"{compared_with} recorded none"
         return [Finding(NOT_COMPARED, f"loader cost per sample not compared: {why}")] \
             if unit is not None or recorded is not None else []
-    reading = f"loader waiting per sample: {why_not_timed}" if why_not_timed else cpu_line(unit.entry(), recorded, against)
-    return unit_failure(unit.entry(), recorded, tolerance_pct, timed=not why_not_timed, against=against) + [
+    reading = f"loader waiting per sample: {why_not_timed}" if why_not_timed else cpu_line(unit.entry(), recorded, compared_with)
+    return unit_failure(unit.entry(), recorded, tolerance_pct, timed=not why_not_timed, compared_with=compared_with) + [
         Finding(REPORTED, reading)]
 
 

@@ -113,7 +113,7 @@ def changes(now: dict, recorded: dict, workers: tuple[int | None, int],
     return found
 
 
-def settings_failure(found: list[tuple[str, object, object]], expected: tuple[str, ...], against: str) -> list[Finding]:
+def settings_failure(found: list[tuple[str, object, object]], expected: tuple[str, ...], compared_with: str) -> list[Finding]:
     """A failed finding naming each changed setting that the test does not declare expected; none where all are
     declared."""
     unexpected = [c for c in found if c[0] not in expected]
@@ -121,24 +121,24 @@ def settings_failure(found: list[tuple[str, object, object]], expected: tuple[st
         return []
     lines = "\n".join(f"  {name} {_short(old)} -> {_short(new)}" for name, old, new in unexpected)
     names = ", ".join(repr(name) for name, _, _ in unexpected)
-    return [Finding(FAILED, f"the loader's settings changed against {against}:\n{lines}\n  a change made on purpose: "
+    return [Finding(FAILED, f"the loader's settings changed against {compared_with}:\n{lines}\n  a change made on purpose: "
                             f"declare it (perf.assert_baseline(result, loader_changes=({names},))) and re-record the "
                             f"baseline")]
 
 
 def settings_verdict(now: dict | None, recorded: dict | None, *, workers: int, worker_start: str | None,
-                     expected: tuple[str, ...], against: str, rerecord: str = "") -> list[Finding]:
+                     expected: tuple[str, ...], compared_with: str, rerecord: str = "") -> list[Finding]:
     """The loader's settings against the `recorded` entry (SettingsFile's): failed, naming each undeclared change;
     passed, saying the declared ones; not compared where nothing was recorded for this test (no loaders.json, an
     empty one, or one without this test: `rerecord` says how to record it), which --perf-strict fails on."""
     if now is None:
         return []
     if recorded is None:
-        return [Finding(NOT_COMPARED, f"loader settings not compared: {against} recorded none for this test"
+        return [Finding(NOT_COMPARED, f"loader settings not compared: {compared_with} recorded none for this test"
                                       + (f"; {rerecord}" if rerecord else ""))]
     found = changes(now, recorded["settings"], (recorded.get("workers"), workers), worker_start)
     declared = [f"{name} {_short(old)} -> {_short(new)}" for name, old, new in found if name in expected]
-    return settings_failure(found, expected, against) + (
+    return settings_failure(found, expected, compared_with) + (
         [Finding(PASSED, "loader changed as declared: " + "; ".join(declared))] if declared else [])
 
 

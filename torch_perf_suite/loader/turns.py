@@ -63,8 +63,8 @@ class ByTurns:
     def rise_pct(self) -> float:
         return 100 * (self.ratio - 1)
 
-    def line(self, against: str) -> str:
-        return (f"loader CPU time a sample {self.head_us:,.1f} µs, {self.ref_us:,.1f} at {against}, timed by turns on "
+    def line(self, compared_with: str) -> str:
+        return (f"loader CPU time a sample {self.head_us:,.1f} µs, {self.ref_us:,.1f} at {compared_with}, timed by turns on "
                 f"one core: {self.rise_pct:+.1f}% (95% interval {100 * (self.low - 1):+.1f}% to "
                 f"{100 * (self.high - 1):+.1f}%, {self.pairs} pairs of {CHUNK} samples)")
 
@@ -83,24 +83,24 @@ def rose(turns: ByTurns, tolerance_pct: float) -> bool:
     return turns.rise_pct > tolerance_pct and turns.low > 1
 
 
-def failure(turns: ByTurns, tolerance_pct: float, against: str) -> list[Finding]:
+def failure(turns: ByTurns, tolerance_pct: float, compared_with: str) -> list[Finding]:
     """It `rose`, and, where it was measured again, past the tolerance again: a failed finding of one line, else none."""
     if not rose(turns, tolerance_pct):
         return []
     if turns.again is not None and turns.again.rise_pct <= tolerance_pct:
         return []
     again = f"; measured again: {turns.again.rise_pct:+.1f}%" if turns.again is not None else ""
-    return [Finding(FAILED, f"{turns.line(against)}; allowed +{tolerance_pct:g}%{again}: more CPU work per sample in the "
+    return [Finding(FAILED, f"{turns.line(compared_with)}; allowed +{tolerance_pct:g}%{again}: more CPU work per sample in the "
                             "dataset, its transforms or the collate")]
 
 
-def verdict(turns: ByTurns, tolerance_pct: float, against: str) -> Finding:
+def verdict(turns: ByTurns, tolerance_pct: float, compared_with: str) -> Finding:
     """Failed where `failure` says so, else passed with the report's line."""
-    found = failure(turns, tolerance_pct, against)
+    found = failure(turns, tolerance_pct, compared_with)
     if found:
         return found[0]
     again = f"; measured again: {turns.again.rise_pct:+.1f}%" if turns.again is not None else ""
-    return Finding(PASSED, f"{turns.line(against)}{again}; allowed +{tolerance_pct:g}%")
+    return Finding(PASSED, f"{turns.line(compared_with)}{again}; allowed +{tolerance_pct:g}%")
 
 
 class Turns:

@@ -352,15 +352,15 @@ def _worker_device(w: dict) -> str:
 
 
 def document(results, env: dict, sections: dict | None = None, smoke: bool = False, charts: dict | None = None,
-             worker: dict | None = None, against: str | None = None, seconds: dict | None = None) -> dict:
+             worker: dict | None = None, ref_description: str | None = None, seconds: dict | None = None) -> dict:
     """The report as PATH.json holds it: what render() draws and merge() joins. It carries how each section is
     charted, so that a sharded run's controller can draw the workers' sections; `worker` (an xdist worker's:
-    its id and the CUDA_VISIBLE_DEVICES it was given) says where a partial report was measured; `against`, what
-    --perf-against compared with; `seconds`, where the session's time went ({"total": ..., "imports": ..., "REF": ...,
+    its id and the CUDA_VISIBLE_DEVICES it was given) says where a partial report was measured; `ref_description`,
+    what --perf-against compared with; `seconds`, where the session's time went ({"total": ..., "imports": ..., "REF": ...,
     "tests": ...})."""
     doc = {"env": env, "smoke": smoke, "tests": rows(results), "sections": sections or {},
            "charts": {title: asdict(chart) for title, chart in (charts or {}).items()}}
-    return {**doc, **({"worker": worker} if worker else {}), **({"against": against} if against else {}),
+    return {**doc, **({"worker": worker} if worker else {}), **({"against": ref_description} if ref_description else {}),
             **({"seconds": seconds} if seconds is not None else {})}
 
 

@@ -42,7 +42,7 @@ def ended(session, item) -> None:
     failed = session.failed.pop(item.nodeid, [])
     result = session.results.get(item.nodeid)
     if session.settings.strict and result is not None and not session.settings.update_baselines:
-        found = ref_checks.holes(result.holes(), session.against_label)
+        found = ref_checks.holes(result.holes(), session.compared_with)
         if failure := failures(found):
             failed.append((f"{item.nodeid}: {failure}", [f.text for f in found if f.outcome == FAILED]))
     if failed:

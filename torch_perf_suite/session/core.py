@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from .. import settings
-from ..against import ref as against
-from ..against.state import RefState, check_against, check_bisect, load_records
+from ..against.ref import is_ref_run
+from ..against.state import RefState, check_bisect, check_ref, load_records
 from ..findings import PerfWarning
 from ..fixture import references
 from ..fixture.result import Result
@@ -76,15 +76,15 @@ class PerfSession:
         self.report_error: str | None = None
         self.records = references.Records(self.settings, self.device, config.rootpath, config.stash.get(early.COUNTER, None))
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
-        self.against = RefState()  # --perf-against REF: what the tests compare with, its turns and seconds
-        self.as_ref = against.is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
+        self.ref_state = RefState()  # --perf-against REF: what the tests compare with, its turns and seconds
+        self.as_ref = is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
         self.records.as_ref = self.as_ref
         self.bisecting: tuple | None = check_bisect(self, config) if self.settings.bisect else None
         # a process that runs tests here counts its loaders here
         self._prestart(config, runs_tests=not (shards or self.bisecting or self.as_ref or config.option.collectonly))
-        if self.settings.against:
-            check_against(self.settings.against, self.settings.update_baselines, Path(config.rootpath))
-            self.against.turns_ahead(self)
+        if self.settings.ref:
+            check_ref(self.settings.ref, self.settings.update_baselines, Path(config.rootpath))
+            self.ref_state.turns_ahead(self)
             return  # the baselines are REF's, loaded once it was measured (RefState.compare)
         load_records(self.records, self.settings.baseline_dir)
         file = self.records.baseline_file  # None without a GPU
@@ -128,12 +128,13 @@ class PerfSession:
     @property
     def reference(self) -> str:
         """What this run's numbers are compared with, as a failure names it."""
-        return f"REF {self.against.ref.label}, measured on this GPU" if self.against.ref else str(self.records.baseline_file.path)
+        ref = self.ref_state.ref
+        return f"REF {ref.label}, measured on this GPU" if ref else str(self.records.baseline_file.path)
 
     @property
-    def against_label(self) -> str:
+    def compared_with(self) -> str:
         """What the loader's verdicts compare with, in a few words."""
-        return f"REF {self.against.ref.label}" if self.against.ref else "the baseline"
+        return f"REF {self.ref_state.ref.label}" if self.ref_state.ref else "the baseline"
 
     def loader_folder(self, test_id: str) -> Path:
         """A folder for one test's per-batch loader timings, under the session's (removed at its end)."""
@@ -210,7 +211,7 @@ class PerfSession:
         self.records.counter.close()
         if self.recount:  # valgrind's end, after the count: time the session line says
             self.recount_s = time.perf_counter() - stopping
-        self.against.close()
+        self.ref_state.close()
         if self.loader_dir:
             shutil.rmtree(self.loader_dir, ignore_errors=True)
         if self.worker and hasattr(config, "workeroutput"):  # for the controller, which reports for its workers

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .. import settings
-from ..against import ref as against
+from ..against.ref import is_ref_run
 from ..fixture import references
 from ..loader import instructions
 from ..machine import device
@@ -36,7 +36,7 @@ def count_early(config) -> None:
         s = settings.SessionSettings.from_config(KnownArgs(config))
     except (pytest.UsageError, argparse.ArgumentError):
         return
-    if s.bisect or against.is_ref_run(s.update_baselines) or not (s.instructions and (s.smoke or device.gpu_visible())):
+    if s.bisect or is_ref_run(s.update_baselines) or not (s.instructions and (s.smoke or device.gpu_visible())):
         return
     if references.changed_code(s.baseline_dir, Path(config.rootpath), None):
         counter.prestart()

@@ -118,10 +118,10 @@ def merge(docs: dict[str, dict]) -> dict:
     for s in (docs[wid]["seconds"] for wid in order if docs[wid].get("seconds")):
         for phase, n in s.items():
             seconds[phase] = max(seconds.get(phase, 0.0), n) if phase == "total" else round(seconds.get(phase, 0.0) + n, 2)
-    against = "; ".join(f"{wid}: {docs[wid]['against']}" for wid in order if docs[wid].get("against"))
+    ref_description = "; ".join(f"{wid}: {docs[wid]['against']}" for wid in order if docs[wid].get("against"))
     return {"env": docs[order[0]]["env"] if order else {}, "smoke": any(d["smoke"] for d in docs.values()), "tests": tests,
-            "sections": sections, "charts": charts, "workers": workers, **({"against": against} if against else {}),
-            **({"seconds": seconds} if seconds else {})}
+            "sections": sections, "charts": charts, "workers": workers,
+            **({"against": ref_description} if ref_description else {}), **({"seconds": seconds} if seconds else {})}
 
 
 def unusable(doc) -> str | None:

@@ -24,9 +24,9 @@ def document(session) -> dict:
     """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
     cores = host.cpu_list(session.cores) if session.cores else None
     worker = {"id": session.worker, "cuda_visible_devices": session.gpu, "cores": cores} if session.worker else None
-    ref = session.against.ref
+    ref = session.ref_state.ref
     return markdown.document(session.results.values(), session.device.env, session.sections, session.settings.smoke,
-                             session.charts, worker, against=ref.describe() if ref else None, seconds=seconds(session))
+                             session.charts, worker, ref_description=ref.describe() if ref else None, seconds=seconds(session))
 
 
 def seconds(session) -> dict:
@@ -39,13 +39,13 @@ def seconds(session) -> dict:
     first, last = (session.tests_span + [now])[:2] if session.tests_span else (session.collected, session.collected)
     last = now if session.in_test else last  # a report written inside a test: its call is in the tests' span
     tests = sum(sum(laps.seconds.values()) for laps in session.laps.values())
-    ref_in_tests = session.against.in_tests  # a sharded worker measures REF before each file, in the tests' span
+    ref_in_tests = session.ref_state.in_tests  # a sharded worker measures REF before each file, in the tests' span
     imports = {} if session.imports_s is None else {"imports": round(session.imports_s, 1)}
     counting = sum(laps.seconds.get("instructions", 0.0) for laps in session.laps.values()) + session.recount_s
     recount = {"of them loader counted again": round(counting, 1)} if session.recount else {}
     return {"total": round(now - session.started, 1), **imports,
-            "collection": round(max(first - session.configured - session.against.seconds + ref_in_tests, 0.0), 1),
-            "REF": round(session.against.seconds, 1), "tests": round(tests, 1),
+            "collection": round(max(first - session.configured - session.ref_state.seconds + ref_in_tests, 0.0), 1),
+            "REF": round(session.ref_state.seconds, 1), "tests": round(tests, 1),
             "setup and other tests": round(max(last - first - tests - ref_in_tests, 0.0), 1),
             "end": round(now - last, 1), **recount}
 

@@ -8,9 +8,9 @@ from ..findings import FAILED, NOT_CHECKED, Finding
 
 
 def syncs(counted, *, per_step: float | None = None, at_least: float | None = None, at_most: float | None = None,
-          from_library: str | None = None, versions: str = "", against: str = "the baseline") -> list[Finding]:
+          from_library: str | None = None, versions: str = "", compared_with: str = "the baseline") -> list[Finding]:
     """Exactly `per_step` syncs per step, or `at_least` that many (a pitfall) and no more than `at_most`, what its
-    baseline entry (REF's, under --perf-against: `against`) recorded; optionally all from `from_library`.
+    baseline entry (REF's, under --perf-against: `compared_with`) recorded; optionally all from `from_library`.
 
     For a pitfall, fewer syncs than expected fails too: the pitfall is gone, and the workaround the scenario
     documents can be retired, knowingly. `versions` names the libraries the pitfall was seen with."""
@@ -19,10 +19,10 @@ def syncs(counted, *, per_step: float | None = None, at_least: float | None = No
     every_step = periodic_every_step(counted)
     if any(f.outcome == FAILED for f in every_step):
         return every_step
-    return every_step + _expected(counted, per_step, at_least, at_most, from_library, versions, against)
+    return every_step + _expected(counted, per_step, at_least, at_most, from_library, versions, compared_with)
 
 
-def _expected(counted, per_step, at_least, at_most, from_library, versions, against) -> list[Finding]:
+def _expected(counted, per_step, at_least, at_most, from_library, versions, compared_with) -> list[Finding]:
     """`syncs` once a periodic phase is known not to hide per-step syncs."""
     measured = counted.per_step
     head = f"measured {measured:.2f} host-device syncs per step ({counted.total} in {counted.steps} profiled steps)"
@@ -35,7 +35,7 @@ def _expected(counted, per_step, at_least, at_most, from_library, versions, agai
                                 f"syncs with {versions}. If that is an upgrade's doing, retire the workaround and this "
                                 f"expectation together.{where}")]
     if at_least is not None and at_most is not None and measured > at_most + 1e-9:
-        return [Finding(FAILED, f"{head}, {at_most:g} recorded by {against}: the pitfall syncs more than it did "
+        return [Finding(FAILED, f"{head}, {at_most:g} recorded by {compared_with}: the pitfall syncs more than it did "
                                 f"(a new sync beside it){where}")]
     if from_library is not None:
         stray = [s for s in counted.sources if from_library not in s.library_line]
@@ -85,7 +85,7 @@ def host_reads(counted, *, per_step: float | None = None) -> list[Finding]:
                                          f"{counted.describe()}")]
 
 
-def host_reads_against(now: dict, recorded: dict, against: str, listing: str) -> list[Finding]:
+def host_reads_against(now: dict, recorded: dict, compared_with: str, listing: str) -> list[Finding]:
     """A smoke run's host reads a step (smoke_counts.reads_entry) against REF's smoke run's: more reads a step than
     REF's fails, naming the lines whose reads grew, most first (a read that an edit above it moved, with none added,
     does not); `listing`: the head's reads as the syncs' check lists them (SyncCount.describe)."""
@@ -93,16 +93,16 @@ def host_reads_against(now: dict, recorded: dict, against: str, listing: str) ->
     if mine <= was + 1e-9:
         return []
     rows = host_side.grown(now["lines"], recorded["lines"], complete=True)
-    return [Finding(FAILED, f"measured {mine:.2f} host reads per step with no GPU, {was:.2f} at {against} ({mine - was:+.2f}): "
-                            "each reads a tensor's value on the host, which on a GPU is a host-device sync; reads a "
-                            "step by line, most grown first:\n" + "\n".join(rows) + f"\n{listing}")]
+    return [Finding(FAILED, f"measured {mine:.2f} host reads per step with no GPU, {was:.2f} at {compared_with} "
+                            f"({mine - was:+.2f}): each reads a tensor's value on the host, which on a GPU is a host-device "
+                            "sync; reads a step by line, most grown first:\n" + "\n".join(rows) + f"\n{listing}")]
 
 
 DTYPE_MARGIN_PCT, DTYPE_FLOOR = 1.0, 0.5  # a dtype's ops a step may grow by this much, or this many, before it counts
 DTYPE_SHARE_PP = 2.0  # and its share of the step's ops by this many points: more ops in the same dtype are no move
 
 
-def dtypes_against(now: dict, recorded: dict, against: str) -> list[Finding]:
+def dtypes_against(now: dict, recorded: dict, compared_with: str) -> list[Finding]:
     """A smoke run's ops a step by the floating dtype they make (smoke_counts.reads_entry's `dtypes`) against the
     record's: a dtype new to the step, or whose share of the step's ops grew by DTYPE_SHARE_PP points or more than
     doubled (a minority dtype multiplied), its ops grown past
@@ -117,7 +117,7 @@ def dtypes_against(now: dict, recorded: dict, against: str) -> list[Finding]:
                   or shares[dtype][0] > 2 * shares[dtype][1])}  # its share grew by the points, or more than doubled
     if not grown:
         return []
-    rows = "; ".join(f"{dtype} {n:,.2f} a step, {was:,.2f} at {against}" for dtype, (n, was) in sorted(grown.items()))
+    rows = "; ".join(f"{dtype} {n:,.2f} a step, {was:,.2f} at {compared_with}" for dtype, (n, was) in sorted(grown.items()))
     return [Finding(FAILED, f"the step computes in another dtype: ops a step by the dtype they make grew: {rows} (all "
                             f"dtypes now: {', '.join(f'{d} {n:,.2f}' for d, n in sorted(now.items()))}): a model, a "
                             "tensor or a loss moved to another precision (.double(), a float64 constant, autocast off)")]

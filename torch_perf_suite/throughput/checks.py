@@ -30,11 +30,11 @@ def bottleneck(p: Parts, expected: str) -> list[Finding]:
     return [Finding(FAILED, f"bottleneck {p.bottleneck}, expected {expected}. {parts_line(p)}")]
 
 
-def host_scope(entry: dict | None, why_not_same_host: str, updating: bool, against: bool = False) -> str:
+def host_scope(entry: dict | None, why_not_same_host: str, updating: bool, vs_ref: bool = False) -> str:
     """'' where a host-bound claim is checked on this host (its baseline was recorded here); else why it is not.
     Such a claim (an efficiency floor, a bottleneck) held where it was measured: a faster or slower host moves it.
-    Against REF (`against`) it is reported: REF's numbers came from this host, but from a run as noisy as this one."""
-    if against:
+    Against REF (`vs_ref`) it is reported: REF's numbers came from this host, but from a run as noisy as this one."""
+    if vs_ref:
         return "reported, not gated against REF (host-bound: it moves between runs on one host)"
     if updating:
         return "recorded as measured on this host, not checked (host-bound: a claim of the host that records it)"

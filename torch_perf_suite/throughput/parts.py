@@ -114,12 +114,12 @@ def for_smoke(measure: Measure) -> Measure:
 class Windows:
     """The timed windows of one workload, with the settings of one test."""
 
-    def __init__(self, workload, measure: Measure, device, smoke: bool, as_ref: bool = False, against: bool = False,
+    def __init__(self, workload, measure: Measure, device, smoke: bool, as_ref: bool = False, vs_ref: bool = False,
                  parts: tuple[str, ...] | None = None):
         """`device` gives `synchronize()`, which ends each round, and `clock()`, which times it. `as_ref`: REF's run
-        under --perf-against, which times what the head gates against it (against/ref.py's AS_REF); `against`: the
+        under --perf-against, which times what the head gates against it (against/ref.py's AS_REF); `vs_ref`: the
         head's run under --perf-against. `parts`: those the test times, of those its workload has (all where None)."""
-        self.workload, self.device, self.smoke, self.as_ref, self.against = workload, device, smoke, as_ref, against
+        self.workload, self.device, self.smoke, self.as_ref, self.vs_ref = workload, device, smoke, as_ref, vs_ref
         self.members = members(workload)  # its optional members, read once
         self.measure = for_smoke(measure) if smoke else measure
         # the GPU-side and loader numbers, where measured: set by the caller before the pipeline's window
@@ -142,7 +142,7 @@ class Windows:
         loader-bound one (docs/measurements/merge-gate.md)."""
         if self.gpu is None or self.loader is None:
             return False
-        return self.as_ref or (self.against and not self.loader_ahead)
+        return self.as_ref or (self.vs_ref and not self.loader_ahead)
 
     @property
     def loader_brief(self) -> bool:
@@ -150,7 +150,7 @@ class Windows:
         sample in the workers (its blocks), which a round of whole bursts gives; its samples/s decide only whether
         the pipeline is the GPU's (`loader_ahead`). Timed whole where it is the test's pipeline (a worker sweep's claims
         are ratios within the run) or in a smoke run (one round already)."""
-        return (self.as_ref or self.against) and not self.smoke and "pipeline" in self.wanted
+        return (self.as_ref or self.vs_ref) and not self.smoke and "pipeline" in self.wanted
 
     def _time(self, step, warmup: int, runner=None, cycle: int = 1, energy=None, extend: bool = False,
               least_step_s: float = 0.0, cpu=None, monitor=None, measure: Measure | None = None) -> Throughput:
