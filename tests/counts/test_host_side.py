@@ -157,6 +157,21 @@ def test_more_lines_fail_naming_the_functions_that_grew():
                                         "    +50.00 fixtures/recipes.py:train_step (400.00 -> 450.00)"]
 
 
+def test_what_grew_is_summed_by_its_own_line_most_first_with_a_functions_busiest_lines():
+    """A library's block is its own line whichever project line called it: two callers recorded, one now."""
+    now = {"train.py:step": 30.0, "train.py:hook": 5.0, "train.py:extra": 1.0,
+           "lib.py:5 in wait (from train.py:40 in step)": 2.0}
+    recorded = {"train.py:step": 20.0, "train.py:hook": 5.0, "train.py:gone": 0.5,
+                "lib.py:5 in wait (from train.py:38 in step)": 0.75, "lib.py:5 in wait (from train.py:39 in step)": 0.5}
+    assert host_side.grown(now, recorded, True, {"train.py:step": {41: 12.0, 42: 9.5}}) == [
+        "    +10.00 train.py:step (20.00 -> 30.00), its busiest lines now: train.py:41 (12.00), train.py:42 (9.50)",
+        "    +1.00 train.py:extra (0.00 -> 1.00, new)",
+        "    +0.75 lib.py:5 in wait (from train.py:40 in step) (1.25 -> 2.00)"]
+    mine = {"lib.py:5 in wait (from a.py:1 in f)": 1.0, "lib.py:5 in wait (from a.py:2 in g)": 1.0}
+    assert host_side.grown(mine, {"lib.py:5 in wait (from a.py:3 in h)": 1.5}, False) == [
+        "    +0.50 lib.py:5 in wait (from a.py:2 in g) (1.50 -> 2.00)"]
+
+
 def test_a_function_beyond_the_kept_ones_is_not_called_new():
     recorded = {**REF, "lines": {f"f{i}": 25.0 for i in range(host_side.KEPT)}}
     message = failures(host_side.failure(now({"g": 100.0}), recorded, "the baseline"))
@@ -182,6 +197,48 @@ def test_blocks_may_grow_by_half_a_step(blocks, fails):
 ])
 def test_a_malformed_record_is_named(entry, problem):
     assert problem in host_side.validate(entry)
+
+
+@pytest.mark.parametrize("changed, problem", [
+    ({}, None),
+    ({"lines": {"f": 0.0}, "blocks": {}, "at": {"f": {"3": 0.0}}}, None),  # nothing a step: none is below 0
+    ({"lines": {"f": -0.5}}, "host counts' lines must map names to numbers of at least 0"),
+    ({"lines": {"f": "many"}}, "host counts' lines must map names to numbers of at least 0"),
+    ({"at": []}, "host counts' at must map functions to their lines' numbers of at least 0"),
+    ({"at": {"f": [3]}}, "host counts' at must map functions to their lines' numbers of at least 0"),
+    ({"at": {"f": {"3": -1.0}}}, "host counts' at must map functions to their lines' numbers of at least 0"),
+    ({"at": {"f": {"3": True}}}, "host counts' at must map functions to their lines' numbers of at least 0"),
+    ({"at": {"f": {"3": "x"}}}, "host counts' at must map functions to their lines' numbers of at least 0"),
+])
+def test_a_recorded_tables_numbers_and_busiest_lines_are_numbers_of_at_least_0(changed, problem):
+    assert host_side.validate({**REF, **changed}) == problem
+    assert host_side.validate("counts") == "host counts must be an object, not str"
+
+
+def test_a_lines_failure_shows_the_busiest_lines_of_what_grew_and_a_percent_of_none_is_infinite():
+    grown = {**now({"fixtures/recipes.py:train_step": 450.0}), "at": {"fixtures/recipes.py:train_step": {88: 30.0}}}
+    message = failures(host_side.failure(grown, REF, "REF main"))
+    assert message.splitlines()[1:] == ["    +50.00 fixtures/recipes.py:train_step (400.00 -> 450.00), its busiest lines "
+                                        "now: fixtures/recipes.py:88 (30.00)"]
+    empty = {"lines_per_step": 0.0, "blocks_per_step": 0.0, "lines": {}, "blocks": {}}
+    message = failures(host_side.failure({**empty, "lines_per_step": 25.0, "lines": {"f": 25.0}}, empty, "REF"))
+    assert message.startswith("the host runs 25 Python lines a step to issue it, 0 at REF (+25, +inf%; allowed +1% or "
+                              "+20): per-step Python (a hook, a callback, a logging helper, a library's wrapper, a part "
+                              "run eagerly); lines a step by function, most grown first:\n    +25.00 f (0.00 -> 25.00, new)")
+
+
+def test_lines_may_grow_by_the_percent_where_it_is_more_than_the_floor():
+    big = {**REF, "lines_per_step": 10_000.0}
+    assert failures(host_side.failure({**big, "lines_per_step": 10_100.0}, big, "REF")) is None  # +1% exactly
+    assert failures(host_side.failure({**big, "lines_per_step": 10_101.0}, big, "REF")) is not None
+
+
+def test_a_blocks_failure_lists_each_line_that_grew_on_its_own_line():
+    grown = now(blocks={"a.py:3 in f": 1.0, "b.py:4 in g": 0.5})
+    message = failures(host_side.failure(grown, REF, "REF main"))
+    assert message == ("the host blocks 2.50 times a step while issuing it, 1.00 at REF main (allowed +0.5): a sleep, a "
+                       "lock, I/O or a wait on another thread (voluntary context switches), at these lines, most grown "
+                       "first:\n    +1.00 a.py:3 in f (0.00 -> 1.00, new)\n    +0.50 b.py:4 in g (0.00 -> 0.50, new)")
 
 
 def test_a_step_that_cannot_be_counted_says_why():

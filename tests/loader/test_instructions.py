@@ -662,6 +662,7 @@ def test_a_file_the_loader_opens_and_a_package_whose_code_runs_are_what_it_reads
     not the environment's key's, by its version."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "configured", raising=False)  # a run before this one's, imported from its folder
     (tmp_path / "aug.json").write_text('{"strength": 1}')
     (tmp_path / "configured.py").write_text(
         "import json\nimport pytest\n\n\nclass Items:\n    def __init__(self):\n"

@@ -89,3 +89,29 @@ def test_a_dtype_new_to_the_step_or_taking_a_larger_share_fails_and_more_ops_in_
     assert checks.dtypes_against({"float32": 42.0, "bfloat16": 160.0}, {"float32": 40.0, "bfloat16": 160.0}, "REF") == []
     [multiplied] = checks.dtypes_against({"float32": 1000.0, "float64": 20.0}, {"float32": 1000.0, "float64": 5.0}, "REF")
     assert "float64 20.00 a step, 5.00 at REF" in multiplied.text  # under 2 points of share, but four times as many
+
+
+def test_dtypes_that_grew_are_each_named_in_order_beside_all_the_steps_dtypes():
+    [moved] = checks.dtypes_against({"float64": 30.0, "float16": 10.0, "float32": 60.0}, {"float32": 100.0}, "REF")
+    assert moved.text == (
+        "the step computes in another dtype: ops a step by the dtype they make grew: float16 10.00 a step, 0.00 at REF; "
+        "float64 30.00 a step, 0.00 at REF (all dtypes now: float16 10.00, float32 60.00, float64 30.00): a model, a "
+        "tensor or a loss moved to another precision (.double(), a float64 constant, autocast off)")
+
+
+@pytest.mark.parametrize("now, recorded, fails", [
+    # a dtype's share up 40 points: its ops must still grow past 1% (101 of 100) ...
+    ({"float64": 101.0, "float32": 100.0}, {"float64": 100.0, "float32": 900.0}, False),
+    ({"float64": 150.0, "float32": 100.0}, {"float64": 100.0, "float32": 900.0}, True),
+    # ... and past half an op (10.5 of 10), whichever is more
+    ({"float64": 10.5, "float32": 10.0}, {"float64": 10.0, "float32": 990.0}, False),
+    ({"float64": 10.6, "float32": 10.0}, {"float64": 10.0, "float32": 990.0}, True),
+    # its ops grown: a share up exactly 2 points (2.75% to 4.75%) and not doubled is no move ...
+    ({"float64": 19.0, "float32": 381.0}, {"float64": 11.0, "float32": 389.0}, False),
+    ({"float64": 60.0, "float32": 340.0}, {"float64": 40.0, "float32": 360.0}, True),  # 10% to 15%: 5 points
+    # ... nor one exactly doubled under 2 points (1% to 2%); two and a half times is
+    ({"float64": 20.0, "float32": 980.0}, {"float64": 10.0, "float32": 990.0}, False),
+    ({"float64": 25.0, "float32": 975.0}, {"float64": 10.0, "float32": 990.0}, True),
+])
+def test_a_dtype_fails_past_both_its_ops_margin_and_its_share_strictly(now, recorded, fails):
+    assert (failures(checks.dtypes_against(now, recorded, "REF")) is not None) == fails
