@@ -238,30 +238,30 @@ def test_the_same_cost_passes():
 def test_the_queues_allowance_is_the_most_tensors_either_side_shares_and_none_in_a_smoke_run():
     # 0.03 blocks a sample recorded: 0.05 more allowed, and half a block more for half a tensor a sample shared
     assert failures(loader.unit_failure(recorded(blocks=0.5, shared=0.5), recorded(), 3.0, timed=False,
-                                        against="REF")) is None
+                                        compared_with="REF")) is None
     assert failures(loader.unit_failure(recorded(blocks=0.5), recorded(shared=0.5), 3.0, timed=False,
-                                        against="REF")) is None
+                                        compared_with="REF")) is None
     # a smoke run's blocks are of samples made alone: no queue, whatever its batches held
     assert failures(loader.unit_failure(recorded(blocks=0.5, shared=1.0, batches=0), recorded(batches=0), 3.0,
-                                        timed=False, against="REF")) == (
+                                        timed=False, compared_with="REF")) == (
         "the loader's cost per sample rose:\n  blocks 0.50 times a sample made alone (sleep, I/O, a lock: voluntary "
         "context switches), 0.03 at REF")
 
 
 def test_the_queues_allowance_is_said_from_a_hundredth_of_a_tensor_a_sample():
     message = failures(loader.unit_failure(recorded(blocks=0.2, shared=0.01), recorded(), 3.0, timed=False,
-                                           against="REF"))
+                                           compared_with="REF"))
     assert message.endswith(", 0.03 at REF (allowed +0.06: 0.01 for the tensors the queue shares)")
     message = failures(loader.unit_failure(recorded(blocks=0.2, shared=0.009), recorded(), 3.0, timed=False,
-                                           against="REF"))
+                                           compared_with="REF"))
     assert message.endswith(", 0.03 at REF")
 
 
 def test_blocks_made_alone_may_grow_by_the_margin_exactly():
     assert failures(loader.unit_failure(recorded(alone_blocks=0.3), recorded(alone_blocks=0.25), 3.0, timed=False,
-                                        against="REF")) is None
+                                        compared_with="REF")) is None
     assert failures(loader.unit_failure(recorded(alone_blocks=0.31), recorded(alone_blocks=0.25), 3.0, timed=False,
-                                        against="REF")) is not None
+                                        compared_with="REF")) is not None
 
 
 def test_cpu_time_is_reported_in_microseconds_and_yardsticks_not_judged():

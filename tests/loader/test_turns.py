@@ -11,8 +11,6 @@ import pytest
 from torch_perf_suite.findings import FAILED, PASSED, failures
 from torch_perf_suite.loader import turns
 
-pytestmark = pytest.mark.slow
-
 LOADER = '''
 import os
 
@@ -90,6 +88,7 @@ def test_the_figure_is_the_median_of_each_pairs_ratio_not_the_ratio_of_the_media
     assert turns.from_pairs(drifting).pairs == 7
 
 
+@pytest.mark.slow  # starts the two processes
 def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
     ref, same, more = tree(tmp_path / "ref"), tree(tmp_path / "same"), tree(tmp_path / "more", work=40_000)
     source = ("toyloader:parts", {})
@@ -103,6 +102,7 @@ def test_two_trees_timed_by_turns_tell_more_work_from_the_same(tmp_path):
     assert failures(turns.failure(heavier, 3.0, "REF")) is not None
 
 
+@pytest.mark.slow  # starts the two processes
 def test_started_ahead_settled_with_their_reserve_then_measured_again_in_fresh_processes(tmp_path, monkeypatch):
     """The session starts the processes before REF's run (which imports torch too) and goes on; they are settled, the
     reserve with them, before a window; a measurement again is made in the reserve's fresh processes, not in those that
@@ -134,6 +134,7 @@ def test_started_ahead_settled_with_their_reserve_then_measured_again_in_fresh_p
     assert built_in[0] == built_in[1] == str(first["REF"]) and built_in[2] == str(reserve["REF"]) != built_in[3]
 
 
+@pytest.mark.slow  # starts the two processes
 def test_both_sides_time_on_one_core_from_a_worker_script_in_the_working_tree_with_a_loader_that_prints(tmp_path,
                                                                                                        monkeypatch):
     """Both make their samples on the same one core, torch and torchvision imported before the loader is built; the
@@ -151,6 +152,7 @@ def test_both_sides_time_on_one_core_from_a_worker_script_in_the_working_tree_wi
     assert (ref / "cores").read_text() == (head / "cores").read_text() == str([max(os.sched_getaffinity(0))])
 
 
+@pytest.mark.slow  # starts the two processes
 def test_started_before_the_trees_exist_the_processes_time_the_trees_named_later(tmp_path):
     """The session starts them before REF's tree is written out; `aim` names the trees, each side builds from its own
     (the head's loader does twice the work), and a process never builds from the other tree."""
@@ -166,6 +168,7 @@ def test_started_before_the_trees_exist_the_processes_time_the_trees_named_later
             timed.time(("toyloader:parts", {}))
 
 
+@pytest.mark.slow  # starts the two processes
 def test_a_loader_that_cannot_be_built_on_one_side_says_which_and_why_and_the_next_one_is_timed(tmp_path):
     ref = tree(tmp_path / "ref")
     head = tree(tmp_path / "head", body="if crash: raise ValueError('no data folder')")
@@ -176,6 +179,7 @@ def test_a_loader_that_cannot_be_built_on_one_side_says_which_and_why_and_the_ne
         assert timed.time(("toyloader:parts", {"crash": False})).pairs >= turns.LEAST_PAIRS
 
 
+@pytest.mark.slow  # starts the two processes
 def test_a_factory_imported_from_outside_refs_tree_is_refused_not_timed_against_itself(tmp_path, monkeypatch):
     """An editable install of the user's package would import the working tree's code on REF's side too."""
     elsewhere, head = tree(tmp_path / "elsewhere"), tree(tmp_path / "head")
@@ -187,6 +191,7 @@ def test_a_factory_imported_from_outside_refs_tree_is_refused_not_timed_against_
             timed.time(("toyloader:parts", {}))
 
 
+@pytest.mark.slow  # starts the two processes
 def test_a_process_that_dies_is_said_with_its_error_and_no_later_loader_is_timed(tmp_path):
     ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="if crash: os._exit(3)")
     with turns.Turns(ref, head, seconds=0.1) as timed:
@@ -196,6 +201,7 @@ def test_a_process_that_dies_is_said_with_its_error_and_no_later_loader_is_timed
             timed.time(("toyloader:parts", {"crash": False}))
 
 
+@pytest.mark.slow  # starts the two processes
 def test_a_process_that_hangs_is_said_after_the_timeout_not_waited_on(tmp_path, monkeypatch):
     ref, head = tree(tmp_path / "ref"), tree(tmp_path / "head", body="import time; time.sleep(3600)")
     with turns.Turns(ref, head, seconds=0.1) as timed:
@@ -206,6 +212,7 @@ def test_a_process_that_hangs_is_said_after_the_timeout_not_waited_on(tmp_path, 
             timed.time(("toyloader:parts", {}))
 
 
+@pytest.mark.slow  # starts the two processes
 def test_refs_loader_importing_the_working_trees_own_module_is_refused(tmp_path, monkeypatch):
     """The factory is REF's, but a module it imports comes from the working tree (on the path: a src/ folder, an
     editable install): REF would be timed with the head's code."""
@@ -232,6 +239,7 @@ def test_a_loader_timed_without_a_loader_source_says_it_was_not_timed_by_turns(l
                                                  "loader_source")) == said
 
 
+@pytest.mark.slow  # starts the two processes
 def test_a_process_that_died_importing_is_said_by_the_loaders_note_not_by_the_window(tmp_path, monkeypatch):
     from types import SimpleNamespace as NS
 
@@ -247,6 +255,7 @@ def test_a_process_that_died_importing_is_said_by_the_loaders_note_not_by_the_wi
         timed.time(("toyloader:parts", {}))
 
 
+@pytest.mark.slow  # starts the two processes
 def test_a_process_that_does_not_return_when_told_to_end_is_killed_within_the_pairs_grace(tmp_path):
     """A loader that leaves a thread running (a prefetcher, a pool) keeps its process alive past the end of its input:
     the session's end waits END_S for the pair at most, not a timeout a process."""
@@ -259,3 +268,61 @@ def test_a_process_that_does_not_return_when_told_to_end_is_killed_within_the_pa
     timed.close()
     assert time.perf_counter() - began < turns.END_S + 3
     assert all(proc.returncode is not None for proc in procs)
+
+
+def timed(ratio, low=1.25, high=1.75, again=None):
+    return turns.ByTurns(40, 1234.5, 1851.7, ratio, low, high, again)
+
+
+def test_the_figure_is_a_samples_median_cpu_time_on_each_side_and_the_median_ratio_within_the_pairs_range():
+    # three pairs of 32 samples: 1.0 µs a sample at REF; the head's turns 1.1, 1.0 and 1.05 times REF's
+    found = turns.from_pairs([(32_000, 35_200), (64_000, 64_000), (32_000, 33_600)])
+    assert (found.pairs, found.ref_us, found.head_us, found.ratio) == (3, 1.0, 1.1, 1.05)
+    assert (found.low, found.high) == (1.0, 1.1)  # fewer than 6 pairs: the interval is their whole range
+    assert found.again is None
+
+
+def test_a_turn_of_no_measurable_cpu_time_at_ref_is_divided_by_one_nanosecond():
+    found = turns.from_pairs([(0, 3), (0, 3), (1000, 1100)])
+    assert found.ratio == 3.0 and found.high == 3.0
+
+
+def test_the_line_says_both_sides_the_rise_its_interval_and_the_pairs():
+    assert timed(1.5).line("REF") == ("loader CPU time a sample 1,851.7 µs, 1,234.5 at REF, timed by turns on one core: "
+                                      "+50.0% (95% interval +25.0% to +75.0%, 40 pairs of 32 samples)")
+
+
+def test_a_rise_is_past_the_tolerance_and_past_the_pairs_spread_both_strictly():
+    assert turns.rose(timed(1.5), 49.9)
+    assert not turns.rose(timed(1.5), 50)  # exactly the tolerance
+    assert not turns.rose(timed(1.5, low=1.0), 10)  # the interval reaches 1: the spread explains it
+    assert turns.rose(timed(1.5, low=1.5), 10)
+    assert not turns.rose(timed(1.05, low=1.01), 10)  # past the spread, within the tolerance
+
+
+def test_a_rise_fails_in_one_line_naming_the_tolerance():
+    (found,) = turns.failure(timed(1.5), 10, "REF")
+    assert found.outcome == FAILED
+    assert found.text == ("loader CPU time a sample 1,851.7 µs, 1,234.5 at REF, timed by turns on one core: +50.0% (95% "
+                          "interval +25.0% to +75.0%, 40 pairs of 32 samples); allowed +10%: more CPU work per sample "
+                          "in the dataset, its transforms or the collate")
+    assert turns.failure(timed(1.5), 50, "REF") == []
+
+
+def test_measured_again_it_fails_only_past_the_tolerance_again_and_says_the_second_figure():
+    (found,) = turns.failure(timed(1.5, again=timed(1.2)), 10, "REF")
+    assert found.text.endswith("40 pairs of 32 samples); allowed +10%; measured again: +20.0%: more CPU work per sample "
+                               "in the dataset, its transforms or the collate")
+    assert turns.failure(timed(1.5, again=timed(1.5)), 50, "REF") == []  # did not rise the first time
+    assert turns.failure(timed(1.75, again=timed(1.5)), 50, "REF") == []  # again exactly the tolerance: passes
+
+
+def test_a_verdict_that_passes_says_the_line_the_second_figure_and_the_tolerance():
+    found = turns.verdict(timed(1.5, again=timed(1.05)), 10, "REF")
+    assert found.outcome == PASSED
+    assert found.text == ("loader CPU time a sample 1,851.7 µs, 1,234.5 at REF, timed by turns on one core: +50.0% (95% "
+                          "interval +25.0% to +75.0%, 40 pairs of 32 samples); measured again: +5.0%; allowed +10%")
+    assert turns.verdict(timed(1.05), 10, "REF").text.endswith("40 pairs of 32 samples); allowed +10%")
+    failed = turns.verdict(timed(1.5), 10, "REF")
+    assert failed.outcome == FAILED and failed.text.startswith("loader CPU time a sample 1,851.7 µs, 1,234.5 at REF,")
+    assert failed.text.endswith("in the dataset, its transforms or the collate")
