@@ -8,7 +8,6 @@ node's GPUs with pytest-xdist is session/sharding.py's.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -207,9 +206,8 @@ def pytest_terminal_summary_causes_whole(terminalreporter, config):
     """After pytest's short summary, which cuts each line to the terminal's width outside CI and below -vv: the
     measured tests' failure lines it cut, whole (a second hook of one name: pluggy takes its `specname`)."""
     yield
-    if "f" in terminalreporter.reportchars and config.option.verbose < 2 and not ({"CI", "BUILD_NUMBER"} & set(os.environ)):
-        cut = writing.cut_causes(terminalreporter.stats.get("failed", []), config.get_terminal_writer().fullwidth)
-        for line in ["the lines above that were cut, whole:", *cut] if cut else []:
+    if "f" in terminalreporter.reportchars and config.option.verbose < 2 and not writing.on_ci():
+        for line in writing.cut_causes(terminalreporter.stats.get("failed", []), config.get_terminal_writer().fullwidth):
             terminalreporter.write_line(line)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -174,4 +175,10 @@ def cut_causes(reports, width: int) -> list[str]:
     """pytest's short summary ("FAILED test - cause") cuts a failure's first line to the terminal's width, outside CI
     and below -vv: the measured tests' lines it cut, whole, to be said below it."""
     lines = (f"FAILED {rep.nodeid} - {cause}" for rep in reports if (cause := dict(rep.user_properties).get(CAUSE)))
-    return [line for line in lines if len(line) > width]
+    cut = [line for line in lines if len(line) > width]
+    return ["the lines above that were cut, whole:", *cut] if cut else []
+
+
+def on_ci() -> bool:
+    """Where pytest cuts no short summary line: CI or BUILD_NUMBER set, as pytest's own test reads them."""
+    return bool({"CI", "BUILD_NUMBER"} & set(os.environ))
