@@ -138,7 +138,8 @@ def test_a_test_ref_lacks_in_a_file_it_has_is_left_out_of_refs_one_run(repo):
 def test_a_sharded_run_measures_ref_file_by_file_on_each_worker_into_a_cache_folder_of_its_own(repo):
     pytest.importorskip("xdist")
     # test_toy the costlier by far: dealt first, to gw0, in both sessions (records/durations.py, longest_file_first)
-    repo.makepyfile(test_toy=TOY.format(body="time.sleep(2.5)"), test_two=TOY.format(body="pass"))  # apart on a loaded host
+    # 6 s apart: 2.5 s was not enough twice on the 2-core machine with both cores loaded (test_two went first)
+    repo.makepyfile(test_toy=TOY.format(body="time.sleep(6)"), test_two=TOY.format(body="pass"))
     git(repo.path, "add", ".")
     git(repo.path, "commit", "-qm", "two files")
     base = git(repo.path, "rev-parse", "HEAD")[:12]
@@ -153,7 +154,9 @@ def test_a_sharded_run_measures_ref_file_by_file_on_each_worker_into_a_cache_fol
     assert fnmatch.fnmatch(merged["against"], f"gw0: {measured}; gw1: {measured}")
     again = run(repo, *sharded)
     again.assert_outcomes(passed=2)
-    assert {row["test"]: row["worker"] for row in json.loads((repo.path / "out" / "perf.json").read_text())["tests"]} == ran_on
+    seconds = (repo.path / ".pytest_cache" / "v" / "perf" / "seconds" / "smoke").read_text()  # what the dealing read
+    rows = json.loads((repo.path / "out" / "perf.json").read_text())["tests"]
+    assert {row["test"]: row["worker"] for row in rows} == ran_on, seconds
     cached = f"against HEAD ({base}) on this device: 0 test(s) measured at REF in this job, 1 from the cache (*perf-against*)"
     again.stdout.fnmatch_lines([f"Compared gw0: {cached}; gw1: {cached}"])
 
