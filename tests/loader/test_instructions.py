@@ -1,15 +1,12 @@
 """The loader's instructions per sample (instructions.py): the callgrind process end to end where valgrind is installed
-(CI installs it; PERF_REQUIRE_VALGRIND=1 makes its absence a failure), and the recorded counts' file."""
+(CI installs it; PERF_REQUIRE_VALGRIND=1 makes its absence a failure), the Counter's protocol with stand-ins for valgrind,
+the environment's key and the recorded counts' file."""
 
 import datetime
-import gc
-import hashlib
-import io
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -18,13 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from torch_perf_suite import store
-from torch_perf_suite.findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, Finding
-from torch_perf_suite.loader import checks as loader_checks
-from torch_perf_suite.loader import count_worker, instructions
-from torch_perf_suite.loader import digest as loader_code
+from torch_perf_suite.loader import instructions
 from torch_perf_suite.loader.instructions import Counter, CountUnavailable, InstructionsError, InstructionsFile
-
-pytest_plugins = ["pytester"]
 
 LOADER = textwrap.dedent('''
     def work(n):
@@ -347,98 +339,6 @@ def test_without_callgrind_control_the_reason_names_it(monkeypatch):
         Counter().count(("toy_loader:parts", {"n": 1}))
 
 
-# --- the counting process itself, in this process ---------------------------------------------------------------
-
-SERVED = textwrap.dedent('''
-    batches = []
-
-    class Items:
-        def __len__(self):
-            return 1000
-
-        def __getitem__(self, index):
-            return index
-
-    def parts():
-        return Items(), batches.append
-''')
-
-
-@pytest.fixture
-def served(tmp_path, monkeypatch):
-    """serve() on a loader that keeps the batches it collated; yields (run(requests) -> its answers, the batches)."""
-    import torch
-
-    (tmp_path / "served_loader.py").write_text(SERVED)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("served_loader", None)
-    threads = []
-    monkeypatch.setattr(torch, "set_num_threads", threads.append)
-
-    def run(*lines: str) -> list[str]:
-        answers = io.StringIO()
-        count_worker.serve(io.StringIO("".join(line + "\n" for line in lines)), answers)
-        return answers.getvalue().splitlines()
-
-    yield run, threads
-    sys.modules.pop("served_loader", None)
-    gc.unfreeze()  # serve() froze this process's objects, as the counting process's
-
-
-def test_the_counting_process_warms_up_then_waits_for_go_and_collates_its_samples(served):
-    run, threads = served
-    assert run('{"factory": "served_loader:parts", "kwargs": {}}', "go") == ["started", "ready", "done"]
-    import served_loader
-
-    warm, counted = served_loader.batches
-    assert counted[:4] == [0, 919, 838, 757]  # i * 7919 mod 1000: spread over the dataset
-    assert len(set(counted)) == instructions.SAMPLES and threads == [1]  # one thread, as in a DataLoader worker
-    # the warm-up made the counted samples once, and the collector's survivors were set aside: what the process ran
-    # before (other loaders) leaves no collection to fall into the count
-    assert warm == counted and gc.get_freeze_count() > 0
-
-
-def test_the_counting_process_answers_a_loader_it_cannot_build_and_serves_on(served):
-    run, _ = served
-    assert run('{"factory": "served_loader:parts", "kwargs": {"n": 1}}', '{"factory": "no_such_module:parts", '
-               '"kwargs": {}}', '{"factory": "served_loader:parts", "kwargs": {}}', "go") == [
-        "started", 'error "served_loader:parts: TypeError: parts() got an unexpected keyword argument \'n\'"',
-        'error "no_such_module:parts: ModuleNotFoundError: No module named \'no_such_module\'"', "ready", "done"]
-
-
-def test_the_counting_process_imports_what_a_loader_likely_needs_while_none_is_asked_for(served, monkeypatch,
-                                                                                         tmp_path):
-    (tmp_path / "likely_module.py").write_text("IMPORTED = True\n")
-    monkeypatch.setattr(count_worker, "LIKELY", ("likely_module", "no_such_module"))
-    sys.modules.pop("likely_module", None)
-    run, _ = served
-    assert run('{"factory": "served_loader:parts", "kwargs": {}}', "go") == ["started", "ready", "done"]
-    assert "likely_module" not in sys.modules  # a loader asked for at once: its own imports only
-    monkeypatch.setattr(count_worker, "_asked", lambda stdin: False)
-    assert run('{"factory": "served_loader:parts", "kwargs": {}}', "go") == ["started", "ready", "done"]
-    assert sys.modules.pop("likely_module").IMPORTED  # one not installed is passed over
-
-
-def test_a_loader_without_torch_is_counted_in_a_process_that_never_imports_torch(tmp_path):
-    """Under valgrind, importing torch takes about a minute on 2 cores: the counting process leaves it to the loader."""
-    (tmp_path / "plain_loader.py").write_text("import sys\n\ndef parts():\n    return [0] * 100, lambda batch: print("
-                                              "'torch' in sys.modules, file=sys.stderr)\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "torch_perf_suite.loader.count_worker"], capture_output=True, text=True,
-                          input='{"factory": "plain_loader:parts", "kwargs": {}}\ngo\n', env=env, timeout=60)
-    assert (done.stdout.split(), done.stderr.split()) == (["started", "ready", "done"], ["False", "False"]), done.stderr
-
-
-def test_a_request_is_told_waiting_on_a_pipe_and_assumed_on_a_stream_without_a_file():
-    read, write = os.pipe()
-    with os.fdopen(read) as stdin, os.fdopen(write, "w") as out:
-        assert not count_worker._asked(stdin)
-        out.write("{}\n")
-        out.flush()
-        assert count_worker._asked(stdin)
-    assert count_worker._asked(io.StringIO(""))
-
-
 # --- the key, valgrind's version, the recorded counts ----------------------------------------------------------------
 
 
@@ -544,180 +444,6 @@ def test_any_positive_count_below_1e15_is_accepted(tmp_path):
     assert InstructionsFile.load(path).get("k", "t")["per_sample"] == 0.5
 
 
-# --- the content of the loader's code: a count is reused only where it is unchanged -------------------------
-
-
-def _write_loader(folder, body: str, other: str = "X = 1\n", times: str = "N = 1\n") -> None:
-    (folder / "mydata.py").write_text(
-        "import torch\n"
-        "from torch.utils.data import default_collate\n"
-        "import myother\n"
-        "from mytimes import N\n\n"
-        "class Items(torch.utils.data.Dataset):\n"
-        "    def __len__(self):\n        return 100\n\n"
-        f"    def __getitem__(self, i):\n        {body}\n\n"
-        "def parts():\n    return Items(), default_collate\n")
-    (folder / "myother.py").write_text(other)
-    (folder / "mytimes.py").write_text(times)
-
-
-def test_a_one_line_change_in_getitem_changes_the_digest_and_an_unrelated_file_does_not(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    digests = []
-    for body, other, times in [("return torch.tensor(float(i))", "X = 1\n", "N = 1\n"),
-                               ("return torch.tensor(float(i))", "X = 2\n", "N = 1\n"),
-                               ("return torch.tensor(float(i + 1))", "X = 2\n", "N = 1\n"),
-                               ("return torch.tensor(float(i + 1))", "X = 2\n", "N = 5\n"),
-                               ("return torch.tensor(float(i + N))", "X = 2\n", "N = 5\n"),
-                               ("return torch.tensor(float(i + N))", "X = 2\n", "N = 1\n")]:
-        _write_loader(tmp_path, body, other, times)
-        for name in ("mydata", "myother", "mytimes"):
-            sys.modules.pop(name, None)
-        digests.append(loader_code.content(("mydata:parts", {}), tmp_path))
-    assert digests[0] == digests[1]  # myother.py is imported, never read: not the loader's code
-    assert digests[1] != digests[2]  # one line of __getitem__: counted again
-    assert digests[2] == digests[3]  # mytimes.N, imported and not read
-    assert len({digests[3], digests[4], digests[5]}) == 3  # read now, its constant changed: counted again
-
-
-def test_a_constant_read_through_its_module_is_the_loaders_code(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    digests = []
-    for other in ("X = 1\n", "X = 5\n"):
-        _write_loader(tmp_path, "return torch.tensor(float(i * myother.X))", other)
-        for name in ("mydata", "myother", "mytimes"):
-            sys.modules.pop(name, None)
-        digests.append(loader_code.content(("mydata:parts", {}), tmp_path))
-    assert digests[0] != digests[1]
-
-
-def test_the_digest_names_files_by_the_rootdir_not_by_the_folder_pytest_ran_from(tmp_path, monkeypatch):
-    # CI runs an example project from the repository's top (`pytest examples/guard_your_step`), a user from its folder:
-    # one count recorded serves both, as the plugin passes the rootdir
-    project = tmp_path / "examples" / "project"
-    project.mkdir(parents=True)
-    monkeypatch.syspath_prepend(str(project))
-    _write_loader(project, "return torch.tensor(float(i))")
-    digests = []
-    for cwd in (project, tmp_path):
-        monkeypatch.chdir(cwd)
-        sys.modules.pop("mydata", None)
-        digests.append(loader_code.content(("mydata:parts", {}), project))
-    assert digests[0] == digests[1] != loader_code.content(("mydata:parts", {}), tmp_path)
-
-
-def test_an_entry_names_its_files_and_a_changed_one_is_found_at_a_sessions_start(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    _write_loader(tmp_path, "return torch.tensor(float(i * myother.X))", "X = 1\n")
-    for name in ("mydata", "myother", "mytimes"):
-        sys.modules.pop(name, None)
-    read = loader_code.read(("mydata:parts", {}), tmp_path)
-    assert sorted(read.files) == ["mydata.py", "myother.py"]  # mytimes.py is imported, never read
-    assert read.ran == {"mydata.py": ("Items.__getitem__", "Items.__len__", "parts"), "myother.py": ()}
-    assert read.digest == loader_code.content(("mydata:parts", {}), tmp_path)
-    counted = instructions.Counted(5.0, 16, "s", read.digest, read)
-    f = instructions.InstructionsFile(tmp_path / "i.json", {})
-    f.save("k", {"t": instructions.entry(counted)})
-    f = instructions.InstructionsFile.load(tmp_path / "i.json")  # the entry as written is one the suite reads
-    assert loader_code.changed_files(f, ["k"], tmp_path) == []
-    assert loader_code.changed_files(f, ["another key"], tmp_path) == []
-    (tmp_path / "myother.py").write_text("X = 5\n")  # a constant the loader reads: its count will follow
-    assert loader_code.changed_files(f, ["k"], tmp_path) == ["myother.py"]
-    (tmp_path / "mydata.py").unlink()
-    assert loader_code.changed_files(f, ["k"], tmp_path) == ["mydata.py", "myother.py"]
-
-
-def test_an_edit_of_a_function_the_loader_never_runs_counts_no_loader_again(tmp_path, monkeypatch):
-    """A model's training_step in the file that holds the dataset is not the loader's code; the dataset's __getitem__,
-    a method of a class nested in it, a function a lambda of the loader lives in, and the module's constants are."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    source = ("mixed:parts", {})
-
-    def digest(getitem="return float(i * SCALE)", step="return batch", scale="2", nested="return i", made="lambda i: i"):
-        (tmp_path / "mixed.py").write_text(
-            f"SCALE = {scale}\n\n\nclass Model:\n    def training_step(self, batch):\n        {step}\n\n\n"
-            "class Items:\n    class Helper:\n        @staticmethod\n"
-            f"        def of(i):\n            {nested}\n\n    def __len__(self):\n        return 10\n\n"
-            f"    def __getitem__(self, i):\n        {getitem}\n\n\ndef shift():\n    return {made}\n\n\n"
-            "def parts():\n    items, f = Items(), shift()\n"
-            "    return items, lambda batch: [Items.Helper.of(f(b)) for b in batch]\n")
-        sys.modules.pop("mixed", None)
-        return loader_code.content(source, tmp_path)
-
-    first = digest()
-    assert digest(step="return batch * 2") == first  # the model's step: no count
-    assert loader_code.read(source, tmp_path).ran == {
-        "mixed.py": ("Items.Helper.of", "Items.__getitem__", "Items.__len__", "parts", "shift")}
-    changed = [digest(getitem="return float(i * SCALE + 1)"), digest(scale="3"), digest(nested="return i + 1"),
-               digest(made="lambda i: i + 1")]
-    assert first not in changed and len(set(changed)) == 4
-
-
-def test_a_file_the_loader_opens_and_a_package_whose_code_runs_are_what_it_reads(tmp_path, monkeypatch):
-    """A config read by the dataset, by its bytes (an augmentation's strength: its code unchanged); a package that is
-    not the environment's key's, by its version."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "configured", raising=False)  # a run before this one's, imported from its folder
-    (tmp_path / "aug.json").write_text('{"strength": 1}')
-    (tmp_path / "configured.py").write_text(
-        "import json\nimport pytest\n\n\nclass Items:\n    def __init__(self):\n"
-        "        self.strength = json.load(open('aug.json'))['strength']\n\n    def __len__(self):\n        return 10\n\n"
-        "    def __getitem__(self, i):\n        return pytest.approx(i * self.strength)\n\n\n"
-        "def parts():\n    return Items(), list\n")
-    read = loader_code.read(("configured:parts", {}), tmp_path)
-    assert "aug.json" in read.files and "aug.json" not in read.ran
-    assert read.packages == {"pytest": pytest.__version__}  # json is the interpreter's own: no package
-    assert read.describe() == ("Items.__getitem__, Items.__init__, Items.__len__ and parts of configured.py; aug.json; "
-                               f"pytest {pytest.__version__}")
-    (tmp_path / "aug.json").write_text('{"strength": 200}')
-    assert loader_code.read(("configured:parts", {}), tmp_path).digest != read.digest
-    f = instructions.InstructionsFile(tmp_path / "i.json", {})
-    f.save("k", {"t": instructions.entry(instructions.Counted(5.0, 16, "s", read.digest, read))})
-    assert loader_code.changed_files(f, ["k"], tmp_path) == ["aug.json"]
-    monkeypatch.setattr(loader_code.importlib.metadata, "version", lambda dist: "0.0")
-    assert loader_code.changed_files(f, ["k"], tmp_path) == ["aug.json", f"pytest {pytest.__version__} -> 0.0"]
-
-
-def test_a_files_hash_is_of_its_code_not_its_comments_or_docstrings(tmp_path):
-    """A comment or docstring edit counts no loader again (a count under callgrind takes a minute a loader on a GPU
-    host); an edit of the code, a constant included, does."""
-    code = tmp_path / "m.py"
-    hashes = {}
-    for name, text in [("code", '"""Doc."""\nN = 1\n\n\ndef f(x):\n    """Doc."""\n    return x + N  # note\n'),
-                       ("comments and docstrings edited", '"""Other doc."""\n# a comment\nN = 1\n\n\ndef f(x):\n'
-                                                          '    """Other."""\n    return x + N\n'),
-                       ("docstring dropped", 'N = 1\n\n\ndef f(x):\n    return x + N\n'),
-                       ("constant", 'N = 2\n\n\ndef f(x):\n    return x + N\n'),
-                       ("expression", 'N = 2\n\n\ndef f(x):\n    return x * N\n'),
-                       ("two statements", 'N = 2\n\n\ndef f(x):\n    x = x * N\n    return x\n'),
-                       ("a string that is not a docstring", 'N = 2\n\n\ndef f(x):\n    x = x * N\n    "kept"\n'
-                                                            '    return x\n')]:
-        code.write_text(text)
-        hashes[name] = loader_code.code_hash(code)
-    assert hashes["code"] == hashes["comments and docstrings edited"] == hashes["docstring dropped"]
-    assert len({hashes[k] for k in ("code", "constant", "expression", "two statements",
-                                    "a string that is not a docstring")}) == 5
-    broken, data = tmp_path / "broken.py", tmp_path / "table.csv"
-    for path, text in ((broken, "def f(:\n"), (data, "a,b\n")):  # by their bytes: one that does not parse, not Python
-        path.write_text(text)
-        assert loader_code.code_hash(path) == hashlib.sha256(text.encode()).hexdigest()
-
-
-def test_the_digest_is_how_the_count_is_taken_then_each_file_in_the_order_of_its_parts_then_each_package():
-    # how the count is taken, then each path in the order of its parts ("a/x" before "a-b/x") and its hash, then each
-    # package and its version: a count taken another way (keyed by its files whole, COUNTED_AS 2) is counted again
-    files = {"a-b/x.py": "00" * 32, "a/x.py": "11" * 32}
-    expected = hashlib.sha256(b"counted as 3\0a/x.py\0" + bytes(32 * [0x11]) + b"a-b/x.py\0" + bytes(32)
-                              + b"albumentations==1.4.0\0").hexdigest()[:16]
-    assert loader_code.digest_of(files, {"albumentations": "1.4.0"}) == expected
-    assert loader_code.Read(files, packages={"albumentations": "1.4.0"}).digest == expected
-
-
 def test_a_recorded_count_is_reused_only_for_the_same_source_and_content(tmp_path):
     f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"t": {"per_sample": 5.0, "samples": 16, "source": "s",
                                                                         "content": "abc"}}})
@@ -725,134 +451,23 @@ def test_a_recorded_count_is_reused_only_for_the_same_source_and_content(tmp_pat
     assert f.reusable("k", "s", "abd") is None and f.reusable("k", "s2", "abc") is None and f.reusable("k2", "s", "abc") is None
 
 
-def test_a_count_is_judged_against_its_own_environment_and_loader_only(tmp_path):
-    entry = {"per_sample": 1000.0, "samples": 16, "source": "s"}
-    f = instructions.InstructionsFile(tmp_path / "i.json", {"k": {"t": entry}})
-    now = instructions.Counted(1005.0, 16, "s")
-    assert loader_checks.verdict(now, f, "k", "t", 1.0, "record: x") == Finding(PASSED)
-    found = loader_checks.verdict(instructions.Counted(1e6, 16, "s"), f, "k", "t", 1.0, "record: x")
-    assert found.outcome == FAILED and found.text.startswith("the loader runs 1,000,000 instructions per sample")
-    assert loader_checks.verdict(now, f, "k2", "t", 1.0, "record: x") == Finding(
-        NOT_COMPARED, "loader instructions not comparable: recorded with k; this is k2")
-    found = loader_checks.verdict(instructions.Counted(1e6, 16, "s2"), f, "k", "t", 1.0, "record: x")
-    assert found.outcome == NOT_COMPARED
-    assert found.text.startswith("loader instructions not comparable: recorded for s, this test counts s2")
-    assert loader_checks.verdict(instructions.Counted(1005.0, 16, "s3"), f, "k", "t2", 1.0, "record: x") == Finding(
-        NOT_CHECKED, f"no loader instruction count for k in {f.path}; record: x")  # nor any of the same loader
-    assert loader_checks.verdict(now, f, "k", "t2", 1.0, "record: x") == Finding(  # t's count is of the same loader
-        PASSED, "loader instructions compared (counted for t, the same loader)")
+def test_a_malformed_count_names_its_environment_on_one_line_and_its_test():
+    entry = {"per_sample": 1000.0, "source": "toyloader:parts", "files": {"toyloader.py": "abc"}}
+    assert instructions._validate({"schema": instructions.SCHEMA, "environments": {"py3.11-x\n": {"t": entry}}}) is None
+    bad = {**entry, "per_sample": 0}
+    assert instructions._validate({"schema": instructions.SCHEMA, "environments": {"py3.11-x\n": {"t": bad}}}) == (
+        "py3.11-x\\n / 't': 'per_sample' is 0, expected a positive number")
+    assert instructions._validate({"schema": instructions.SCHEMA, "environments": {"py3.11-x": {"t": bad}}}) == (
+        "py3.11-x / 't': 'per_sample' is 0, expected a positive number")  # a printable key as it is
 
 
-def test_the_harness_is_not_the_loaders_code(tmp_path, monkeypatch):
-    # Python 3.11 runs a comprehension as a function of its own: content()'s samples are made in one, in instructions.py
-    monkeypatch.chdir(instructions.Path(instructions.__file__).parent.parent)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    _write_loader(tmp_path, "return torch.tensor(float(i))")
-    sys.modules.pop("mydata", None)
-    seen = []
-    monkeypatch.setattr(instructions.Path, "read_bytes", lambda self: seen.append(self.name) or b"")
-    loader_code.content(("mydata:parts", {}))
-    assert seen == []  # mydata.py lies outside this root; loader_code.py, inside it, is the harness's
+def test_the_environments_that_may_be_this_one_are_told_by_python_torch_machine_and_valgrind(monkeypatch):
+    import importlib.metadata
+    import platform
 
-
-class _Stop(Exception):
-    """Raised where the order under test is known: nothing after the timed windows is wanted."""
-
-
-@pytest.mark.parametrize("gpu_busy_pct, order", [(95.0, ["count begun", "timed"]), (60.0, ["timed", "count begun"]),
-                                                  (None, ["count begun", "timed"])])
-def test_the_count_starts_after_the_timed_windows_where_the_gpu_side_step_is_launch_bound(monkeypatch, gpu_busy_pct,
-                                                                                          order):
-    """A count beside a launch-bound GPU-side window takes the host's time from the launches it waits on: where the
-    entry compared with (REF's, or the baseline) says the step is launch-bound, the count waits for the windows."""
-    from types import SimpleNamespace as NS
-
-    from torch_perf_suite.fixture import measuring
-    from torch_perf_suite.throughput.timing import Laps
-
-    events = []
-    entry = None if gpu_busy_pct is None else {"gpu_busy_pct": gpu_busy_pct}
-    session = NS(laps_of=lambda test_id: Laps(), device=NS(is_gpu=True), as_ref=False, ref_state=NS(ref=None),
-                 records=NS(baseline=lambda test_id: entry))
-    monkeypatch.setattr(measuring, "Windows", lambda *args: NS(members=NS(loader_source=("m:parts", {})), wanted=("gpu",)))
-    m = measuring.Measuring(session, "t", settings=None, smoke=False, pedantic=None, tmp_path=None, info={})
-    m._begin_instructions = lambda source: events.append("count begun")
-    m._shared_keys, m._observe, m._by_turns = (lambda w: {}), (lambda w, k: (None, None)), (lambda w, k: (None, None))
-    m._turns_settled = lambda: None
-    m._time = lambda w, wanted, keys: events.append("timed") or ({}, {})
-
-    def stop(*args):
-        raise _Stop
-
-    m._parts = stop
-    with pytest.raises(_Stop):
-        m.run(NS(), parts=("gpu",))
-    assert events == order
-
-
-def test_a_session_whose_recorded_loader_code_changed_starts_its_counting_process_at_once(tmp_path, monkeypatch):
-    from torch_perf_suite.fixture import references as records
-
-    monkeypatch.setattr(instructions, "key", lambda: "k")
-    started, closed = [], []
-    monkeypatch.setattr(Counter, "prestart", lambda self: started.append(self))
-    monkeypatch.setattr(Counter, "close", lambda self: closed.append(self))
-    (tmp_path / "baselines").mkdir()
-    (tmp_path / "mydata.py").write_text("X = 1\n")
-    entry = {"per_sample": 5.0, "samples": 16, "source": "s", "content": "c",
-             "files": {"mydata.py": loader_code.code_hash(tmp_path / "mydata.py")[:instructions.FILE_HASH]}}
-    (tmp_path / "baselines" / "instructions.json").write_text(json.dumps({"schema": 1, "environments": {"k": {"t": entry}}}))
-    settings = SimpleNamespace(instructions=True, smoke=True, update_baselines=False)
-    device = SimpleNamespace(is_gpu=False)
-
-    def session(runs_tests=True) -> tuple[records.Records, list[str]]:
-        r = records.Records(settings, device, tmp_path, Counter())  # one started before the session, or not
-        return r, r.prestart_counter(tmp_path / "baselines", runs_tests)
-
-    r, changed = session()
-    assert changed == [] and started == [] and closed == [r.counter]  # the code counted is the code here: stopped
-    (tmp_path / "mydata.py").write_text("X = 5\n")
-    r, changed = session()
-    assert changed == ["mydata.py"] and started == [r.counter] and closed == [closed[0]]  # kept
-    r, changed = session(runs_tests=False)  # a sharded run's controller: its workers count
-    assert changed == [] and closed[-1] is r.counter
-    settings.instructions = False  # --perf-instructions off: nothing is counted, nothing started
-    r, changed = session()
-    assert changed == [] and len(started) == 1 and closed[-1] is r.counter
-
-
-@pytest.mark.parametrize("registered", ["by its entry point", "by conftest.py"])
-def test_a_changed_loaders_count_starts_before_the_conftest_files_below_the_root_are_imported(pytester, monkeypatch,
-                                                                                               registered):
-    """They often import torch: the counting process starts first (early.count_early), where the count recorded for
-    an environment that may be this one ran code changed since; the session's start, which tells it exactly, keeps it."""
-    events = []
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own, where it runs in one
-    monkeypatch.setattr(instructions, "EVENTS", events, raising=False)
-    monkeypatch.setattr(Counter, "prestart", lambda self: events.append("counter started"))
-    if registered == "by conftest.py":
-        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-        pytester.makeconftest('pytest_plugins = ["pytest_benchmark.plugin", "torch_perf_suite.plugin"]\n')
-    (pytester.path / "mydata.py").write_text("X = 1\n")
-    (pytester.path / "sub").mkdir()
-    (pytester.path / "sub" / "conftest.py").write_text(
-        "from torch_perf_suite.loader import instructions\ninstructions.EVENTS.append('sub/conftest.py imported')\n")
-    (pytester.path / "sub" / "test_x.py").write_text("def test_x():\n    pass\n")
-    entry = {"per_sample": 5.0, "samples": 16, "source": "s", "content": "c",
-             "files": {"mydata.py": loader_code.code_hash(pytester.path / "mydata.py")[:instructions.FILE_HASH]}}
-    (pytester.path / "baselines").mkdir()
-    (pytester.path / "baselines" / "instructions.json").write_text(
-        json.dumps({"schema": 1, "environments": {instructions.key(): {"t": entry}}}))
-
-    assert pytester.runpytest_inprocess("--perf-smoke", "sub").ret == 0
-    assert events == ["sub/conftest.py imported"]  # the code counted is the code here: nothing started
-    events.clear()
-    (pytester.path / "mydata.py").write_text("X = 5\n")
-    assert pytester.runpytest_inprocess("--perf-smoke", "sub").ret == 0
-    assert events == ["counter started", "sub/conftest.py imported", "counter started"]  # then kept at the start
-    events.clear()
-    assert pytester.runpytest_inprocess("--perf-smoke", "--perf-instructions", "off", "sub").ret == 0
-    assert events == ["sub/conftest.py imported"]
-    events.clear()  # a value that is not valid: said at the session's start, nothing started before it
-    assert pytester.runpytest_inprocess("--perf-smoke", "--perf-rounds", "none", "sub").ret == pytest.ExitCode.USAGE_ERROR
-    assert "counter started" not in events
+    monkeypatch.setattr(instructions, "valgrind_version", lambda: None)
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: (_ for _ in ()).throw(
+        importlib.metadata.PackageNotFoundError(name)))
+    here = f"py{platform.python_version()}-torch-none-cpu-{platform.machine()}-valgrind-none"
+    other = f"py{platform.python_version()}-torch2.11.0-cpu-{platform.machine()}-valgrind-none"
+    assert instructions.installed_keys([here, other]) == [here]

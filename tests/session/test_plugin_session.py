@@ -122,7 +122,8 @@ def test_the_sessions_seconds_count_from_pytests_start_and_hold_their_parts(suit
     assert 0.5 <= seconds["imports"] < 3 and seconds["tests"] > 0 and seconds["setup and other tests"] >= 0.4
 
 
-# -n on a GPU (each worker its own GPU, the reports merged, the refusals): tests/session/test_xdist.py
+# -n on a GPU (the refusals, a sharded run end to end): tests/session/test_xdist.py; each worker its own GPU and cores:
+# test_xdist_gpus.py; the reports merged: test_xdist_merge.py
 
 
 # mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg

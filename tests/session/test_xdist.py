@@ -1,16 +1,16 @@
-"""The suite sharded over the GPUs of one node with pytest-xdist, on a CPU.
+"""The suite sharded over the GPUs of one node with pytest-xdist, on a CPU: the worker pinned to its GPU, the
+controller's refusals, a sharded run end to end, baselines recorded by several processes at once, and the order the
+files are handed out.
 
 The controller counts GPUs with `device.gpu_count`, faked here; the workers it starts are real processes on
 this machine's CPU, given the GPUs' names in CUDA_VISIBLE_DEVICES as a GPU node's would be (CUDA is never
-started, so the names need not be real). The merged report's partial files (PATH.gw<N>.md and .json, one
-per worker that measured something, written after each of its tests) are removed once merged into PATH.md
-and PATH.json; they are kept only where the merge failed, or where the controller died before its end.
+started, so the names need not be real). Which GPU and cores each worker gets: test_xdist_gpus.py; the merged
+report: test_xdist_merge.py.
 """
 
 import json
 import multiprocessing
 import os
-from dataclasses import asdict
 from types import SimpleNamespace
 
 import pytest
@@ -18,41 +18,14 @@ import torch
 
 from tests.plugin_suite import TEST_FILE, FakeGPU, details
 from torch_perf_suite import plugin, store
-from torch_perf_suite.machine import device, host, nvml
+from torch_perf_suite.machine import device, host
 from torch_perf_suite.machine.host import cpu_count
 from torch_perf_suite.records import baselines, durations
-from torch_perf_suite.report import markdown as report
-from torch_perf_suite.session import runners, sharding, writing
+from torch_perf_suite.session import sharding
 
 pytest_plugins = ["pytester"]
 # mutmut runs the tests inside mutants/, where xdist's workers start without the mutated modules' setup.cfg
 under_mutmut = pytest.mark.skipif("'MUTANT_UNDER_TEST' in os.environ", reason="under mutmut: xdist's workers cannot load mutants")
-
-
-# --- which GPU each worker gets ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("index, visible, count, gpu", [
-    (0, None, 2, "0"),
-    (1, None, 2, "1"),
-    (1, "", 2, "1"),  # set but empty: the plain indices
-    (0, "3,5", 2, "3"),  # an existing list: its entries, in order
-    (1, "3, 5", 2, "5"),
-    (1, "GPU-9641a40c-aaaa,GPU-03728b74-bbbb", 2, "GPU-03728b74-bbbb"),  # UUIDs are passed on as they are
-    (0, "MIG-1c7e-cccc", 1, "MIG-1c7e-cccc"),
-])
-def test_a_worker_gets_the_index_th_visible_gpu_as_cuda_visible_devices_names_it(index, visible, count, gpu):
-    assert device.gpu_for_worker(index, visible, count) == gpu
-
-
-@pytest.mark.parametrize("index, visible, count, message", [
-    (2, None, 2, "worker 2 has no GPU: 2 visible"),
-    (1, "0,-1,1", 1, r"worker 1 has no GPU: 1 visible \(CUDA_VISIBLE_DEVICES=0,-1,1\)"),  # CUDA stops at the -1
-    (0, None, 0, "worker 0 has no GPU: 0 visible"),
-])
-def test_a_worker_beyond_the_visible_gpus_has_none(index, visible, count, message):
-    with pytest.raises(ValueError, match=message):
-        device.gpu_for_worker(index, visible, count)
 
 
 @pytest.fixture
@@ -61,159 +34,6 @@ def two_gpus(suite, monkeypatch):
     pytest.importorskip("xdist")
     monkeypatch.setattr(device, "gpu_count", lambda: 2)
     return suite
-
-
-def node(wid):
-    return SimpleNamespace(gateway=SimpleNamespace(id=wid), workerinput={"workerid": wid})
-
-
-def test_the_controller_gives_each_live_worker_a_gpu_and_cores_of_its_own_and_a_replacement_the_crashed_ones(monkeypatch):
-    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
-    session = SimpleNamespace(worker_outputs={})
-    controller = sharding.Controller(session, 3, "GPU-a,GPU-b,GPU-c", 3, list(range(8)), 3)
-    gw0, gw1, gw2 = node("gw0"), node("gw1"), node("gw2")
-    controller.pytest_configure_node(gw0)
-    controller.pytest_configure_node(gw1)
-    assert (gw0.workerinput["perf_gpu"], gw1.workerinput["perf_gpu"]) == ("GPU-a", "GPU-b")
-    assert (gw0.workerinput["perf_cores"], gw1.workerinput["perf_cores"]) == ([0, 1], [2, 3])
-    controller.pytest_testnodedown(gw0, error="crashed")  # no workeroutput: it died
-    controller.pytest_configure_node(gw2)  # xdist's replacement, with a new id
-    assert (gw2.workerinput["perf_gpu"], gw2.workerinput["perf_cores"]) == ("GPU-a", [0, 1])
-    gw1.workeroutput = {"perf": {"lines": ["note"]}}
-    controller.pytest_testnodedown(gw1, error=None)
-    assert session.worker_outputs == {"gw0": {}, "gw1": {"lines": ["note"]}}
-
-
-def test_the_clock_leaves_out_what_a_workers_setup_spent_measuring_ref():
-    clock = sharding.Clock(SimpleNamespace())
-    measured_ref = [(durations.REF_S, 30.0)]  # the item's, on each of its phases' reports
-    for when, seconds in (("setup", 30.5), ("call", 2.0), ("teardown", 0.1)):
-        clock.pytest_runtest_logreport(SimpleNamespace(nodeid="t.py::a", when=when, duration=seconds,
-                                                       user_properties=measured_ref))
-    clock.pytest_runtest_logreport(SimpleNamespace(nodeid="t.py::b", when="setup", duration=0.5, user_properties=[]))
-    assert clock.seconds == {"t.py::a": pytest.approx(2.6), "t.py::b": 0.5}
-
-
-def test_a_controller_without_gpus_to_give_gives_cores_only(monkeypatch):
-    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
-    controller = sharding.Controller(SimpleNamespace(worker_outputs={}), 2, None, 0, [0, 1, 2, 3, 4], 2)
-    gw0, gw1 = node("gw0"), node("gw1")
-    controller.pytest_configure_node(gw0)
-    controller.pytest_configure_node(gw1)
-    assert "perf_gpu" not in gw0.workerinput
-    assert (gw0.workerinput["perf_cores"], gw1.workerinput["perf_cores"]) == ([0, 1], [2, 3])  # core 4 left to no one
-
-
-def test_fewer_workers_than_the_nodes_gpus_get_their_gpus_shares_of_the_cores(monkeypatch):
-    """-n 2 on a node of four GPUs: a quarter of the cores a worker, the quarter of its GPU where named by index."""
-    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))  # one socket, no hyperthreads: not this machine's
-    controller = sharding.Controller(SimpleNamespace(worker_outputs={}), 2, "3,1", 2, list(range(8)), 4)
-    gw0, gw1 = node("gw0"), node("gw1")
-    controller.pytest_configure_node(gw0)
-    controller.pytest_configure_node(gw1)
-    assert (gw0.workerinput["perf_gpu"], gw1.workerinput["perf_gpu"]) == ("3", "1")
-    assert (gw0.workerinput["perf_cores"], gw1.workerinput["perf_cores"]) == ([6, 7], [2, 3])
-
-
-class Options(SimpleNamespace):  # a pytest config's getoption, for a run without -n
-    def getoption(self, name, default=None):
-        return {"--perf-smoke": self.smoke, "collectonly": False, "dist": "no"}.get(name, default)
-
-
-@pytest.mark.parametrize("cuda_sees, node_has, visible, smoke, cores", [
-    (1, 2, "1", False, list(range(16, 32))),  # CUDA_VISIBLE_DEVICES=1 on a node of two: GPU 1's half
-    (1, 2, None, False, list(range(16))),
-    (1, 2, "GPU-8f3a", False, list(range(16))),  # named by UUID: the first share
-    (1, 1, None, False, None),  # the node's only GPU: every core
-    (1, None, None, False, None),  # no NVML to count the node's GPUs
-    (2, 2, None, False, None),  # both GPUs visible: the multi_gpu scenarios spread over the node
-    (0, 2, "", False, None),  # no GPU for CUDA: a CPU run
-    (1, 2, "1", True, None),  # a smoke run
-])
-def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkeypatch, cuda_sees, node_has, visible,
-                                                                          smoke, cores):
-    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
-    monkeypatch.delenv(host.CONFINED, raising=False)
-    monkeypatch.setattr(device, "gpu_count", lambda: cuda_sees)
-    monkeypatch.setattr(nvml, "gpu_count", lambda: node_has)
-    if visible is None:
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    else:
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    confined = []  # faked: confining this process would confine the rest of the tests
-    monkeypatch.setattr(host, "confine", confined.append)
-    sharding.confine_to_its_gpu(Options(smoke=smoke))
-    assert confined == ([cores] if cores else [])
-
-
-@pytest.mark.parametrize("marked, kept", [("16-31", True), ("0-31", False), (None, False)])
-def test_a_run_the_suite_already_confined_keeps_its_cores(monkeypatch, marked, kept):
-    """REF's run started by a sharded run's worker: CUDA sees the worker's GPU, the node has two, and the process
-    inherited the worker's 16 cores and the mark saying so; without the mark (a container's own CPU set, a taskset)
-    they are shared out as ever."""
-    monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)))
-    monkeypatch.setattr(device, "gpu_count", lambda: 1)
-    monkeypatch.setattr(nvml, "gpu_count", lambda: 2)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    if marked is None:
-        monkeypatch.delenv(host.CONFINED, raising=False)
-    else:
-        monkeypatch.setenv(host.CONFINED, marked)
-    confined = []  # faked: confining this process would confine the rest of the tests
-    monkeypatch.setattr(host, "confine", confined.append)
-    sharding.confine_to_its_gpu(Options(smoke=False))
-    assert confined == ([] if kept else [list(range(24, 32))])
-
-
-FLAT = lambda cpu: (0, cpu)  # noqa: E731  (one socket, no hyperthreads)
-# two sockets of two cores with two hyperthreads each, numbered as Linux does: 0-1 socket 0, 2-3 socket 1, then the twins
-TWO_SOCKETS = {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1), 4: (0, 0), 5: (0, 1), 6: (1, 0), 7: (1, 1)}.get
-
-
-@pytest.mark.parametrize("index, shares, cores, topology, share", [
-    (0, 2, list(range(32)), FLAT, list(range(16))),
-    (1, 2, list(range(32)), FLAT, list(range(16, 32))),
-    (2, 3, [7, 3, 5, 1, 9, 11, 13], FLAT, [9, 11]),  # sorted, in runs; the seventh core to no one
-    (1, 4, [0, 1, 2], FLAT, []),  # fewer cores than shares: none
-    (0, 2, list(range(8)), TWO_SOCKETS, [0, 1, 4, 5]),  # a socket each, both threads of each core
-    (1, 2, list(range(8)), TWO_SOCKETS, [2, 3, 6, 7]),
-    (1, 4, list(range(8)), TWO_SOCKETS, [1, 5]),  # a core each, with its twin
-])
-def test_a_share_of_the_cores_keeps_to_a_socket_and_whole_cores(index, shares, cores, topology, share):
-    assert host.share_of_cores(index, shares, cores, topology) == share
-
-
-@pytest.mark.parametrize("cores, written", [([0], "0"), ([3, 0, 1, 2], "0-3"), ([0, 1, 4, 5, 7], "0-1,4-5,7")])
-def test_cores_are_written_as_taskset_writes_them(cores, written):
-    assert host.cpu_list(cores) == written
-
-
-def _confined(cores, queue):
-    import threading
-
-    threading.Thread(target=threading.Event().wait, args=(30,), daemon=True).start()  # a thread started before
-    torch.ones(4).sum()  # and torch's intra-op pool with it
-    host.confine(cores)
-    threads = {frozenset(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
-    child = multiprocessing.get_context("fork").Process(target=lambda: None)
-    child.start()
-    child_cores = os.sched_getaffinity(child.pid)
-    child.join()
-    queue.put((threads, child_cores, torch.get_num_threads(), os.environ.get(host.CONFINED)))
-
-
-def test_a_confined_process_runs_its_threads_and_children_on_its_cores_only():
-    cores = sorted(os.sched_getaffinity(0))[:1]
-    context = multiprocessing.get_context("spawn")  # a fresh process: confining this one would confine the rest of the tests
-    queue = context.Queue()
-    process = context.Process(target=_confined, args=(cores, queue))
-    process.start()
-    threads, child_cores, torch_threads, marked = queue.get(timeout=120)
-    process.join(timeout=60)
-    assert threads == {frozenset(cores)} and child_cores == set(cores) and torch_threads == 1
-    assert marked == host.cpu_list(cores)  # what a process it starts inherits: REF's run keeps them
 
 
 # --- the worker ------------------------------------------------------------------------------------------------
@@ -415,117 +235,6 @@ def test_a_sharded_smoke_run_pins_a_gpu_a_worker_and_merges_their_reports(two_gp
     result.stdout.fnmatch_lines(["*= perf report =*", "SMOKE RUN*", "perf report written to out/perf.md, out/perf.json"])
     assert f"- ran on {ran_on['test_copy']}" in details(result.stdout.str(), "copy: passed", "test_copy.py::test_copy")
     assert "PluggyTeardownRaisedWarning" not in result.stderr.str()  # what each worker sent at its end reached the controller
-
-
-# --- the merged report ---------------------------------------------------------------------------------------------
-
-
-def doc(tests, gpu="NVIDIA H200", uuid="GPU-1", visible="0", sections=None, charts=None, cores=None):
-    env = {"gpu": gpu, "gpu_uuid": uuid, "driver": "580", "host": {"cpu": "Xeon", "cores": 16}, "date": "2026-11-23"}
-    rows = [{**json.loads(json.dumps(ROW)), "test": t} for t in tests]
-    return {"env": env, "smoke": False, "tests": rows, "sections": sections or {}, "charts": charts or {},
-            "worker": {"id": "gw?", "cuda_visible_devices": visible, "cores": cores}}
-
-
-ROW = {"test": "", "samples_per_s": 1000.0, "parts": {"pipeline": None, "gpu": None, "loader": None, "loader_cpu": None},
-       "loader_measured_in": None, "gpu_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None,
-       "baseline": {}, "syncs_per_step": 0.0, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None,
-       "extra": {}, "notes": ["passed"]}
-CHART = report.Chart(x="step", bars=("gain",))
-
-
-def test_merge_groups_rows_by_file_names_each_rows_worker_and_joins_sections():
-    gw1 = doc(["b.py::t[1]", "a.py::t[2]", "b.py::t[0]"], uuid="GPU-2", visible="1",
-              sections={"Ladder": [{"step": "x", "gain": 2.0}]}, charts={"Ladder": asdict(CHART)})
-    gw0 = doc(["a.py::t[1]"], cores="0-15", sections={"Ladder": [{"step": "w", "gain": 1.0}], "Other": [{"k": 1}]})
-    merged = runners.merge({"gw1": gw1, "gw0": gw0})
-    assert [(r["test"], r["worker"]) for r in merged["tests"]] == [
-        ("a.py::t[1]", "gw0"), ("a.py::t[2]", "gw1"), ("b.py::t[1]", "gw1"), ("b.py::t[0]", "gw1")]  # by file, then as run
-    assert merged["sections"] == {"Ladder": [{"step": "w", "gain": 1.0}, {"step": "x", "gain": 2.0}], "Other": [{"k": 1}]}
-    assert merged["workers"] == {
-        "gw0": {"gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "cuda_visible_devices": "0", "cores": "0-15", "tests": 1},
-        "gw1": {"gpu": "NVIDIA H200", "gpu_uuid": "GPU-2", "cuda_visible_devices": "1", "cores": None, "tests": 3}}
-    assert merged["env"] == gw0["env"] and merged["charts"] == {"Ladder": asdict(CHART)}
-    md = report.render(json.loads(json.dumps(merged)))  # from the JSON, as written
-    assert ("Sharded (pytest-xdist): gw0 on NVIDIA H200 (GPU-1, CUDA_VISIBLE_DEVICES=0), cores 0-15, 1 test(s); "
-            "gw1 on NVIDIA H200 (GPU-2, CUDA_VISIBLE_DEVICES=1), 3 test(s)\n\n") in md
-    assert "| t[2] | passed  |        - |        - |      - |       0.00 |\n" in md
-    assert details(md, "t[2]: passed", "a.py::t[2]") == ["t[2]: passed</summary>", "", "`a.py::t[2]`", "",
-                                                         "- ran on gw1 (GPU-2)", ""]
-    assert "```mermaid" in md and '"Ladder"' in md  # drawn from the chart the JSON carries
-
-
-def test_merge_names_each_workers_ref_under_perf_against_and_the_report_says_it_once():
-    measured = "against HEAD (abc) on this device: 1 test(s) measured at REF in this job (12 s)"
-    cached = "against HEAD (abc) on this device: 0 test(s) measured at REF in this job, 1 from the cache (/c/abc-1)"
-    merged = runners.merge({"gw1": {**doc(["b.py::t"], visible="1"), "against": cached},
-                           "gw0": {**doc(["a.py::t"]), "against": measured}, "gw2": doc(["c.py::t"], visible="2")})
-    assert merged["against"] == f"gw0: {measured}; gw1: {cached}"
-    md = report.render(json.loads(json.dumps(merged)))
-    assert md.startswith(f"Compared gw0: {measured}; gw1: {cached}\n\n") and md.count("Compared") == 1
-    assert "against" not in runners.merge({"gw0": doc(["a.py::t"])})
-
-
-def test_merge_orders_workers_by_number_and_of_none_is_empty():
-    merged = runners.merge({f"gw{i}": doc([f"f{i}.py::t"]) for i in (10, 2, 1)})
-    assert list(merged["workers"]) == ["gw1", "gw2", "gw10"]
-    assert runners.merge({}) == {"env": {}, "smoke": False, "tests": [], "sections": {}, "charts": {}, "workers": {}}
-
-
-def test_a_document_carries_its_charts_so_that_the_json_renders_as_the_markdown():
-    sections = {"Ladder": [{"step": "a", "gain": 1.5}]}
-    written = json.loads(json.dumps(report.document([], {"gpu": "cpu"}, sections, charts={"Ladder": CHART})))
-    assert written["charts"] == {"Ladder": {"x": "step", "bars": ["gain"], "lines": [], "ceiling": None, "note": None,
-                                            "unit": "samples/s", "decimals": 0}}
-    assert report.render(written) == report.markdown([], {"gpu": "cpu"}, sections, charts={"Ladder": CHART})
-
-
-def merging(tmp_path, outputs):
-    return SimpleNamespace(worker_outputs=outputs, settings=SimpleNamespace(report=tmp_path / "perf"), merged=None,
-                           report_error=None)
-
-
-def test_a_crashed_workers_partial_report_is_merged_from_its_file_and_removed(tmp_path):
-    session = merging(tmp_path, {"gw0": {"report": doc(["a.py::t"])}, "gw1": {}})  # gw1 died: it sent nothing
-    (tmp_path / "perf.gw1.json").write_text(json.dumps(doc(["b.py::t"], visible="1")))
-    (tmp_path / "perf.gw1.md").write_text("its table")
-    (tmp_path / "perf.gw0.json").write_text(json.dumps(doc(["stale.py::t"])))  # gw0's end is the newer
-    written = writing.merge_reports(session)
-    assert [p.name for p in written] == ["perf.md", "perf.json"] and session.report_error is None
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["perf.json", "perf.md"]
-    assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0"), ("b.py::t", "gw1")]
-
-
-def test_a_partial_report_that_cannot_be_read_is_kept_and_said_so_and_the_others_merged(tmp_path):
-    session = merging(tmp_path, {"gw0": {"report": doc(["a.py::t"])}, "gw1": {}})  # gw1 was killed while writing
-    (tmp_path / "perf.gw1.json").write_text("{half written")
-    (tmp_path / "perf.gw1.md").write_text("its table")
-    written = writing.merge_reports(session)
-    assert [p.name for p in written] == ["perf.md", "perf.json"]
-    assert [(r["test"], r["worker"]) for r in session.merged["tests"]] == [("a.py::t", "gw0")]
-    assert session.report_error.startswith(f"perf report merged into {tmp_path / 'perf'} without these workers' reports, "
-                                           f"kept: {tmp_path / 'perf.gw1.json'}: Expecting property name")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["perf.gw1.json", "perf.gw1.md", "perf.json", "perf.md"]
-
-
-def test_a_merge_that_cannot_be_written_keeps_every_partial_report_and_says_so(tmp_path):
-    session = merging(tmp_path, {})
-    (tmp_path / "perf.gw0.json").write_text(json.dumps(doc(["a.py::t"])))
-    (tmp_path / "perf.md").mkdir()  # PATH.md cannot be written
-    assert writing.merge_reports(session) == []
-    assert session.report_error.startswith(f"perf report NOT merged into {tmp_path / 'perf'}: ")
-    assert session.report_error.endswith(f"the workers' reports: {tmp_path / 'perf.gw0.json'}")
-    assert (tmp_path / "perf.gw0.json").exists()
-
-
-def test_only_this_reports_partial_files_are_found(tmp_path):
-    for name in ["perf.gw0.md", "perf.gw0.json", "perf.gw12.json", "perf.json", "perf.gwx.json", "other.gw0.json",
-                 "perf.gw0.json.tmp", "perfX.gw1.json"]:
-        (tmp_path / name).write_text("")
-    found = runners.partial_reports(tmp_path / "perf")
-    assert {wid: sorted(f.name for f in files) for wid, files in found.items()} == {
-        "gw0": ["perf.gw0.json", "perf.gw0.md"], "gw12": ["perf.gw12.json"]}
-    assert runners.partial_reports(tmp_path / "missing" / "perf") == {}
 
 
 # --- baselines under -n --------------------------------------------------------------------------------------------

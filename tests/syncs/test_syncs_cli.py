@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.syncs.hand_made import SYNC, ev
+from torch_perf_suite import syncs
 from torch_perf_suite.syncs import TraceError, count_syncs, load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,3 +225,67 @@ def test_odd_events_in_a_file_do_not_crash_the_cli(tmp_path, item_trace):
     done = cli(path)
     assert done.returncode == 1
     assert "1.00 syncs/step over 3 steps" in done.stdout and "cudaStreamSynchronize" in done.stdout
+
+
+# --- the command line, in-process ----------------------------------------------------------------------------------
+
+
+def test_main_exit_codes_and_output(capsys, tmp_path):
+    clean, item = TRACES / "clean.json.gz", TRACES / "item.json.gz"
+    assert syncs.main([str(clean)]) == 0
+    out = capsys.readouterr().out
+    assert out == f"{clean}: 0.00 syncs/step over 3 steps\nno host-device syncs in the steps\n"
+    assert syncs.main([str(item), str(clean)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{item}: 1.00 syncs/step over 3 steps\n  1.00/step  cudaStreamSynchronize in aten::item")
+    assert "\n               fix:       .item(), float(t)" in out  # the advice, as the failure message gives it
+    assert f"\n{clean}: 0.00 syncs/step over 3 steps\n" in out
+    missing = tmp_path / "missing.json"
+    assert syncs.main([str(missing), str(clean)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {missing}: no such file\n" and captured.out.startswith(f"{clean}: 0.00")
+
+
+def test_main_a_sync_in_a_periodic_phase_only_exits_1(capsys, tmp_path):
+    import json
+
+    path = tmp_path / "periodic.json"
+    phase = ev("perf_periodic:metrics", "user_annotation", 90, 30)
+    path.write_text(json.dumps({"traceEvents": [ev("perf_step_0", "user_annotation", 0, 999), phase, SYNC]}))
+    assert syncs.main([str(path)]) == 1
+    assert "plus 1 sync(s) in perf_periodic:metrics, which ran 1x in 1 steps:" in capsys.readouterr().out
+
+
+def test_main_help(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    with pytest.raises(SystemExit) as done:
+        syncs.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m torch_perf_suite.syncs [-h] TRACE [TRACE ...]\n")
+    assert "Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges)." in out
+    assert "TRACE       a Chrome trace, .json or gzipped" in out
+    assert ("exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read"
+            in out)
+
+
+# --- more of the command line ------------------------------------------------------------------------------------------
+
+
+def test_main_help_lines_in_full(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    with pytest.raises(SystemExit):
+        syncs.main(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges)." in lines
+    assert "exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read" in lines
+
+
+def test_main_names_a_trace_without_steps(capsys, tmp_path):
+    import json
+
+    path = tmp_path / "nosteps.json"
+    path.write_text(json.dumps({"traceEvents": [SYNC]}))
+    assert syncs.main([str(path)]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: no 'perf_step_<i>' ranges; the steps were not marked, "
+                                       "so nothing can be counted\n")

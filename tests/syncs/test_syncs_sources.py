@@ -1,29 +1,20 @@
-"""Where a sync comes from, on small hand-made traces: the ops around it, the user line and the library line,
-the pageable-copy rule at its edges; the file classification; the site markers; the command line in-process.
+"""Where a sync comes from (trace.py), on small hand-made traces: the ops around it, the user line and the library
+line, the site markers, the pageable-copy rule at its edges, a backward sync traced back to its forward op, and
+count_syncs on kernel time, edges and odd events.
 """
 
-import os
-import sysconfig
-import traceback
-import warnings
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from tests.syncs.hand_made import NO_STACK, PAGEABLE, SITE, STDLIB, SYNC, ev
 from torch_perf_suite import syncs
 from torch_perf_suite.counts import files
 from torch_perf_suite.syncs import SITE_PREFIX, SyncCount, SyncSource, count_syncs, load_trace
 
 TRACES = Path(__file__).parents[1] / "traces"
-STDLIB = sysconfig.get_paths()["stdlib"]
-SITE = "/opt/conda/lib/python3.11/site-packages"  # a site-packages folder outside this interpreter's own roots
-NO_STACK = "(no Python stack: the op ran on a C++ thread, e.g. autograd's backward)"
 STARTS = " (line where the function starts)"
-
-
-def ev(name, cat, ts, dur=0, tid=1, **args):
-    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
 
 
 def nested(names, cat="python_function", start=1, tid=1):
@@ -36,7 +27,6 @@ def sources_of(*events, steps=1):
     return count_syncs(trace).sources
 
 
-SYNC = ev("cudaStreamSynchronize", "cuda_runtime", 100, 5)
 ITEM_OPS = nested(["aten::item", "aten::_local_scalar_dense"], "cpu_op", start=50)
 
 
@@ -172,9 +162,6 @@ def copy_events(launch_ts, correlation, tid=1):
             ev("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", launch_ts + 20, 2, 7, correlation=correlation)]
 
 
-PAGEABLE = "Memcpy HtoD (Pageable -> Device)"
-
-
 def test_a_pageable_copy_launched_outside_any_op_is_a_sync():
     assert sources_of(*copy_events(300, 77)) == Counter({SyncSource(PAGEABLE, "", NO_STACK, ""): 1})
 
@@ -213,205 +200,6 @@ def test_a_source_with_every_line():
 
 def test_a_count_of_no_steps_is_zero_per_step():
     assert SyncCount(steps=0).per_step == 0.0
-
-
-# --- classifying files and shortening them --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("filename, library", [
-    (f"{SITE}/torch/nn/modules/module.py", True),
-    ("/usr/lib/python3/dist-packages/numpy/core/numeric.py", True),
-    ("C:\\Python311\\Lib\\site-packages\\torch\\_tensor.py", True),
-    ("<frozen importlib._bootstrap>", True),
-    (f"{STDLIB}/contextlib.py", True),
-    (os.path.join(files._HARNESS_DIR, "fixture", "perf.py"), True),  # the harness's own frames are not the user's
-    ("/work/project/fixtures/recipes.py", False),
-    ("fixtures/recipes.py", False),
-    ("threading.py", True),  # the standard library's, as the profiler names a frame of a thread's start
-    ("train.py", False),  # a script of the project's own, named the same way
-])
-def test_is_library(filename, library):
-    assert files._is_library(filename) is library
-
-
-def test_a_path_through_a_symlink_into_the_standard_library_is_library(tmp_path):
-    (tmp_path / "lib").symlink_to(STDLIB)
-    assert files._is_library(str(tmp_path / "lib" / "contextlib.py"))
-
-
-@pytest.mark.parametrize("where, short", [
-    (f"{SITE}/torch/amp/grad_scaler.py:400 in _unscale", "torch/amp/grad_scaler.py:400 in _unscale"),
-    ("/usr/lib/python3/dist-packages/numpy/x.py:3 in f", "numpy/x.py:3 in f"),
-    ("/venv/lib/site-packages/pkg/_vendor/site-packages/inner.py:1 in g", "pkg/_vendor/site-packages/inner.py:1 in g"),
-    ("/elsewhere/train.py:3 in step", "/elsewhere/train.py:3 in step"),
-])
-def test_short(where, short):
-    assert files._short(where) == short
-
-
-def test_short_makes_project_paths_relative_to_the_working_directory(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert files._short(f"{os.getcwd()}/fixtures/recipes.py:88 in train_step") == "fixtures/recipes.py:88 in train_step"
-
-
-# --- site markers from a live stack -------------------------------------------------------------------------------
-
-
-def frame(filename, lineno, name):
-    return traceback.FrameSummary(filename, lineno, name)
-
-
-def test_site_of_names_the_innermost_user_frame_and_the_library_frame_below_it(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    stack = [
-        frame(f"{STDLIB}/runpy.py", 86, "_run_code"),
-        frame(f"{tmp_path}/tests/test_train.py", 12, "test_train"),
-        frame(f"{tmp_path}/fixtures/recipes.py", 80, "train_step"),
-        frame(f"{SITE}/torch/amp/grad_scaler.py", 371, "unscale_"),
-        frame(f"{SITE}/torch/_tensor.py", 40, "item"),
-        frame(f"{STDLIB}/warnings.py", 97, "_showwarnmsg"),
-        frame(os.path.join(files._HARNESS_DIR, "syncs", "recording.py"), 300, "mark"),
-    ]
-    assert syncs.recording._site_of(stack) == (f"{SITE_PREFIX}user=fixtures/recipes.py:80 in train_step"
-                                               "|lib=torch/_tensor.py:40 in item")
-
-
-def test_site_of_without_a_library_frame_below_has_no_lib_part():
-    stack = [frame("/work/p/train.py", 3, "main"), frame("/work/p/train.py", 9, "step"), frame(f"{STDLIB}/warnings.py", 97, "w")]
-    assert syncs.recording._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step"
-
-
-def test_site_of_a_stack_without_user_code_is_empty():
-    stack = [frame(f"{SITE}/torch/_tensor.py", 40, "item"), frame(os.path.join(files._HARNESS_DIR, "x.py"), 1, "f")]
-    assert syncs.recording._site_of(stack) == ""
-
-
-@pytest.fixture
-def debug_mode(monkeypatch):
-    """torch.cuda's sync debug mode without a GPU: the modes set, in order; 'default' before."""
-    import torch
-
-    modes = []
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: "default")
-    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
-    return modes
-
-
-def test_sync_sites_without_cuda_leaves_the_debug_mode_alone_and_still_marks(monkeypatch, marks):
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda mode: pytest.fail(f"set to {mode} without CUDA"))
-    with syncs.sync_sites():
-        warnings.warn("called a synchronizing CUDA operation")
-    assert len(marks) == 1
-
-
-@pytest.fixture
-def marks(monkeypatch):
-    """The names of the profiler ranges opened, in order (torch.profiler.record_function recorded, not run)."""
-    import torch
-
-    opened = []
-
-    class Record:
-        def __init__(self, name):
-            opened.append(name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    monkeypatch.setattr(torch.profiler, "record_function", Record)
-    return opened
-
-
-def test_sync_sites_marks_each_warned_sync_and_passes_other_warnings_through(debug_mode, marks, monkeypatch):
-    shown = []
-    monkeypatch.setattr(warnings, "showwarning", lambda message, *args, **kwargs: shown.append(str(message)))
-    with syncs.sync_sites():
-        assert debug_mode == ["warn"]
-        warnings.warn("called a synchronizing CUDA operation")  # sync:marker
-        warnings.warn("something else")
-        warnings.warn("something else")  # shown again: "always"
-        warnings.warn("Synchronization debug mode is a prototype feature and does not yet detect all ...")  # known
-    assert debug_mode == ["warn", "default"]
-    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith("# sync:marker"))
-    function = "test_sync_sites_marks_each_warned_sync_and_passes_other_warnings_through"
-    assert marks == [f"{SITE_PREFIX}user=tests/syncs/{Path(__file__).name}:{line} in {function}"]
-    assert shown == ["something else", "something else"]
-
-
-def test_sync_sites_restores_the_debug_mode_after_an_error(debug_mode):
-    with pytest.raises(RuntimeError, match="step failed"):
-        with syncs.sync_sites():
-            raise RuntimeError("step failed")
-    assert debug_mode == ["warn", "default"]
-
-
-def test_profile_steps_marks_the_steps_and_counts_them(debug_mode, monkeypatch, tmp_path):
-    """On the CPU (torch's profiler still runs): 3 marked steps, each with its warned sync's site marker."""
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    calls = []
-
-    def step():
-        calls.append(1)
-        warnings.warn("called a synchronizing CUDA operation")
-
-    counted = syncs.profile_steps(step, 3, tmp_path / "trace.json")
-    assert len(calls) == 3 and counted.steps == 3 and counted.total == 0  # no CUDA call was made
-    names = [e["name"] for e in load_trace(tmp_path / "trace.json")["traceEvents"] if e.get("cat") == "user_annotation"]
-    assert [n for n in names if n.startswith("perf_step_")] == ["perf_step_0", "perf_step_1", "perf_step_2"]
-    assert sum(n.startswith(SITE_PREFIX) and " in step" in n for n in names) == 3
-    stack = [e["name"] for e in load_trace(tmp_path / "trace.json")["traceEvents"] if e.get("cat") == "python_function"]
-    assert any(name.endswith(": step") for name in stack)  # recorded with the Python stack
-
-
-# --- the command line, in-process ----------------------------------------------------------------------------------
-
-
-def test_main_exit_codes_and_output(capsys, tmp_path):
-    clean, item = TRACES / "clean.json.gz", TRACES / "item.json.gz"
-    assert syncs.main([str(clean)]) == 0
-    out = capsys.readouterr().out
-    assert out == f"{clean}: 0.00 syncs/step over 3 steps\nno host-device syncs in the steps\n"
-    assert syncs.main([str(item), str(clean)]) == 1
-    out = capsys.readouterr().out
-    assert out.startswith(f"{item}: 1.00 syncs/step over 3 steps\n  1.00/step  cudaStreamSynchronize in aten::item")
-    assert "\n               fix:       .item(), float(t)" in out  # the advice, as the failure message gives it
-    assert f"\n{clean}: 0.00 syncs/step over 3 steps\n" in out
-    missing = tmp_path / "missing.json"
-    assert syncs.main([str(missing), str(clean)]) == 2
-    captured = capsys.readouterr()
-    assert captured.err == f"error: {missing}: no such file\n" and captured.out.startswith(f"{clean}: 0.00")
-
-
-def test_main_a_sync_in_a_periodic_phase_only_exits_1(capsys, tmp_path):
-    import json
-
-    path = tmp_path / "periodic.json"
-    phase = ev("perf_periodic:metrics", "user_annotation", 90, 30)
-    path.write_text(json.dumps({"traceEvents": [ev("perf_step_0", "user_annotation", 0, 999), phase, SYNC]}))
-    assert syncs.main([str(path)]) == 1
-    assert "plus 1 sync(s) in perf_periodic:metrics, which ran 1x in 1 steps:" in capsys.readouterr().out
-
-
-def test_main_help(capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "300")
-    with pytest.raises(SystemExit) as done:
-        syncs.main(["--help"])
-    assert done.value.code == 0
-    out = capsys.readouterr().out
-    assert out.startswith("usage: python -m torch_perf_suite.syncs [-h] TRACE [TRACE ...]\n")
-    assert "Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges)." in out
-    assert "TRACE       a Chrome trace, .json or gzipped" in out
-    assert ("exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read"
-            in out)
 
 
 # --- more of count_syncs: kernel time, edges, odd events -----------------------------------------------------------
@@ -505,109 +293,6 @@ def test_describe_indents_every_line_of_a_source():
         f"          fix:       {syncs.UNKNOWN_FIX}")
 
 
-# --- more of _site_of ------------------------------------------------------------------------------------------------
-
-
-def test_site_of_with_one_library_frame_right_below_the_user_frame():
-    stack = [frame("/work/p/train.py", 9, "step"), frame("/usr/lib/python3/dist-packages/torch/_tensor.py", 40, "item")]
-    assert syncs.recording._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step|lib=torch/_tensor.py:40 in item"
-
-
-def test_site_of_names_the_innermost_of_several_library_frames():
-    stack = [frame("/work/p/train.py", 9, "step"), frame(f"{SITE}/tm/a.py", 1, "update"), frame(f"{SITE}/tm/b.py", 2, "_check"),
-             frame(f"{SITE}/tm/c.py", 3, "_cast")]
-    assert syncs.recording._site_of(stack) == f"{SITE_PREFIX}user=/work/p/train.py:9 in step|lib=tm/c.py:3 in _cast"
-
-
-# --- more of the command line and profile_steps -----------------------------------------------------------------------
-
-
-def test_main_help_lines_in_full(capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "300")
-    with pytest.raises(SystemExit):
-        syncs.main(["--help"])
-    lines = capsys.readouterr().out.splitlines()
-    assert "Count the host-device syncs per step in torch.profiler Chrome traces (with perf_step_<i> ranges)." in lines
-    assert "exit status: 0 every trace read and clean, 1 syncs in some trace's steps, 2 some trace could not be read" in lines
-
-
-def test_main_names_a_trace_without_steps(capsys, tmp_path):
-    import json
-
-    path = tmp_path / "nosteps.json"
-    path.write_text(json.dumps({"traceEvents": [SYNC]}))
-    assert syncs.main([str(path)]) == 2
-    assert capsys.readouterr().err == (f"error: {path}: no 'perf_step_<i>' ranges; the steps were not marked, "
-                                       "so nothing can be counted\n")
-
-
-def test_profile_steps_of_no_steps_names_the_trace(debug_mode, monkeypatch, tmp_path):
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    with pytest.raises(syncs.TraceError, match=f"^{tmp_path / 'empty.json'}: no 'perf_step_<i>' ranges"):
-        syncs.profile_steps(lambda: None, 0, tmp_path / "empty.json")
-
-
-def test_profile_steps_keeps_the_profilers_one_cycle_warning_quiet(debug_mode, monkeypatch, tmp_path):
-    """torch warns that its profiler 'clears events at the end of each cycle': a window has one cycle,
-    so the warning says nothing to the user and is not shown; other warnings are."""
-    import torch
-
-    class Profile:
-        def __init__(self, **kwargs):
-            pass
-
-        def start(self):
-            warnings.warn("Warning: Profiler clears events at the end of each cycle. Only events from ...", UserWarning)
-            warnings.warn("another profiler warning", UserWarning)
-
-        def stop(self):
-            pass
-
-        def export_chrome_trace(self, path):
-            Path(path).write_text("{}")
-
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(torch.profiler, "profile", Profile)
-    monkeypatch.setattr(syncs.recording, "load_trace", lambda path: {})
-    monkeypatch.setattr(syncs.recording, "count_syncs", lambda trace, source: "counted")
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        assert syncs.profile_steps(lambda: None, 2, tmp_path / "t.json") == "counted"
-    assert [str(w.message) for w in seen] == ["another profiler warning"]
-
-
-# --- fix advice ---------------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("source, kind", [
-    (SyncSource("cudaStreamSynchronize", "aten::index > aten::nonzero", "a.py:1 in loss", ""), "boolean mask"),
-    (SyncSource("cudaStreamSynchronize", "aten::is_nonzero > aten::item > aten::_local_scalar_dense", "a.py:1 in f", ""),
-     "tensor read on the host"),
-    (SyncSource(PAGEABLE, "", NO_STACK, ""), "pageable copy"),
-    (SyncSource("cudaStreamSynchronize", "aten::_to_copy > aten::copy_", "a.py:1 in f", ""), "blocking copy"),
-    (SyncSource("cudaStreamSynchronize", "aten::item > aten::_local_scalar_dense", "a.py:1 in f",
-                "torchmetrics/aggregation.py:93 in _cast_and_nan_check_input"), "torchmetrics input check"),
-])
-def test_known_sources_get_their_advice(source, kind):
-    assert source.advice.kind == kind
-
-
-@pytest.mark.parametrize("source", [
-    SyncSource("cudaDeviceSynchronize", "", "a.py:1 in f", ""),  # torch.cuda.synchronize() by hand
-    SyncSource("cudaStreamSynchronize", "aten::nonzerox", "a.py:1 in f", ""),  # op names match whole
-    SyncSource("cudaStreamSynchronize", "aten::item", "a.py:1 in f", "mylib/torch/amp/grad_scaler.py:1 in f"),
-])
-def test_an_unknown_source_says_no_fix_is_known(source):
-    assert source.advice is None
-    assert source.describe().endswith(f"    fix:       {syncs.UNKNOWN_FIX}")
-
-
-def test_advice_without_criteria_matches_nothing():
-    assert not syncs.Advice("x", "y", "z").matches(SyncSource("cudaStreamSynchronize", "", "", ""))
-
-
 # --- a sync in the backward pass, traced back to its forward op ----------------------------------------------------------
 
 
@@ -663,24 +348,3 @@ def test_a_backward_sync_in_a_real_trace_names_the_forward_function(tmp_path):
     line = masked_loss.__code__.co_firstlineno
     assert f"test_syncs_sources.py({line}): masked_loss (line where the function starts, in the forward op " in source.user_line
     assert source.advice.kind == "boolean mask"
-
-
-def test_an_explicit_synchronize_is_marked_with_its_line_and_put_back_after(debug_mode, marks, monkeypatch):
-    """torch.cuda.synchronize(), Event.synchronize() and Stream.synchronize(): the debug mode warns for none of them."""
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    monkeypatch.setattr(torch.cuda.Event, "synchronize", lambda self: None)
-    originals = torch.cuda.synchronize, torch.cuda.Event.synchronize, torch.cuda.Stream.synchronize
-    with syncs.sync_sites():
-        torch.cuda.synchronize()  # sync:explicit
-        torch.cuda.Event.synchronize(object())  # sync:event
-    assert (torch.cuda.synchronize, torch.cuda.Event.synchronize, torch.cuda.Stream.synchronize) == originals
-    lines = [n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith(("# sync:explicit",
-                                                                                                      "# sync:event"))]
-    function = "test_an_explicit_synchronize_is_marked_with_its_line_and_put_back_after"
-    assert [m.split("|lib=")[0] for m in marks] == [f"{SITE_PREFIX}user=tests/syncs/{Path(__file__).name}:{n} in {function}"
-                                                    for n in lines]
-    source = syncs.SyncSource("cudaDeviceSynchronize", "", "fixtures/recipes.py:238 in train_step",
-                              "torch/cuda/__init__.py:1271 in synchronize")
-    assert source.advice.kind == "explicit synchronize" and "torch.cuda.Event(enable_timing=True)" in source.advice.fix
