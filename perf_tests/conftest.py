@@ -103,6 +103,7 @@ def image_dataset(request):
     runs, as many as a GPU run's); where it cannot be written, each test that needs it fails with what to do, and the
     others run."""
     try:
-        return disk.ensure(disk.SMOKE_SPEC if request.config.getoption("--perf-smoke") else disk.Spec())
+        return disk.ensure(disk.SMOKE_SPEC if request.config.getoption("--perf-smoke") else disk.Spec(),
+                           say=request.getfixturevalue("perf_session").say)
     except disk.DatasetError as e:
         pytest.fail(str(e), pytrace=False)

@@ -100,6 +100,7 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(str(e)) from None
     config.stash[SESSION].split(config, items)  # --perf-split I/N: this runner's part of what -k and -m selected
     perf_session = config.stash[SESSION]
+    perf_session.tests_selected(items)  # without a GPU, perf tests skip before their session fixtures are made
     perf_session.ref_state.compare(perf_session, config, items)  # --perf-against REF: REF measured before the tests run
     perf_session.collected = time.perf_counter()  # the session line's collection ends here
 
@@ -124,7 +125,7 @@ def perf(request, benchmark) -> Iterator[Perf]:
     the test, with a warning naming any the test left changed. It requests `benchmark` by name, so that
     pytest-benchmark's --benchmark-only selects the perf tests."""
     session = request.config.stash[SESSION]
-    session.require_device()
+    session.require_device()  # as pytest_runtest_setup does; here too for a test that asks for it by getfixturevalue
     with session.torch_settings_kept(request.node.nodeid):
         yield Perf(session, request, benchmark)
 
@@ -149,6 +150,8 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_runtest_setup(item):
     perf_session = item.config.stash.get(SESSION, None)
     if perf_session:
+        if perf_session.settings.strict and "perf" in getattr(item, "fixturenames", ()):  # without a GPU: failed
+            perf_session.require_device()  # before the session fixtures it asks for are made (PerfSession.tests_selected)
         perf_session.ref_state.before(perf_session, item)  # --perf-against REF, sharded: REF's tests of this file first
 
 

@@ -18,6 +18,39 @@ def test_without_a_gpu_the_scenarios_skip_naming_perf_smoke(suite):
     result.stdout.fnmatch_lines(["*no CUDA GPU*Run with --perf-smoke*"])
 
 
+def test_without_a_gpu_a_perf_test_skips_before_its_session_fixtures_are_made(suite, pytester):
+    """The README's main job's first run on a CPU took 243 s to skip every test: each session fixture a perf test asked
+    for was made first (the suite's image dataset, 1.4 GB written on 2 cores), then `perf` skipped the test."""
+    pytester.makepyfile(test_made="""
+import pytest
+
+@pytest.fixture(scope="session")
+def costly(tmp_path_factory):
+    (tmp_path_factory.getbasetemp() / "made").touch()
+
+def test_uses_it(costly, perf):
+    pass
+
+def test_asks_for_perf_later(costly, request):
+    request.getfixturevalue("perf")
+""")
+    suite.gpu(device.Device("cpu", {**ENV, "gpu": "cpu"}))
+    result = suite.run("test_made.py", "-rs", f"--basetemp={pytester.path / 'temp'}")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_made.py: no CUDA GPU*",  # at the test, as pytest says a mark's
+                                 "SKIPPED [[]1[]] test_made.py:10: no CUDA GPU*"])  # at the line that asked for perf
+    made = (pytester.path / "temp" / "made").exists()
+    assert made, "the test that asks for perf by name sets up what it asked for first"
+    (pytester.path / "temp" / "made").unlink()
+    result = suite.run("test_made.py", "-k", "test_uses_it", f"--basetemp={pytester.path / 'temp'}")
+    result.assert_outcomes(skipped=1)
+    assert not (pytester.path / "temp" / "made").exists(), "made for a test that skips without a GPU"
+    result = suite.run("test_made.py", "-k", "test_uses_it", "--perf-strict", f"--basetemp={pytester.path / 'temp'}")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*--perf-strict: no CUDA GPU*"])
+    assert not (pytester.path / "temp" / "made").exists(), "made for a test that fails without a GPU"
+
+
 @pytest.mark.parametrize("args", [(), ("--benchmark-compare", "--benchmark-autosave")])  # the README's main job
 def test_without_a_gpu_the_run_ends_with_one_line_of_reason_and_no_warning(suite, pytester, args):
     import warnings
@@ -51,6 +84,8 @@ def test_a_slow_session_that_measured_nothing_says_where_its_seconds_went(suite,
     suite.run().stdout.fnmatch_lines(["session: * s (imports 0.[3-9] s, collection * s, REF 0.0 s, tests 0.0 s, "
                                       "setup and other tests * s, end * s): where a session that measured no test "
                                       "spent its time"])
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")  # a user's own tests, the plugin installed
+    assert "where a session" not in suite.run("test_plain.py").stdout.str()  # nothing it could have measured
 
 
 def test_strict_mode_fails_without_a_gpu(suite):

@@ -70,6 +70,7 @@ class PerfSession:
         self.results: dict[str, Result] = {}
         self.shared: dict = {}  # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement each
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
+        self.perf_tests = 0  # the selected tests that ask for `perf` (tests_selected)
         self.sections: dict[str, list[dict]] = {}
         self.charts: dict[str, markdown.Chart] = {}  # section title -> how to draw it
         self.failed: dict[str, list[tuple[str, list[str]]]] = {}  # test id -> its checks failed so far (Judge.fail)
@@ -162,14 +163,29 @@ class PerfSession:
             pytest.fail(f"--perf-strict: {reason}", pytrace=False)
         pytest.skip(reason)
 
+    def no_device(self) -> str | None:
+        """Why a perf test cannot run on this machine: no GPU (and no --perf-smoke); None where it can."""
+        if self.settings.smoke or self.device.is_gpu:
+            return None
+        return (f"{benchmark.NO_GPU} on this machine: a perf test measures GPU training. "
+                "Run with --perf-smoke to check that it builds and trains on this device.")
+
     def require_device(self) -> None:
         """A perf scenario measures GPU training: without a GPU (and without --perf-smoke) it skips, or fails under
         --perf-strict, saying how to check the recipes on this machine."""
-        if self.settings.smoke or self.device.is_gpu:
-            return
-        reason = (f"{benchmark.NO_GPU} on this machine: a perf test measures GPU training. "
-                  "Run with --perf-smoke to check that it builds and trains on this device.")
-        self.skip(reason)
+        if reason := self.no_device():
+            self.skip(reason)
+
+    def tests_selected(self, items) -> None:
+        """The tests that ask for `perf` counted (a slow session that ran none says nothing of its seconds) and, where
+        no GPU runs them, marked to skip before the session fixtures they ask for are made (the suite's image dataset
+        on disk: minutes on a CPU); under --perf-strict each fails at its setup instead (the plugin's
+        pytest_runtest_setup)."""
+        perf_items = [item for item in items if "perf" in getattr(item, "fixturenames", ())]
+        self.perf_tests = len(perf_items)
+        if (reason := self.no_device()) and not self.settings.strict:
+            for item in perf_items:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
     @staticmethod
     @contextlib.contextmanager

@@ -18,7 +18,7 @@ from ..report import markdown, plain
 from ..throughput.timing import session_line
 from . import runners
 
-SLOW_S = 20.0  # a session that measured nothing and took this long says where its seconds went
+SLOW_S = 20.0  # a session of perf tests that measured none and took this long says where its seconds went
 
 
 def document(session) -> dict:
@@ -141,7 +141,7 @@ def summary(session) -> tuple[str | None, list[tuple[str, dict]]]:
                 else "no CUDA GPU and no --perf-smoke"
             empty = "" if measured else f" (no test was measured: {why})"
             out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
-    if not measured and not session.shards and (spent := seconds(session))["total"] >= SLOW_S:
+    if session.perf_tests and not measured and not session.shards and (spent := seconds(session))["total"] >= SLOW_S:
         out.append((f"{session_line(spent)}: where a session that measured no test spent its time", {}))
     return (plain.text(markdown.render(doc)) if measured else None), out
 
