@@ -414,3 +414,14 @@ def test_a_smoke_run_describes_a_storage_loader_as_a_gpu_run_does(dataset, tmp_p
                                                             batch_size=4, num_workers=0, cast_on="gpu")))["dataset"]
                  for folder in (dataset, larger)]
     assert described[0] == described[1] and "len=8" in described[0] and dataset.name not in described[0]
+
+
+def test_writing_the_dataset_is_said_as_it_starts_and_ends_and_reading_it_says_nothing(tmp_path):
+    said = []
+    final = disk.ensure(SPEC, tmp_path, processes=1, say=said.append)
+    assert len(said) == 2, said
+    assert said[0].startswith(f"the image dataset: writing its {SPEC.count:,} images ({SPEC.size}x{SPEC.size}, up to ")
+    assert f"into {final} over 1 process(es), once for this machine" in said[0] and disk.ENV_ROOT in said[0]
+    assert said[1].startswith("the image dataset: written in ") and said[1].endswith(" s")
+    disk.ensure(SPEC, tmp_path, processes=1, say=said.append)
+    assert len(said) == 2, "said again where it was read"

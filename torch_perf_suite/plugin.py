@@ -130,7 +130,7 @@ def perf(request, benchmark) -> Iterator[Perf]:
         yield Perf(session, request, benchmark)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")  # one for the session: session fixtures (the suite's image dataset) say through it
 def perf_session(request) -> PerfSession:
     """The session's settings and the results measured so far, for checks across tests."""
     return request.config.stash[SESSION]

@@ -51,6 +51,25 @@ def test_asks_for_perf_later(costly, request):
     assert not (pytester.path / "temp" / "made").exists(), "made for a test that fails without a GPU"
 
 
+def test_what_is_slow_is_said_as_it_happens_past_pytests_capture(pytester):
+    """A line said inside a session fixture or a test (the image dataset being written, a loader counted under
+    valgrind) shows as it happens in a plain run, not only in a failure's captured output."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_said="""
+import pytest
+
+@pytest.fixture(scope="session")
+def dataset(perf_session):
+    perf_session.say("writing the dataset once")
+
+def test_said(dataset, perf_session):
+    perf_session.say("counting under valgrind")
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # the capture of a real run, by file descriptor
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["writing the dataset once", "counting under valgrind"])
+
+
 @pytest.mark.parametrize("args", [(), ("--benchmark-compare", "--benchmark-autosave")])  # the README's main job
 def test_without_a_gpu_the_run_ends_with_one_line_of_reason_and_no_warning(suite, pytester, args):
     import warnings

@@ -114,11 +114,14 @@ class PerfSession:
         return self.laps.setdefault(test_id, timing.Laps())
 
     def say(self, line: str) -> None:
-        """A line on the terminal as it happens (what is slow, and why), on a line of its own."""
+        """A line on the terminal as it happens (what is slow, and why), on a line of its own; inside a test's setup or
+        call too, past pytest's capture (as its live logging writes)."""
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
+        capture = self._config.pluginmanager.get_plugin("capturemanager")
         if reporter is not None:
-            reporter.ensure_newline()
-            reporter.write_line(line, yellow=True)
+            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+                reporter.ensure_newline()
+                reporter.write_line(line, yellow=True)
 
     def test_span(self, began: bool) -> None:
         """A test's protocol began or ended: the first beginning and the last end are kept, and whether a test runs
