@@ -28,6 +28,7 @@ from torch_perf_suite.nightly import command
 from torch_perf_suite.nightly.nights import Night, load_history
 from torch_perf_suite.records.baselines import BaselineError, BaselineFile
 from torch_perf_suite.report import rows
+from torch_perf_suite.session import options
 from torch_perf_suite.session.benchmark import STATS, saved_run_problem
 from torch_perf_suite.syncs import SyncCount, TraceError, count_syncs, load_trace
 from torch_perf_suite.throughput.parts import PARTS
@@ -519,7 +520,7 @@ INI_VALUE = st.one_of(st.text(max_size=8), st.integers(-5, 20).map(str), st.samp
 @given(st.dictionaries(st.sampled_from([f"perf_{n}" for n in settings.MEASURE_TYPES]), INI_VALUE, max_size=4))
 def test_ini_measurement_settings_are_taken_or_named(ini):
     try:
-        measure = settings._measure_from(IniConfig(ini))
+        measure = options._measure_from(IniConfig(ini))
     except pytest.UsageError as e:
         one_line(str(e))
         assert any(f"ini option {k} = {v!r}" in str(e) for k, v in ini.items()) or "max_rounds" in str(e)

@@ -102,8 +102,8 @@ def test_no_module_class_or_function_is_longer_than_its_limit():
 # the session and a test's call, the sharding, pytest-benchmark's side, the fixture, the options, and the runs of another
 # commit (against/: REF's state and steps, REF's pytest and its bad input, the bisection). Measuring, the verdicts and
 # the stores import no pytest.
-PYTEST_LAYER = {"plugin", "settings", "session/core", "session/calls", "session/early", "session/sharding", "session/benchmark",
-                "fixture/perf", "against/ref", "against/state", "against/bisecting", "against/ref_select"}
+PYTEST_LAYER = {"plugin", "session/options", "session/core", "session/calls", "session/early", "session/sharding",
+                "session/benchmark", "fixture/perf", "against/ref", "against/state", "against/bisecting", "against/ref_select"}
 
 
 def test_only_the_pytest_layer_imports_pytest():

@@ -8,6 +8,7 @@ import pytest
 
 from torch_perf_suite import settings
 from torch_perf_suite.machine import host
+from torch_perf_suite.session import options
 from torch_perf_suite.settings import Measure, SessionSettings, for_marker, percent, positive_int, positive_percent, seconds
 
 pytest_plugins = ["pytester"]
@@ -17,7 +18,7 @@ pytest_plugins = ["pytester"]
 def parsed(pytester):
     """parsed(*args) -> SessionSettings of a session started in pytester's folder with the suite's plugin."""
     pytester.makeconftest('pytest_plugins = ["torch_perf_suite.plugin"]\n')
-    return lambda *args: SessionSettings.from_config(pytester.parseconfig(*args))
+    return lambda *args: options.read(pytester.parseconfig(*args))
 
 
 def test_defaults(parsed, pytester):

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from torch_perf_suite import settings
+from torch_perf_suite.session import options
 from torch_perf_suite.session.benchmark import UNUSED_BENCHMARK
 from torch_perf_suite.settings import Measure, for_marker, percent, positive_int, report_path, seconds
 
@@ -100,10 +101,10 @@ def test_rounds_above_max_rounds_conflict():
 
 
 def test_an_output_folder_that_cannot_be_written_is_refused_at_start(tmp_path, monkeypatch):
-    monkeypatch.setattr(settings.os, "access", lambda path, mode: False)  # as a read-only folder answers a user
+    monkeypatch.setattr(options.os, "access", lambda path, mode: False)  # as a read-only folder answers a user
     with pytest.raises(pytest.UsageError, match=r"--perf-report .*/out: .* cannot be written by this user"):
-        settings._folder(tmp_path / "out", "--perf-report", writable=True)
-    assert settings._folder(tmp_path / "out", "--perf-baseline-dir") == tmp_path / "out"  # read only: no need
+        options._folder(tmp_path / "out", "--perf-report", writable=True)
+    assert options._folder(tmp_path / "out", "--perf-baseline-dir") == tmp_path / "out"  # read only: no need
 
 
 def test_the_ini_ignores_the_two_warnings_a_gpu_run_explains_and_no_other(pytestconfig):

@@ -30,7 +30,7 @@ from .session.benchmark import (
     quiet_benchmark_ends,
     smoke_timings_off,
 )
-from .session.core import STARTED, PerfSession, sync_sources
+from .session.core import STARTED, PerfSession, sync_sources, torch_settings_kept
 from .session.early import count_early
 from .syncs import advice
 
@@ -126,7 +126,7 @@ def perf(request, benchmark) -> Iterator[Perf]:
     pytest-benchmark's --benchmark-only selects the perf tests."""
     session = request.config.stash[SESSION]
     session.require_device()  # as pytest_runtest_setup does; here too for a test that asks for it by getfixturevalue
-    with session.torch_settings_kept(request.node.nodeid):
+    with torch_settings_kept(request.node.nodeid):
         yield Perf(session, request, benchmark)
 
 

@@ -11,7 +11,6 @@ Precedence for the per-test numbers: `@pytest.mark.perf(...)` > command line > i
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -247,48 +246,6 @@ class SessionSettings:
     split: tuple[int, int] | None = None  # --perf-split I/N: this runner's part of the selected tests
     durations: Path | None = None  # --perf-durations: the seconds the split deals by
 
-    @classmethod
-    def from_config(cls, config) -> "SessionSettings":
-        import pytest
-
-        opt = config.getoption
-        strict = opt("--perf-strict")
-        if strict is None:
-            try:
-                strict = config.getini("perf_strict")
-            except (ValueError, pytest.UsageError) as e:  # pytest's bool ini: "invalid truth value ..."
-                raise pytest.UsageError(f"ini option perf_strict: {e}; expected true or false") from None
-        ini_dir = config.getini("perf_baseline_dir")
-        if not opt("--perf-baseline-dir") and not str(ini_dir).strip():
-            raise pytest.UsageError("ini option perf_baseline_dir is empty: name the folder of the baseline files")
-        baseline_dir = opt("--perf-baseline-dir") or Path(ini_dir)
-        if not baseline_dir.is_absolute():
-            baseline_dir = Path(config.rootpath) / baseline_dir
-        given = "--perf-baseline-dir" if opt("--perf-baseline-dir") else "ini option perf_baseline_dir:"
-        if opt("--perf-baseline-dir") and not opt("--perf-update-baselines") and not baseline_dir.exists():
-            raise pytest.UsageError(f"--perf-baseline-dir {baseline_dir} does not exist: give the folder that holds the "
-                                    "baseline files, or record into it with --perf-update-baselines")
-        report = opt("--perf-report")
-        if report is not None:
-            _folder(report.parent, f"--perf-report {report}: folder", writable=True)
-        return cls(
-            strict=strict,
-            update_baselines=opt("--perf-update-baselines"),
-            baseline_dir=_folder(baseline_dir, given, writable=opt("--perf-update-baselines")),
-            report=report,
-            trace_dir=opt("--perf-trace-dir") and _folder(opt("--perf-trace-dir"), "--perf-trace-dir", writable=True),
-            smoke=opt("--perf-smoke"),
-            workers=opt("--perf-workers") or default_workers(),
-            worker_start=opt("--perf-worker-start"),
-            measure=_measure_from(config),
-            ref=opt("--perf-against"),
-            ref_cache=opt("--perf-against-cache"),
-            bisect=opt("--perf-bisect"),
-            split=_split(opt("--perf-split")),
-            durations=opt("--perf-durations") or Path(config.rootpath) / "baselines" / "durations.json",
-            instructions=_on_off(opt("--perf-instructions") or config.getini("perf_instructions"), "perf_instructions"),
-        )
-
 
 def split_part(text: str) -> tuple[int, int]:
     """'I/N' -> (I, N), 1 <= I <= N; else ValueError saying what was expected."""
@@ -296,58 +253,6 @@ def split_part(text: str) -> tuple[int, int]:
     if not (sep and part.isdigit() and total.isdigit() and 1 <= int(part) <= int(total)):
         raise ValueError(f"--perf-split {text!r}: expected I/N, this runner's part I of N (1/2, 2/2), 1 <= I <= N")
     return int(part), int(total)
-
-
-def _split(text: str | None) -> tuple[int, int] | None:
-    import pytest
-
-    try:
-        return None if text is None else split_part(text)
-    except ValueError as e:
-        raise pytest.UsageError(str(e)) from None
-
-
-def _on_off(value: str, name: str) -> bool:
-    import pytest
-
-    if value not in ("on", "off"):
-        raise pytest.UsageError(f"ini option {name} = {value!r}: expected on or off")
-    return value == "on"
-
-
-def _folder(path: Path, option: str, writable: bool = False) -> Path:
-    """A folder option, refused at start (not after the tests, with GPU time spent) where it, or a folder it would be
-    made in, is a file, or, where something is to be written there, cannot be written."""
-    import pytest
-
-    existing = next(p for p in (path, *path.parents) if p.exists())  # "." or "/" at the latest
-    where = "" if existing == path else f": {existing}"
-    if not existing.is_dir():
-        raise pytest.UsageError(f"{option} {path}{where} is a file; give a folder")
-    if writable and not os.access(existing, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"{option} {path}{where} cannot be written by this user; give a folder it can write")
-    return path
-
-
-def _measure_from(config) -> Measure:
-    import pytest
-
-    values = {}
-    for name, convert in MEASURE_TYPES.items():
-        value = config.getoption("--perf-" + name.replace("_", "-"))
-        if value is None and config.getini(f"perf_{name}") not in (None, ""):
-            raw = config.getini(f"perf_{name}")
-            try:
-                value = convert(raw)
-            except argparse.ArgumentTypeError as e:
-                raise pytest.UsageError(f"ini option perf_{name} = {raw!r}: {e}") from None
-        if value is not None:
-            values[name] = value
-    measure = Measure(**values)
-    conflict = conflicting(measure)
-    if conflict:
-        raise pytest.UsageError(f"{conflict}: give --perf-max-rounds at least --perf-rounds")
-    return measure
 
 
 def conflicting(measure: Measure) -> str | None:

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from torch_perf_suite.report import markdown as report
+from torch_perf_suite.report import saved
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 @pytest.mark.parametrize("name", ["gate", "multi_gpu"])
 def test_a_recorded_run_renders_as_its_golden_report(name):
-    rendered = report.render(json.loads((GOLDEN / f"{name}.json").read_text(encoding="utf-8")))
+    rendered = saved.render(json.loads((GOLDEN / f"{name}.json").read_text(encoding="utf-8")))
     golden = GOLDEN / f"{name}.md"
     if os.environ.get("PERF_UPDATE_GOLDEN"):
         golden.write_text(rendered, encoding="utf-8")
@@ -25,7 +25,7 @@ def test_the_terminal_shows_the_same_report_in_plain_text(name):
     """What the terminal shows (plain.py): the golden report's content without Markdown or HTML, in `<name>.txt`."""
     from torch_perf_suite.report import plain
 
-    shown = plain.text(report.render(json.loads((GOLDEN / f"{name}.json").read_text(encoding="utf-8"))))
+    shown = plain.text(saved.render(json.loads((GOLDEN / f"{name}.json").read_text(encoding="utf-8"))))
     golden = GOLDEN / f"{name}.txt"
     if os.environ.get("PERF_UPDATE_GOLDEN"):
         golden.write_text(shown, encoding="utf-8")

@@ -101,10 +101,10 @@ def test_a_row_added_to_a_section_is_in_the_report(suite, pytester, tmp_path):
 
 
 def test_a_charted_section_is_drawn_once_at_the_end(suite, pytester, tmp_path, monkeypatch):
-    from torch_perf_suite.report import markdown as report
+    from torch_perf_suite.report import saved
 
     drawn = []  # drawing stubbed: matplotlib need not be installed
-    monkeypatch.setattr(report, "png", lambda path, *args: drawn.append(path.name) or path.write_bytes(b"png") or True)
+    monkeypatch.setattr(saved, "png", lambda path, *args: drawn.append(path.name) or path.write_bytes(b"png") or True)
     check = ("add_row('Claims', chart=__import__('torch_perf_suite').Chart(x='step', bars=('gain',)), step='other', "
              "gain=2.0)")
     result = claim(pytester, suite, 2.0, check, f"--perf-report={tmp_path / 'perf'}")

@@ -13,7 +13,7 @@ import pytest
 from torch_perf_suite import store, syncs
 from torch_perf_suite.counts import host_side
 from torch_perf_suite.machine.nvml import Utilization
-from torch_perf_suite.report import charts
+from torch_perf_suite.report import charts, saved
 from torch_perf_suite.report import markdown as report
 from torch_perf_suite.report.markdown import DETAILS, LEGEND  # the words are the module's; the tests check where they stand
 from torch_perf_suite.syncs import SyncCount, SyncSource
@@ -136,16 +136,16 @@ LADDER_SECTION = ("### ladder\n\n| step | samples/s | gain | runs | note |\n|---
 
 
 def test_rows_hold_every_number_rounded():
-    assert report.rows([full(), bare()]) == [FULL_ROW, BARE_ROW]
+    assert saved.rows([full(), bare()]) == [FULL_ROW, BARE_ROW]
 
 
 def test_a_change_that_rounds_to_zero_is_not_negative():
-    change = report.rows([full()])[0]["baseline"]["pipeline"]["change_pct"]
+    change = saved.rows([full()])[0]["baseline"]["pipeline"]["change_pct"]
     assert change == 0.0 and math.copysign(1, change) == 1
 
 
 def test_markdown_table():
-    md = report.markdown(report.rows([bare(), full()]), ENV)
+    md = report.markdown(saved.rows([bare(), full()]), ENV)
     assert md.startswith(HEAD + LEGEND + TABLE_HEAD + BARE_LINE + "\n" + FULL_LINE + "\n\n### Where the syncs come from\n")
     assert md.endswith(DETAILS + BARE_DETAILS + "\n" + FULL_DETAILS)
 
@@ -153,7 +153,7 @@ def test_markdown_table():
 def test_markdown_lists_each_sync_with_its_fix_between_the_table_and_the_sections():
     unknown = full()
     unknown.test_id, unknown.syncs = "test_c", SyncCount(steps=2, sources=Counter({UNKNOWN: 2}))
-    md = report.markdown(report.rows([full(), bare(), unknown]), ENV, LADDER)
+    md = report.markdown(saved.rows([full(), bare(), unknown]), ENV, LADDER)
     table, listing = md.split("\n\n### Where the syncs come from\n\n")
     *_, line_a, line_b, line_c = table.splitlines()
     assert [line.split(" | ")[0] for line in (line_a, line_b, line_c)] == ["| a   ", "| b   ", "| c   "]
@@ -170,7 +170,7 @@ def test_markdown_lists_each_sync_with_its_fix_between_the_table_and_the_section
 
 
 def test_markdown_of_a_smoke_run_says_so_first_and_shows_no_throughput():
-    md = report.markdown(report.rows([full()]), ENV, smoke=True)
+    md = report.markdown(saved.rows([full()]), ENV, smoke=True)
     assert md == ("SMOKE RUN (--perf-smoke): 1 scenario(s) built and trained for 2 steps on NVIDIA H200; nothing "
                   "was timed. torch 2.11 | torchvision 0.26 | host Xeon x 16 cores | 2026-11-22\n\n"
                   "| test | verdict | counted |\n|------|---------|---------|\n| a    | passed  | -       |\n"
@@ -186,7 +186,7 @@ def test_markdown_without_host_or_results():
 
 
 def test_sections_follow_the_table():
-    md = report.markdown(report.rows([bare()]), ENV, LADDER)
+    md = report.markdown(saved.rows([bare()]), ENV, LADDER)
     assert md.endswith("| b    | -       |    1,000 |        - |      - |          - |\n\n" + LADDER_SECTION + "\n"
                        + DETAILS + BARE_DETAILS)
 
@@ -198,10 +198,10 @@ def test_cell(value, cell):
 
 
 def test_write_makes_the_folder_and_both_files(tmp_path):
-    written = report.write(tmp_path / "out" / "perf", report.document([full()], ENV, LADDER, smoke=True))
+    written = saved.write(tmp_path / "out" / "perf", saved.document([full()], ENV, LADDER, smoke=True))
     md, js = tmp_path / "out" / "perf.md", tmp_path / "out" / "perf.json"
     assert written == [md, js]
-    assert md.read_text() == report.markdown(report.rows([full()]), ENV, LADDER, smoke=True)
+    assert md.read_text() == report.markdown(saved.rows([full()]), ENV, LADDER, smoke=True)
     text = js.read_text()
     assert json.loads(text) == {"env": ENV, "smoke": True, "tests": [FULL_ROW], "sections": LADDER, "charts": {}}
     assert text.startswith('{\n "env": {\n  "gpu": "NVIDIA H200",') and text.endswith("}\n")
@@ -210,18 +210,18 @@ def test_write_makes_the_folder_and_both_files(tmp_path):
 def test_a_new_report_gets_the_usual_mode_and_a_rewritten_one_keeps_its_own(tmp_path):
     umask = os.umask(0o022)
     try:
-        report.write(tmp_path / "new" / "perf", report.document([], ENV))
+        saved.write(tmp_path / "new" / "perf", saved.document([], ENV))
         assert {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "new").iterdir()} == {"perf.md": 0o644,
                                                                                            "perf.json": 0o644}
         (tmp_path / "new" / "perf.md").chmod(0o600)
-        report.write(tmp_path / "new" / "perf", report.document([], ENV))
+        saved.write(tmp_path / "new" / "perf", saved.document([], ENV))
         assert (tmp_path / "new" / "perf.md").stat().st_mode & 0o777 == 0o600
     finally:
         os.umask(umask)
 
 
 def test_write_without_sections_writes_an_empty_object(tmp_path):
-    report.write(tmp_path / "perf", report.document([], ENV))
+    saved.write(tmp_path / "perf", saved.document([], ENV))
     assert json.loads((tmp_path / "perf.json").read_text()) == {"env": ENV, "smoke": False, "tests": [], "sections": {},
                                                                 "charts": {}}
 
@@ -233,7 +233,7 @@ def test_markdown_explains_its_columns_before_the_table():
 def test_part_rounds_spread_and_interval_to_two_places():
     """600 samples in 2, 3, 2 s: 300, 200, 300 samples/s; mean 266.67, standard deviation 57.735: 21.65%; three rounds,
     so the interval is the whole range: 50 x 100 / 300 = 16.67%."""
-    assert report._part(Throughput(600, (2.0, 3.0, 2.0), extended=1, window_s=2.3456, energy_j=4100.0)) == {
+    assert saved._part(Throughput(600, (2.0, 3.0, 2.0), extended=1, window_s=2.3456, energy_j=4100.0)) == {
         "samples_per_s": 300.0, "rounds": [300.0, 200.0, 300.0], "spread_pct": 21.65, "ci_pct": 16.67, "added_rounds": 1,
         "window_s": 2.35, "watts": 586, "util": None}  # 4,100 J over 7 s
 
@@ -241,7 +241,7 @@ def test_part_rounds_spread_and_interval_to_two_places():
 def test_verdict_percentages_to_one_place():
     v = Verdict("gpu", 1000.0, Comparison(0.9676, 0.9775, True, "m"), confirmation=Comparison(0.9543, 0.9775, True, "m"))
     # -3.24% against an allowed -2.25% (a tolerance of 2.25; in binary 2.2499..., so -2.2), measured again at -4.57%
-    assert report._verdict(v) == {"compared": True, "baseline_samples_per_s": 1000.0, "change_pct": -3.2, "allowed_pct": -2.2,
+    assert saved._verdict(v) == {"compared": True, "baseline_samples_per_s": 1000.0, "change_pct": -3.2, "allowed_pct": -2.2,
                                   "method": "m", "failed": True, "confirmed_change_pct": -4.6, "why_not": None}
 
 
@@ -252,10 +252,10 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
     result = SimpleNamespace(test_id="test_c", parts=parts, samples_per_s=parts.pipeline.median, verdicts={},
                              syncs=SyncCount(steps=3, sources=Counter({ITEM: 1})), peak_mem_gb=None,
                              mfu=None, extra={"workers": "8 of 16"}, notes=[], outcome=None, failure=None, host=None, ranks=None)
-    [row] = report.rows([result])
+    [row] = saved.rows([result])
     assert (row["gpu_busy_pct"], row["syncs_per_step"], row["extra"]) == (83.3, 0.333, {"workers": "8 of 16"})
     assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300
-    md = report.markdown(report.rows([result]), ENV)
+    md = report.markdown(saved.rows([result]), ENV)
     line = md.split("\n\n### Where the syncs come from")[0].splitlines()[-1]
     assert line == "| c    | -       |    1,000 |    2,000 |    300 |       0.33 |"
     # the details show the row's numbers: the loader's spread 21.6506% is 21.65 there (a binary 21.6499...), "21.6";
@@ -271,18 +271,18 @@ def test_write_writes_beside_each_file_then_renames(tmp_path, monkeypatch):
     renamed = []
     real = os.replace
     monkeypatch.setattr(store.os, "replace", lambda a, b: renamed.append((Path(a), Path(b))) or real(a, b))
-    report.write(tmp_path / "perf", report.document([], ENV), images=False)
+    saved.write(tmp_path / "perf", saved.document([], ENV), images=False)
     assert [b.name for _, b in renamed] == ["perf.md", "perf.json"]
     assert all(a.parent == tmp_path and a.name.startswith(b.name) and a.suffix == ".tmp" for a, b in renamed)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["perf.json", "perf.md"]
 
 
 def test_write_makes_missing_folders(tmp_path):
-    report.write(tmp_path / "a" / "b" / "perf", report.document([], ENV))
+    saved.write(tmp_path / "a" / "b" / "perf", saved.document([], ENV))
     assert sorted(p.name for p in (tmp_path / "a" / "b").iterdir()) == ["perf.json", "perf.md"]
 
 
-CHART = report.Chart(x="step", bars=("pipeline",), lines=("gpu_side",), ceiling="gpu_side", note="bottleneck")
+CHART = saved.Chart(x="step", bars=("pipeline",), lines=("gpu_side",), ceiling="gpu_side", note="bottleneck")
 CHARTED = [{"step": "baseline", "pipeline": 400.4, "gpu_side": 5000.0, "bottleneck": "loader"},
            {"step": "compile", "pipeline": 7000.0, "gpu_side": None, "bottleneck": None}]
 
@@ -308,7 +308,7 @@ def test_an_uncharted_or_empty_section_has_no_chart():
 
 def test_write_draws_a_png_per_charted_section(tmp_path):
     pytest.importorskip("matplotlib", reason="pip install -e '.[charts]'")
-    written = report.write(tmp_path / "perf", report.document([], ENV, {"Ladder (seed 000)": CHARTED, "Plain": CHARTED},
+    written = saved.write(tmp_path / "perf", saved.document([], ENV, {"Ladder (seed 000)": CHARTED, "Plain": CHARTED},
                                                               charts={"Ladder (seed 000)": CHART}))
     assert [p.name for p in written] == ["perf.md", "perf.json", "perf.ladder_seed_000.png"]
     assert written[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -320,7 +320,7 @@ def test_the_png_draws_the_bars_the_points_and_a_dashed_ceiling(tmp_path, monkey
 
     close, drawn = plt.close, []
     monkeypatch.setattr(plt, "close", drawn.append)
-    assert report.png(tmp_path / "ladder.png", "Ladder (seed 000)", CHARTED, CHART)
+    assert charts.png(tmp_path / "ladder.png", "Ladder (seed 000)", CHARTED, CHART)
     (fig,) = drawn
     ax = fig.axes[0]
     assert ax.get_title() == "Ladder (seed 000)" and ax.get_ylabel() == "samples/s"
@@ -341,14 +341,14 @@ def test_the_png_draws_the_bars_the_points_and_a_dashed_ceiling(tmp_path, monkey
 def test_a_png_of_many_rows_is_wider(tmp_path):
     pytest.importorskip("matplotlib", reason="pip install -e '.[charts]'")
     table = [{"step": f"s{i}", "pipeline": 100.0} for i in range(10)]
-    report.png(tmp_path / "many.png", "Many", table, report.Chart(x="step", bars=("pipeline",)))
+    charts.png(tmp_path / "many.png", "Many", table, charts.Chart(x="step", bars=("pipeline",)))
     assert struct.unpack(">II", (tmp_path / "many.png").read_bytes()[16:24]) == (900, 450)  # 0.9 in a label, 100 dpi
 
 
 def test_write_without_images_draws_none(tmp_path):
     """The plugin writes the report after every test: the images only once, at the end."""
-    doc = report.document([], ENV, {"Ladder": CHARTED}, charts={"Ladder": CHART})
-    written = report.write(tmp_path / "perf", doc, images=False)
+    doc = saved.document([], ENV, {"Ladder": CHARTED}, charts={"Ladder": CHART})
+    written = saved.write(tmp_path / "perf", doc, images=False)
     assert [p.name for p in written] == ["perf.md", "perf.json"] and not list(tmp_path.glob("*.png"))
 
 
@@ -406,18 +406,18 @@ def test_the_gpu_util_cells(pipeline, gpu, cells):
 def test_the_host_side_is_a_row_field_and_a_line_of_the_details():
     counted = full()
     counted.host = host_side.HostCount(3, {"a.py:f": 1200.0, "b.py:g": 34.4}, {"b.py:3 in g": 1.0})
-    [row, bare_row] = report.rows([counted, bare()])
+    [row, bare_row] = saved.rows([counted, bare()])
     assert row["host"] == {"lines_per_step": 1234.4, "blocks_per_step": 1.0} and bare_row["host"] is None
     md = report.markdown([row, bare_row], ENV)
     assert "- host side 1,234 Python lines, 1.00 blocks a step" in md and md.count("host side") == 1
 
 
 def test_a_smoke_run_without_a_gpu_says_once_what_it_could_not_check_and_lists_no_details_without_tests():
-    md = report.markdown(report.rows([full(), bare()]), {**ENV, "gpu": "cpu"}, smoke=True)
+    md = report.markdown(saved.rows([full(), bare()]), {**ENV, "gpu": "cpu"}, smoke=True)
     head, rest = md.split("\n\n", 1)
     assert head.startswith("SMOKE RUN (--perf-smoke): 2 scenario(s) built and trained for 2 steps on cpu")
     assert rest.startswith(report.NOT_WITHOUT_GPU + "\n\n") and md.count(report.NOT_WITHOUT_GPU) == 1
-    assert report.NOT_WITHOUT_GPU not in report.markdown(report.rows([full()]), ENV, smoke=True)  # a GPU checked them
+    assert report.NOT_WITHOUT_GPU not in report.markdown(saved.rows([full()]), ENV, smoke=True)  # a GPU checked them
     assert "### Details" not in report.markdown([], {**ENV, "gpu": "cpu"}, smoke=True)
 
 
@@ -426,8 +426,8 @@ def test_a_rows_failure_whole_its_phases_seconds_and_the_test_that_measured_its_
     failed.outcome, failed.failure = "FAILED", "test_a: first line\nsecond line"
     failed.seconds = {"call": 12.3456, "timed": 4.0}
     failed.parts.measured_in["gpu"] = "tests/test_x.py::test_y"
-    [row] = report.rows([failed])
+    [row] = saved.rows([failed])
     assert row["failure"] == "test_a: first line\nsecond line"
     assert row["seconds"] == {"call": 12.35, "timed": 4.0}
     assert row["gpu_measured_in"] == "tests/test_x.py::test_y"
-    assert "failure" not in report.rows([full()])[0]
+    assert "failure" not in saved.rows([full()])[0]

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from torch_perf_suite.report import markdown as report
-from torch_perf_suite.report import rows
+from torch_perf_suite.report import rows, saved
 from torch_perf_suite.session import runners
 from torch_perf_suite.throughput import timing
 
@@ -75,7 +75,7 @@ def realistic() -> dict:
     tests[0]["sync_sources"] = [{"per_step": 2.0, "call": "cudaStreamSynchronize", "ops": "aten::to > aten::copy_",
                                  "user": "fixtures/recipes.py:131 in to_device", "library": "", "kind": None,
                                  "fix": "copy from pinned memory with non_blocking=True", "more": None}]
-    doc = report.document([], ENV, LADDER, charts={"Ladder": report.Chart(x="step", bars=("pipeline",))},
+    doc = saved.document([], ENV, LADDER, charts={"Ladder": saved.Chart(x="step", bars=("pipeline",))},
                           seconds={"total": 412.3, "REF": 143.0, "tests": 269.3})
     return {**doc, "tests": tests}
 
@@ -87,7 +87,7 @@ LADDER = {"Ladder": [{"step": "baseline", "pipeline": 787.5}, {"step": "workers"
 def drawn(tmp_path_factory) -> str:
     """The realistic document written as the plugin writes it, and its Markdown read back."""
     path = tmp_path_factory.mktemp("report") / "perf"
-    report.write(path, realistic(), images=False)
+    saved.write(path, realistic(), images=False)
     return path.with_suffix(".md").read_text()
 
 
@@ -225,19 +225,19 @@ def test_the_syncs_and_the_sections_follow_the_table_and_the_details_come_last(d
 def test_the_session_line_ends_the_report(drawn):
     assert drawn.endswith("</details>\n\nsession: 412.3 s (REF 143.0 s, tests 269.3 s)\n")
     assert timing.session_line({"total": 5.0}) == "session: 5.0 s"
-    assert "session:" not in report.render({**realistic(), "seconds": None})
+    assert "session:" not in saved.render({**realistic(), "seconds": None})
 
 
 def test_the_json_keeps_the_rows_and_the_sessions_seconds(tmp_path):
-    report.write(tmp_path / "perf", realistic(), images=False)
+    saved.write(tmp_path / "perf", realistic(), images=False)
     written = json.loads((tmp_path / "perf.json").read_text())
     assert written["seconds"] == {"total": 412.3, "REF": 143.0, "tests": 269.3}
     assert written["tests"][0]["seconds"] == SECONDS and written["tests"][0]["notes"][1] == LOADER_PIPELINE
 
 
 def test_document_keeps_seconds_only_when_given():
-    assert "seconds" not in report.document([], ENV)
-    assert report.document([], ENV, seconds={"total": 1.0})["seconds"] == {"total": 1.0}
+    assert "seconds" not in saved.document([], ENV)
+    assert saved.document([], ENV, seconds={"total": 1.0})["seconds"] == {"total": 1.0}
 
 
 def test_merge_sums_the_workers_tests_and_takes_the_longest_total():
@@ -246,7 +246,7 @@ def test_merge_sums_the_workers_tests_and_takes_the_longest_total():
                            "gw1": {**doc, "seconds": {"total": 412.3, "REF": 143.0, "tests": 260.25}},
                            "gw2": {**doc, "tests": [], "seconds": None}})  # a worker that said nothing of its time
     assert merged["seconds"] == {"total": 412.3, "REF": 283.0, "tests": 510.75}
-    assert report.render(merged).endswith(  # its parts ran side by side: they add up to more than the total
+    assert saved.render(merged).endswith(  # its parts ran side by side: they add up to more than the total
         "\nsession: 412.3 s (its 3 workers' parts summed, side by side: REF 283.0 s, tests 510.8 s)\n")
     assert "seconds" not in runners.merge({"gw0": {**doc, "seconds": None}})
 

@@ -7,7 +7,7 @@ import pytest
 
 from torch_perf_suite import settings
 from torch_perf_suite.fixture.result import Result
-from torch_perf_suite.report import markdown as report
+from torch_perf_suite.report import saved
 from torch_perf_suite.session import runners
 from torch_perf_suite.throughput.parts import Parts
 from torch_perf_suite.throughput.timing import Throughput
@@ -59,7 +59,7 @@ def doc(*tests: str) -> dict:
         r = Result(t, Parts(100, Throughput(100, (1.0,))), None, None, None, seconds={"build": 1.0, "timed": 9.0})
         r.outcome = "passed"
         results.append(r)
-    return report.document(results, {"gpu": "NVIDIA H200"})
+    return saved.document(results, {"gpu": "NVIDIA H200"})
 
 
 def test_merge_joins_the_parts_reports_and_writes_each_tests_seconds(tmp_path, capsys):

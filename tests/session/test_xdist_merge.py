@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 from tests.plugin_suite import details
 from torch_perf_suite.report import markdown as report
+from torch_perf_suite.report import saved
 from torch_perf_suite.session import runners, writing
 
 # --- the merged report ---------------------------------------------------------------------------------------------
@@ -27,7 +28,7 @@ ROW = {"test": "", "samples_per_s": 1000.0, "parts": {"pipeline": None, "gpu": N
        "loader_measured_in": None, "gpu_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None,
        "baseline": {}, "syncs_per_step": 0.0, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None,
        "extra": {}, "notes": ["passed"]}
-CHART = report.Chart(x="step", bars=("gain",))
+CHART = saved.Chart(x="step", bars=("gain",))
 
 
 def test_merge_groups_rows_by_file_names_each_rows_worker_and_joins_sections():
@@ -42,7 +43,7 @@ def test_merge_groups_rows_by_file_names_each_rows_worker_and_joins_sections():
         "gw0": {"gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "cuda_visible_devices": "0", "cores": "0-15", "tests": 1},
         "gw1": {"gpu": "NVIDIA H200", "gpu_uuid": "GPU-2", "cuda_visible_devices": "1", "cores": None, "tests": 3}}
     assert merged["env"] == gw0["env"] and merged["charts"] == {"Ladder": asdict(CHART)}
-    md = report.render(json.loads(json.dumps(merged)))  # from the JSON, as written
+    md = saved.render(json.loads(json.dumps(merged)))  # from the JSON, as written
     assert ("Sharded (pytest-xdist): gw0 on NVIDIA H200 (GPU-1, CUDA_VISIBLE_DEVICES=0), cores 0-15, 1 test(s); "
             "gw1 on NVIDIA H200 (GPU-2, CUDA_VISIBLE_DEVICES=1), 3 test(s)\n\n") in md
     assert "| t[2] | passed  |        - |        - |      - |       0.00 |\n" in md
@@ -57,7 +58,7 @@ def test_merge_names_each_workers_ref_under_perf_against_and_the_report_says_it_
     merged = runners.merge({"gw1": {**doc(["b.py::t"], visible="1"), "against": cached},
                            "gw0": {**doc(["a.py::t"]), "against": measured}, "gw2": doc(["c.py::t"], visible="2")})
     assert merged["against"] == f"gw0: {measured}; gw1: {cached}"
-    md = report.render(json.loads(json.dumps(merged)))
+    md = saved.render(json.loads(json.dumps(merged)))
     assert md.startswith(f"Compared gw0: {measured}; gw1: {cached}\n\n") and md.count("Compared") == 1
     assert "against" not in runners.merge({"gw0": doc(["a.py::t"])})
 
@@ -70,10 +71,10 @@ def test_merge_orders_workers_by_number_and_of_none_is_empty():
 
 def test_a_document_carries_its_charts_so_that_the_json_renders_as_the_markdown():
     sections = {"Ladder": [{"step": "a", "gain": 1.5}]}
-    written = json.loads(json.dumps(report.document([], {"gpu": "cpu"}, sections, charts={"Ladder": CHART})))
+    written = json.loads(json.dumps(saved.document([], {"gpu": "cpu"}, sections, charts={"Ladder": CHART})))
     assert written["charts"] == {"Ladder": {"x": "step", "bars": ["gain"], "lines": [], "ceiling": None, "note": None,
                                             "unit": "samples/s", "decimals": 0}}
-    assert report.render(written) == report.markdown([], {"gpu": "cpu"}, sections, charts={"Ladder": CHART})
+    assert saved.render(written) == report.markdown([], {"gpu": "cpu"}, sections, charts={"Ladder": CHART})
 
 
 def merging(tmp_path, outputs):

@@ -1,4 +1,4 @@
-"""The report as the terminal shows it: the Markdown that markdown.render writes (PATH.md, the CI job summary) said again
+"""The report as the terminal shows it: the Markdown that saved.render writes (PATH.md, the CI job summary) said again
 in plain text. Headings are underlined, pipe tables become columns aligned by spaces, each test's collapsed
 <details> block its summary line with its lines indented under it, code and bold marks are dropped, a link is its
 text and address, and a Mermaid chart (drawn only where Markdown is) is left out with its legend: its table is

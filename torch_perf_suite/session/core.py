@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from .. import settings
 from ..against.ref import is_ref_run
 from ..against.state import RefState, check_bisect, check_ref, load_records
 from ..findings import PerfWarning
@@ -22,33 +21,21 @@ from ..fixture.result import Result
 from ..loader import instructions
 from ..loader.cost import timer_folder
 from ..machine import device
-from ..report import causes, markdown
+from ..report import causes
+from ..report.charts import Chart
 from ..syncs.advice import Advice
 from ..syncs.recording import count_steps
 from ..throughput import timing
-from . import benchmark, early, runners, writing
+from . import benchmark, early, options, runners, writing
 
 STARTED = pytest.StashKey[float]()  # when pytest started, as the plugin's first hook saw it (perf_counter)
-
-
-def check_values_apart(args: list[str]) -> None:
-    """A --perf- option given its value as the next argument where that value is a file or folder that exists outside
-    the folder pytest runs in: pytest finds its rootdir before it knows the plugin's options, takes the value for a test
-    path, and the rootdir (and with it the test ids, the baselines folder and REF's repository) becomes that folder's.
-    Refused, saying to join them."""
-    valued, here = {f"--perf-{o.name.replace('_', '-')}" for o in settings.OPTIONS if o.value}, Path.cwd().resolve()
-    for option, value in zip(args, args[1:]):
-        path = Path(value).resolve()
-        if option in valued and not value.startswith("-") and path.exists() and here not in (path, *path.parents):
-            raise pytest.UsageError(f"{option} {value}: write it {option}={value}: pytest finds its rootdir before it "
-                                    f"knows {option}, takes {value}, which exists, for a test path, and would run from it")
 
 
 class PerfSession:
     def __init__(self, config, shards: int = 0):
         """`shards`: the pytest-xdist workers this process starts, as the controller of a sharded run (sharding.py)."""
-        check_values_apart(list(config.invocation_params.args))
-        self.settings = settings.SessionSettings.from_config(config)
+        options.check_values_apart(list(config.invocation_params.args))
+        self.settings = options.read(config)
         # the session's seconds count from pytest's start (the plugin's first hook), so the imports before the session
         # (conftest.py, the plugins', torch where one imports it) are measured; without that hook (the plugin registered
         # by a conftest.py, too late for it), from now
@@ -64,22 +51,20 @@ class PerfSession:
         self.gpu: str | None = workerinput.get("perf_gpu")  # the CUDA_VISIBLE_DEVICES its controller gave it, if any
         self.cores: list[int] = workerinput.get("perf_cores") or []  # the cores its controller gave it, if any
         self.worker_outputs: dict[str, dict] = {}  # the controller's: what each worker sent at its end
-        self.merged: dict | None = None  # the controller's: the workers' reports as one
-        self.written: list[Path] = []  # the controller's: the merged report's files
+        self.merged, self.written = None, []  # the controller's: the workers' reports as one, and its files
         self.device = _device(config, self.worker, self.gpu)
         self.results: dict[str, Result] = {}
         self.shared: dict = {}  # (part, loader_key or gpu_key, settings) -> (Throughput, test id): one measurement each
         self.deselected: set[str] = set()  # tests that -k or -m left out: a claim over one of them is not checked
         self.perf_tests = 0  # the selected tests that ask for `perf` (tests_selected)
         self.sections: dict[str, list[dict]] = {}
-        self.charts: dict[str, markdown.Chart] = {}  # section title -> how to draw it
+        self.charts: dict[str, Chart] = {}  # section title -> how to draw it
         self.failed: dict[str, list[tuple[str, list[str]]]] = {}  # test id -> its checks failed so far (Judge.fail)
         self.report_error: str | None = None
         self.records = references.Records(self.settings, self.device, config.rootpath, config.stash.get(early.COUNTER, None))
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use
         self.ref_state = RefState()  # --perf-against REF: what the tests compare with, its turns and seconds
-        self.as_ref = is_ref_run(self.settings.update_baselines)  # this is REF's run, for another session
-        self.records.as_ref = self.as_ref
+        self.as_ref = self.records.as_ref = is_ref_run(self.settings.update_baselines)  # REF's run, for another session
         self.bisecting: tuple | None = check_bisect(self, config) if self.settings.bisect else None
         # a process that runs tests here counts its loaders here
         self._prestart(config, runs_tests=not (shards or self.bisecting or self.as_ref or config.option.collectonly))
@@ -180,30 +165,13 @@ class PerfSession:
             self.skip(reason)
 
     def tests_selected(self, items) -> None:
-        """The tests that ask for `perf` counted (a slow session that ran none says nothing of its seconds) and, where
-        no GPU runs them, marked to skip before the session fixtures they ask for are made (the suite's image dataset
-        on disk: minutes on a CPU); under --perf-strict each fails at its setup instead (the plugin's
-        pytest_runtest_setup)."""
+        """The tests that ask for `perf` counted and, where no GPU runs them, marked to skip before the session fixtures
+        they ask for are made (the image dataset: minutes on a CPU); under --perf-strict each fails at its setup."""
         perf_items = [item for item in items if "perf" in getattr(item, "fixturenames", ())]
         self.perf_tests = len(perf_items)
         if (reason := self.no_device()) and not self.settings.strict:
             for item in perf_items:
                 item.add_marker(pytest.mark.skip(reason=reason))
-
-    @staticmethod
-    @contextlib.contextmanager
-    def torch_settings_kept(test_id: str):
-        """torch's global settings (torch_state.SETTINGS) as the test found them, restored after it with a warning
-        naming any it left changed: the next scenario starts from the same settings."""
-        from ..machine import torch_state  # imports torch: only where a perf test runs
-
-        saved = torch_state.snapshot()
-        yield
-        left = torch_state.restore(saved)
-        if left:
-            changed = ", ".join(f"{name} {now!r} (was {then!r})" for name, (now, then) in left.items())
-            warnings.warn(PerfWarning(f"{test_id} left torch settings changed: {changed}; restored them. "
-                                      "Set them around the step (torch_perf_suite.torch_settings) instead"), stacklevel=1)
 
     def test_done(self, test_id: str, passed: bool, failed: bool, failure: str | None = None) -> None:
         """A measured test's call ended: a passed one is recorded under --perf-update-baselines, a failed one's trace
@@ -239,6 +207,21 @@ class PerfSession:
             self.written = writing.merge_reports(self)
         workers_failed = any(out.get("failed") for out in self.worker_outputs.values())
         return bool(self.records.save_error or self.report_error or workers_failed)
+
+
+@contextlib.contextmanager
+def torch_settings_kept(test_id: str):
+    """torch's global settings (torch_state.SETTINGS) as the test found them, restored after it with a warning
+    naming any it left changed: the next scenario starts from the same settings."""
+    from ..machine import torch_state  # imports torch: only where a perf test runs
+
+    saved = torch_state.snapshot()
+    yield
+    left = torch_state.restore(saved)
+    if left:
+        changed = ", ".join(f"{name} {now!r} (was {then!r})" for name, (now, then) in left.items())
+        warnings.warn(PerfWarning(f"{test_id} left torch settings changed: {changed}; restored them. "
+                                  "Set them around the step (torch_perf_suite.torch_settings) instead"), stacklevel=1)
 
 
 class _Header:

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..report.markdown import write
+from ..report.saved import write
 from ..store import write_json
 
 

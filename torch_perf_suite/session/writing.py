@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import store
 from ..machine import host
-from ..report import markdown, plain
+from ..report import plain, saved
 from ..throughput.timing import session_line
 from . import runners
 
@@ -26,7 +26,7 @@ def document(session) -> dict:
     cores = host.cpu_list(session.cores) if session.cores else None
     worker = {"id": session.worker, "cuda_visible_devices": session.gpu, "cores": cores} if session.worker else None
     ref = session.ref_state.ref
-    return markdown.document(session.results.values(), session.device.env, session.sections, session.settings.smoke,
+    return saved.document(session.results.values(), session.device.env, session.sections, session.settings.smoke,
                              session.charts, worker, ref_description=ref.describe() if ref else None, seconds=seconds(session))
 
 
@@ -60,7 +60,7 @@ def write_report(session, final: bool = False) -> list:
     if session.worker:
         path = path.with_name(f"{path.name}.{session.worker}")
     try:
-        return markdown.write(path, document(session), images=final and not session.worker)
+        return saved.write(path, document(session), images=final and not session.worker)
     except OSError as e:
         session.report_error = f"perf report NOT written to {path}: {e}"
         return []
@@ -84,7 +84,7 @@ def merge_reports(session) -> list[Path]:
                 unread[wid] = f"{js}: {e}"
     try:
         session.merged = runners.merge(docs)
-        written = markdown.write(session.settings.report, session.merged) if session.settings.report else []
+        written = saved.write(session.settings.report, session.merged) if session.settings.report else []
     except (OSError, ValueError) as e:
         kept = ", ".join(str(f) for files in partial.values() for f in files) or "none"
         session.report_error = f"perf report NOT merged into {session.settings.report}: {e}; the workers' reports: {kept}"
@@ -143,7 +143,7 @@ def summary(session) -> tuple[str | None, list[tuple[str, dict]]]:
             out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
     if session.perf_tests and not measured and not session.shards and (spent := seconds(session))["total"] >= SLOW_S:
         out.append((f"{session_line(spent)}: where a session that measured no test spent its time", {}))
-    return (plain.text(markdown.render(doc)) if measured else None), out
+    return (plain.text(saved.render(doc)) if measured else None), out
 
 
 def _recorded_lines(session, outputs) -> list[tuple[str, dict]]:

@@ -83,23 +83,10 @@ def steps_per_round(probe_s: float, probe_steps: int, *, steps: int, cycle: int,
 
 
 def measure_throughput(
-    step: Callable[[], object],
-    sync: Callable[[], None],
-    *,
-    batch_size: int,
-    warmup: int,
-    rounds: int,
-    steps: int,
-    cycle: int = 1,
-    round_s: float = 0.0,
-    max_rounds: int | None = None,
-    ci_pct: float = math.inf,
-    runner=plain_rounds,
-    clock: Callable[[], float] | None = None,
-    energy: Callable[[], float | None] | None = None,
-    least_step_s: float = 0.0,
-    cpu: Callable[[], float | None] | None = None,
-    monitor: Callable[[], contextlib.AbstractContextManager] | None = None,
+    step: Callable[[], object], sync: Callable[[], None], *, batch_size: int, warmup: int, rounds: int, steps: int,
+    cycle: int = 1, round_s: float = 0.0, max_rounds: int | None = None, ci_pct: float = math.inf, runner=plain_rounds,
+    clock: Callable[[], float] | None = None, energy: Callable[[], float | None] | None = None, least_step_s: float = 0.0,
+    cpu: Callable[[], float | None] | None = None, monitor: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> Throughput:
     """Warm up, size the rounds, time `rounds` rounds through `runner`, extend while too noisy.
 
