@@ -406,11 +406,11 @@ def test_a_pickled_dataset_maps_its_arrays_again_instead_of_carrying_them(datase
 def test_a_smoke_run_describes_a_storage_loader_as_a_gpu_run_does(dataset, tmp_path, storage):
     """baselines/loaders.json holds one description of each storage loader for every run: a smoke run's images are
     smaller but as many, and the folder (named by the spec) is not described."""
-    from torch_perf_suite import loader
+    from torch_perf_suite.loader.described import describe
 
     assert disk.SMOKE_SPEC.count == disk.Spec().count and disk.SMOKE_SPEC.size < disk.Spec().size
     larger = disk.ensure(dataclasses.replace(SPEC, size=2 * SPEC.size), tmp_path, processes=1)
-    described = [loader.describe(recipes.make_loader(Recipe(dataset="images", storage=storage, data_dir=str(folder),
+    described = [describe(recipes.make_loader(Recipe(dataset="images", storage=storage, data_dir=str(folder),
                                                             batch_size=4, num_workers=0, cast_on="gpu")))["dataset"]
                  for folder in (dataset, larger)]
     assert described[0] == described[1] and "len=8" in described[0] and dataset.name not in described[0]

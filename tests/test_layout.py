@@ -79,6 +79,7 @@ def test_the_plugin_holds_hooks_that_hand_over_in_a_few_lines():
 
 
 LONGEST = {"module": 400, "class": 200, "function": 50}  # lines
+ROOM = 0.9  # none stands at its limit: the longest of each kind at most this share of it, room for the next change
 
 
 def lengths(root: Path):
@@ -92,10 +93,10 @@ def lengths(root: Path):
                 yield kind, f"{name}:{node.name}", node.end_lineno - node.lineno + 1
 
 
-def test_no_module_class_or_function_is_longer_than_its_limit():
+def test_no_module_class_or_function_is_longer_than_its_limit_with_room_to_spare():
     found = [*lengths(PACKAGE), *lengths(PACKAGE.parent / "fixtures")]
-    too_long = {name: n for kind, name, n in found if n > LONGEST[kind]}
-    assert not too_long, f"longer than {LONGEST}: {too_long}"
+    too_long = {name: n for kind, name, n in found if n > ROOM * LONGEST[kind]}
+    assert not too_long, f"longer than {ROOM:.0%} of {LONGEST}: {too_long}"
 
 
 # where a finding becomes a test's failure or a usage error: the hooks and what they start before the session (early),

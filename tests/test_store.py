@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from torch_perf_suite import loader, store
-from torch_perf_suite.loader import instructions
+from torch_perf_suite import store
+from torch_perf_suite.loader import instructions, recorded
 from torch_perf_suite.records import baselines
 
 
@@ -18,7 +18,7 @@ def test_the_three_recorded_files_are_updated_through_the_one_store(tmp_path, mo
     entry = {"parts": {"pipeline": {"samples_per_s": 5.0}}}
     baselines.BaselineFile(tmp_path / "nvidia-h200.json", "NVIDIA H200", {}).save({"t": entry})
     instructions.InstructionsFile(tmp_path / "instructions.json", {}).save("env", {"t": {"per_sample": 5.0, "source": "s"}})
-    loader.SettingsFile(tmp_path / "loaders.json", {}).save({"t": {"settings": {"num_workers": 4}, "workers": 4}})
+    recorded.SettingsFile(tmp_path / "loaders.json", {}).save({"t": {"settings": {"num_workers": 4}, "workers": 4}})
     assert updated == ["nvidia-h200.json", "instructions.json", "loaders.json"]
 
 

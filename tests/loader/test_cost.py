@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, default_collate
 
-from torch_perf_suite import loader
 from torch_perf_suite.findings import FAILED, NOT_COMPARED, REPORTED, Finding, failures
+from torch_perf_suite.loader import checks, cost, described
 
 HERE = __name__  # the module the classes below are named by
 
@@ -26,11 +26,11 @@ def unit(**changed):
 
 
 def judge(now, then=None, tolerance_pct=5.0, timed=True, compared_with="REF"):
-    return failures(loader.unit_failure(now, then or unit(), tolerance_pct, timed=timed, compared_with=compared_with))
+    return failures(checks.unit_failure(now, then or unit(), tolerance_pct, timed=timed, compared_with=compared_with))
 
 
 def test_blocks_up_to_the_margin_pass_and_beyond_it_fail():
-    assert judge(unit(blocks=loader.BLOCKS_MARGIN)) is None  # 0.05 more blocks a sample: allowed
+    assert judge(unit(blocks=described.BLOCKS_MARGIN)) is None  # 0.05 more blocks a sample: allowed
     message = judge(unit(blocks=0.06), timed=False, compared_with="the baseline")
     assert "blocks 0.06 times a sample" in message and "0.00 at the baseline" in message
 
@@ -76,33 +76,33 @@ def test_every_failing_figure_is_on_a_line_of_its_own():
 
 
 def test_the_cpu_rise_is_in_percent_of_the_recorded_ratio():
-    assert loader.cpu_rise_pct(unit(cpu_ratio=1.25), unit()) == 25.0
-    assert loader.cpu_rise_pct(unit(cpu_ratio=0.75), unit()) == -25.0
-    assert loader.cpu_rise_pct(unit(cpu_ratio=2.0), unit(cpu_ratio=0.5)) == 300.0
+    assert cost.cpu_rise_pct(unit(cpu_ratio=1.25), unit()) == 25.0
+    assert cost.cpu_rise_pct(unit(cpu_ratio=0.75), unit()) == -25.0
+    assert cost.cpu_rise_pct(unit(cpu_ratio=2.0), unit(cpu_ratio=0.5)) == 300.0
 
 
 def test_no_ratio_on_either_side_is_no_rise():
     old = {k: v for k, v in unit().items() if k != "cpu_ratio"}
-    assert loader.cpu_rise_pct(old, unit()) is None
-    assert loader.cpu_rise_pct(unit(), old) is None
-    assert loader.cpu_rise_pct(unit(cpu_ratio=0.0), unit()) is None and loader.cpu_rise_pct(unit(), unit(cpu_ratio=0.0)) is None
+    assert cost.cpu_rise_pct(old, unit()) is None
+    assert cost.cpu_rise_pct(unit(), old) is None
+    assert cost.cpu_rise_pct(unit(cpu_ratio=0.0), unit()) is None and cost.cpu_rise_pct(unit(), unit(cpu_ratio=0.0)) is None
 
 
 def test_the_cpu_line_gives_both_times_and_both_rises():
-    line = loader.cpu_line(unit(cpu_us=1350.0, cpu_ratio=1.25), unit(), "REF z")
+    line = cost.cpu_line(unit(cpu_us=1350.0, cpu_ratio=1.25), unit(), "REF z")
     assert "1,350 µs, 900 at REF z" in line and "+50.0%" in line and "1.250 yardsticks, +25.0%" in line
     old = {k: v for k, v in unit().items() if k != "cpu_ratio"}
-    assert loader.cpu_line(unit(cpu_us=450.0), old, "REF").endswith("(-50.0%; no yardsticks recorded)")
+    assert cost.cpu_line(unit(cpu_us=450.0), old, "REF").endswith("(-50.0%; no yardsticks recorded)")
 
 
-UNIT = loader.UnitCost(100, 1000.0, 900.0, 100.0, 1.0, 5, 0.0, 1200.0)
+UNIT = cost.UnitCost(100, 1000.0, 900.0, 100.0, 1.0, 5, 0.0, 1200.0)
 
 
 def test_the_unit_verdict_judges_waiting_only_where_timed():
     slower = {"loader_unit": unit(wait_us=40.0)}  # 60 µs more waiting now: 6% of a sample
-    assert loader.unit_verdict(UNIT, slower, 5.0, why_not_timed="recorded on host-2", compared_with="the baseline") == [
+    assert checks.unit_verdict(UNIT, slower, 5.0, why_not_timed="recorded on host-2", compared_with="the baseline") == [
         Finding(REPORTED, "loader waiting per sample: recorded on host-2")]
-    failure, note = loader.unit_verdict(UNIT, slower, 5.0, why_not_timed="", compared_with="REF w")
+    failure, note = checks.unit_verdict(UNIT, slower, 5.0, why_not_timed="", compared_with="REF w")
     assert (failure.outcome, note.outcome) == (FAILED, REPORTED)
     assert "waiting 100.0 µs" in failure.text and "40.0 at REF w" in failure.text and "(allowed 5%)" in failure.text
     assert note.text.startswith("loader CPU time a sample alone 900 µs, 900 at REF w")
@@ -110,19 +110,19 @@ def test_the_unit_verdict_judges_waiting_only_where_timed():
 
 def test_the_unit_verdict_passes_its_tolerance_on():
     slower = {"loader_unit": unit(wait_us=40.0)}  # 6% of a sample
-    assert failures(loader.unit_verdict(UNIT, slower, 6.0, why_not_timed="", compared_with="REF")) is None
-    blocking = loader.UnitCost(100, 1000.0, 900.0, 100.0, 1.0, 5, 1.0, 1200.0)
-    failure = failures(loader.unit_verdict(blocking, {"loader_unit": unit()}, 5.0, why_not_timed="another host",
+    assert failures(checks.unit_verdict(UNIT, slower, 6.0, why_not_timed="", compared_with="REF")) is None
+    blocking = cost.UnitCost(100, 1000.0, 900.0, 100.0, 1.0, 5, 1.0, 1200.0)
+    failure = failures(checks.unit_verdict(blocking, {"loader_unit": unit()}, 5.0, why_not_timed="another host",
                                            compared_with="B"))
     assert "blocks 1.00 times" in failure and "0.00 at B" in failure  # a count: judged on any host
 
 
 def test_no_baseline_entry_is_none_recorded_and_none_measured_is_said():
-    assert loader.unit_verdict(UNIT, None, 5.0, why_not_timed="", compared_with="REF v") == [
+    assert checks.unit_verdict(UNIT, None, 5.0, why_not_timed="", compared_with="REF v") == [
         Finding(NOT_COMPARED, "loader cost per sample not compared: REF v recorded none")]
-    assert loader.unit_verdict(None, {"loader_unit": unit()}, 5.0, why_not_timed="", compared_with="REF v") == [
+    assert checks.unit_verdict(None, {"loader_unit": unit()}, 5.0, why_not_timed="", compared_with="REF v") == [
         Finding(NOT_COMPARED, "loader cost per sample not compared: none measured here")]
-    assert loader.unit_verdict(None, None, 5.0, why_not_timed="", compared_with="REF v") == []
+    assert checks.unit_verdict(None, None, 5.0, why_not_timed="", compared_with="REF v") == []
 
 
 # --- in the workers -------------------------------------------------------------------------------
@@ -135,13 +135,13 @@ def batch(n, items_wall_us, collate_wall_us, switches=0):
 
 
 def test_blocks_are_counted_over_all_samples_not_averaged_over_batches():
-    batches, blocks, _, _ = loader.in_workers([batch(10, 1000, 0, switches=10), batch(30, 3000, 0)])
+    batches, blocks, _, _ = cost.in_workers([batch(10, 1000, 0, switches=10), batch(30, 3000, 0)])
     assert batches == 2 and blocks == pytest.approx(10 / 40)
 
 
 def test_a_sample_in_the_workers_is_its_batchs_items_and_collate_wall_time():
     # per sample: (8,000 + 2,000) / 10 = 1,000 µs; (2,000 + 400) / 4 = 600 µs; (3,000 + 600) / 2 = 1,800 µs
-    _, _, crowd, _ = loader.in_workers([batch(10, 8000, 2000), batch(4, 2000, 400), batch(2, 3000, 600)])
+    _, _, crowd, _ = cost.in_workers([batch(10, 8000, 2000), batch(4, 2000, 400), batch(2, 3000, 600)])
     assert crowd == pytest.approx(1000.0)
 
 
@@ -149,21 +149,21 @@ def test_a_sample_in_the_workers_is_its_batchs_items_and_collate_wall_time():
 
 
 def test_no_workers_count_as_one_process():
-    line = loader.parallelism({"wall_us": 500.0, "crowd_us": 500.0}, 0, 2000.0)
+    line = cost.parallelism({"wall_us": 500.0, "crowd_us": 500.0}, 0, 2000.0)
     assert line == "1 worker(s) at 500 µs a sample could make 2,000 samples/s; the loader delivered 2,000 (100%)"
 
 
 def test_parallelism_is_lost_only_below_the_share():
-    assert "lost" not in loader.parallelism({"wall_us": 1000.0, "crowd_us": 3000.0}, 4, 3200.0)  # 80%
-    assert "(79%): parallelism lost to CPU contention" in loader.parallelism({"wall_us": 1000.0, "crowd_us": 3000.0}, 4,
+    assert "lost" not in cost.parallelism({"wall_us": 1000.0, "crowd_us": 3000.0}, 4, 3200.0)  # 80%
+    assert "(79%): parallelism lost to CPU contention" in cost.parallelism({"wall_us": 1000.0, "crowd_us": 3000.0}, 4,
                                                                              3160.0)
 
 
 def test_contention_is_a_sample_slower_in_the_workers_beyond_the_share():
     # 1.25x as long is what 80% of the rate allows: the main process holds it back, not contention
-    assert loader.parallelism({"wall_us": 1000.0, "crowd_us": 1250.0}, 2, 1000.0).endswith(
+    assert cost.parallelism({"wall_us": 1000.0, "crowd_us": 1250.0}, 2, 1000.0).endswith(
         "parallelism lost to the main process (collecting, pinning and moving batches)")
-    assert loader.parallelism({"wall_us": 1000.0, "crowd_us": 1260.0}, 2, 1000.0).endswith(
+    assert cost.parallelism({"wall_us": 1000.0, "crowd_us": 1260.0}, 2, 1000.0).endswith(
         "parallelism lost to CPU contention (a sample takes 1.26x as long in the workers as alone)")
 
 
@@ -173,27 +173,27 @@ def test_contention_is_a_sample_slower_in_the_workers_beyond_the_share():
 @pytest.mark.parametrize("name", ["wall_us", "cpu_us", "blocks", "crowd_us", "cpu_ratio"])
 @pytest.mark.parametrize("value", [-0.5, True, "1", None, 1e12])
 def test_a_unit_figure_that_is_not_a_count_is_named(name, value):
-    assert loader.validate_unit(unit(**{name: value})) == (
+    assert cost.validate_unit(unit(**{name: value})) == (
         f"'loader_unit' {name!r} is {value if isinstance(value, str) else repr(value)}, expected a non-negative number")
 
 
 def test_unit_figures_from_zero_to_under_a_million_seconds_pass():
-    assert loader.validate_unit(unit(cpu_us=0, blocks=0.0, crowd_us=999_999_999_999.0, cpu_ratio=0.0)) is None
-    assert loader.validate_unit(unit(wall_us=0.5)) is None  # a sample under a microsecond: still a sample
-    assert loader.validate_unit(unit(wait_us=-5.0)) is None  # less waiting than CPU time: round-off, not broken
+    assert cost.validate_unit(unit(cpu_us=0, blocks=0.0, crowd_us=999_999_999_999.0, cpu_ratio=0.0)) is None
+    assert cost.validate_unit(unit(wall_us=0.5)) is None  # a sample under a microsecond: still a sample
+    assert cost.validate_unit(unit(wait_us=-5.0)) is None  # less waiting than CPU time: round-off, not broken
 
 
 @pytest.mark.parametrize("changed", [{"wall_us": 0.0}, {"wait_us": "1"}, {"wait_us": True}, {"wait_us": None}])
 def test_a_unit_without_a_sample_time_or_a_waiting_number_is_named(changed):
-    assert "expected a positive 'wall_us' and a number 'wait_us'" in loader.validate_unit(unit(**changed))
+    assert "expected a positive 'wall_us' and a number 'wait_us'" in cost.validate_unit(unit(**changed))
 
 
 def test_a_unit_too_long_to_show_is_shortened():
-    problem = loader.validate_unit(unit(blocks="b" * 100))
+    problem = cost.validate_unit(unit(blocks="b" * 100))
     assert problem == f"'loader_unit' 'blocks' is {'b' * 57}..., expected a non-negative number"
-    problem = loader.validate_unit(["u" * 100])
+    problem = cost.validate_unit(["u" * 100])
     assert problem == f"'loader_unit' is {repr(['u' * 100])[:57]}..., expected an object"
-    problem = loader.validate_unit(unit(wall_us=0.0))  # its repr is longer than 80 characters
+    problem = cost.validate_unit(unit(wall_us=0.0))  # its repr is longer than 80 characters
     assert problem == f"'loader_unit' is {repr(unit(wall_us=0.0))[:77]}..., expected a positive 'wall_us' and a number 'wait_us'"
 
 
@@ -201,17 +201,17 @@ def test_a_unit_too_long_to_show_is_shortened():
 
 
 def test_a_unit_entry_keeps_counts_whole_and_figures_to_four_places():
-    e = loader.UnitCost(100, 1000.123456, 900.5, 99.62346, 1.0000049, 5, 0.0123456, 1200.0, 0.0078125, 0.0).entry()
+    e = cost.UnitCost(100, 1000.123456, 900.5, 99.62346, 1.0000049, 5, 0.0123456, 1200.0, 0.0078125, 0.0).entry()
     assert e == {"samples": 100, "wall_us": 1000.1235, "cpu_us": 900.5, "wait_us": 99.6235, "cpu_ratio": 1.0,
                  "batches": 5, "blocks": 0.0123, "crowd_us": 1200.0, "shared": 0.0078, "alone_blocks": 0.0}
     assert isinstance(e["samples"], int) and isinstance(e["batches"], int)
 
 
 def test_a_tests_timings_go_to_a_folder_named_safely_under_the_sessions(tmp_path):
-    folder = loader.timer_folder(tmp_path, "perf_tests/test_ladder.py::test_ladder[pin_memory]")
+    folder = cost.timer_folder(tmp_path, "perf_tests/test_ladder.py::test_ladder[pin_memory]")
     assert folder == tmp_path / "perf_tests_test_ladder.py__test_ladder_pin_memory_"
-    assert loader.timer_folder(str(tmp_path), "a-b_c.d e") == tmp_path / "a-b_c.d_e"
-    assert loader.timer_folder(tmp_path, "t" * 149 + "[x]").name == "t" * 147 + "_x_"  # the last 150 characters
+    assert cost.timer_folder(str(tmp_path), "a-b_c.d e") == tmp_path / "a-b_c.d_e"
+    assert cost.timer_folder(tmp_path, "t" * 149 + "[x]").name == "t" * 147 + "_x_"  # the last 150 characters
 
 
 # --- the timing hooks, on a clock that ticks by known steps ----------------------------------------
@@ -263,14 +263,14 @@ class Batched(Numbers):
 @pytest.fixture
 def clock(monkeypatch):
     c = Clock()
-    monkeypatch.setattr(loader.cost, "time", c)
-    monkeypatch.setattr(loader.cost, "_switches", c.switches)
+    monkeypatch.setattr(cost, "time", c)
+    monkeypatch.setattr(cost, "_switches", c.switches)
     return c
 
 
 def test_a_batch_is_recorded_with_its_items_and_collate_timed_apart(tmp_path, clock):
     dl = DataLoader(Numbers(), batch_size=4)
-    timer = loader.Timer(tmp_path / "a" / "b")  # its folder made, parents too
+    timer = cost.Timer(tmp_path / "a" / "b")  # its folder made, parents too
     assert timer.attach(dl)
     assert [b.tolist() for b in dl] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
     # (end, samples, items wall, items CPU, collate wall, collate CPU, switches during items and collate, tensors)
@@ -281,7 +281,7 @@ def test_a_batch_is_recorded_with_its_items_and_collate_timed_apart(tmp_path, cl
 
 def test_a_batch_at_either_end_of_the_window_is_in_it_and_a_record_half_written_is_not(tmp_path, clock):
     dl = DataLoader(Numbers(), batch_size=8)
-    timer = loader.Timer(tmp_path / "t")
+    timer = cost.Timer(tmp_path / "t")
     timer.attach(dl)
     list(dl)
     assert len(timer.records(5000, 5000)) == 2 and timer.records(5001, 10**9) == timer.records(0, 4999) == []
@@ -294,8 +294,8 @@ def test_a_batch_at_either_end_of_the_window_is_in_it_and_a_record_half_written_
 
 def test_a_datasets_own_batch_maker_is_the_one_timed_and_is_left_in_place(tmp_path, clock):
     dl = DataLoader(Batched(), batch_size=8)
-    timer = loader.Timer(tmp_path / "t")
-    assert loader.Timer(tmp_path / "t").attach(DataLoader(Numbers(), batch_size=2))  # a folder that exists: fine
+    timer = cost.Timer(tmp_path / "t")
+    assert cost.Timer(tmp_path / "t").attach(DataLoader(Numbers(), batch_size=2))  # a folder that exists: fine
     timer.attach(dl)
     assert [b.tolist() for b in dl] == [list(range(8)), list(range(8, 16))]
     assert dl.dataset.asked == [list(range(8)), list(range(8, 16))] and len(timer.records(0, 10**9)) == 2
@@ -304,14 +304,14 @@ def test_a_datasets_own_batch_maker_is_the_one_timed_and_is_left_in_place(tmp_pa
 
 
 def test_a_sink_goes_to_a_spawned_worker_as_its_folder_alone(tmp_path):
-    sink = loader.cost._Sink(str(tmp_path))
+    sink = cost._Sink(str(tmp_path))
     sink.pending = (4, 1, 1, 1)
     again = pickle.loads(pickle.dumps(sink))
     assert (again.folder, again.pid, again.fd, again.pending) == (str(tmp_path), None, None, (0, 0, 0, 0))
 
 
 def test_a_timer_says_nothing_until_asked_and_detaches_without_having_attached(tmp_path):
-    timer = loader.Timer(tmp_path / "t")
+    timer = cost.Timer(tmp_path / "t")
     assert (timer.why_not, timer.alone, timer.loader) == ("", None, None)
     timer.detach()
 
@@ -327,7 +327,7 @@ def test_a_dataset_without_a_dict_is_not_timed_and_says_why(tmp_path):
             return i
 
     dl = DataLoader(Slots(), batch_size=4)
-    timer = loader.Timer(tmp_path / "t")
+    timer = cost.Timer(tmp_path / "t")
     assert not timer.attach(dl)
     assert timer.why_not == f"{HERE}.test_a_dataset_without_a_dict_is_not_timed_and_says_why.<locals>.Slots has no " \
                             "__dict__ (__slots__): its items cannot be timed"
@@ -354,9 +354,9 @@ class Seen(Numbers):
 
 def test_a_sample_alone_is_made_from_fixed_indices_on_one_thread_in_whole_chunks():
     data, threads = Seen(), torch.get_num_threads()
-    samples, *_ = loader.solo(data, default_collate, seconds=0.0)
-    stride, chunk = loader.cost.STRIDE, loader.CHUNK
-    assert samples == loader.SOLO_LEAST == 2 * chunk
+    samples, *_ = cost.solo(data, default_collate, seconds=0.0)
+    stride, chunk = cost.STRIDE, cost.CHUNK
+    assert samples == cost.SOLO_LEAST == 2 * chunk
     assert data.seen == [k * stride % 1000 for k in range(4)] + [(i + k) * stride % 1000 for i in (0, chunk)
                                                                  for k in range(chunk)]
     assert data.threads == {1} and torch.get_num_threads() == threads
@@ -364,19 +364,19 @@ def test_a_sample_alone_is_made_from_fixed_indices_on_one_thread_in_whole_chunks
 
 def test_a_sample_alone_is_timed_for_its_seconds_up_to_its_most(monkeypatch):
     # 2 s of 1 ms naps and their yardsticks: many times SOLO_LEAST, so a host three times busier still times past it
-    assert loader.solo(Seen(nap_s=0.001), default_collate, seconds=2.0)[0] > 2 * loader.SOLO_LEAST
-    monkeypatch.setattr(loader.cost, "SOLO_MOST", 3 * loader.CHUNK)
-    assert loader.solo(Seen(), default_collate, seconds=60.0)[0] == 3 * loader.CHUNK
+    assert cost.solo(Seen(nap_s=0.001), default_collate, seconds=2.0)[0] > 2 * cost.SOLO_LEAST
+    monkeypatch.setattr(cost, "SOLO_MOST", 3 * cost.CHUNK)
+    assert cost.solo(Seen(), default_collate, seconds=60.0)[0] == 3 * cost.CHUNK
 
 
 def test_a_sample_alone_is_in_microseconds_and_its_cpu_time_in_yardsticks():
-    samples, wall, cpu, wait, ratio, _ = loader.solo(Seen(nap_s=0.001), default_collate, seconds=0.0)
+    samples, wall, cpu, wait, ratio, _ = cost.solo(Seen(nap_s=0.001), default_collate, seconds=0.0)
     assert 1000 <= wall < 10_000 and 900 < wait < wall and 0 <= cpu < 500  # a 1 ms nap a sample, little CPU
     assert 0 < ratio < 1  # a nap's CPU time is a small part of a yardstick's
 
 
 def test_the_yardstick_is_one_fixed_image_resized_and_made_a_normalised_tensor():
-    one, two = loader.Yardstick(), loader.Yardstick()
+    one, two = cost.Yardstick(), cost.Yardstick()
     assert one.image.size == (64, 64) and one.image.mode == "RGB" and one.image.tobytes() == two.image.tobytes()
     made = one()
     assert made.shape == (3, 224, 224) and made.dtype == torch.float32 and -0.5 <= made.min() < made.max() <= 0.5
@@ -388,9 +388,9 @@ def test_the_yardstick_is_one_fixed_image_resized_and_made_a_normalised_tensor()
 def test_observe_describes_the_loader_and_times_it_only_where_given_a_folder(tmp_path):
     dl = DataLoader(Numbers(), batch_size=4)
     members = SimpleNamespace(loader=dl, loader_step=None)
-    assert loader.observe(members, None, "w") == (loader.describe(dl), None, None)
-    described, timer, note = loader.observe(members, tmp_path / "t", "w")
-    assert described == loader.describe(dl) and note is None
+    assert cost.observe(members, None, "w") == (described.describe(dl), None, None)
+    what, timer, note = cost.observe(members, tmp_path / "t", "w")
+    assert what == described.describe(dl) and note is None
     assert timer.loader is dl and "__getitems__" in vars(dl.dataset) and len(timer.alone) == 6  # attached, timed alone
     timer.detach()
 
@@ -401,19 +401,19 @@ def test_observe_says_why_a_loader_is_not_timed_and_what_a_loader_step_needs(tmp
             return iter(range(4))
 
     dl = DataLoader(Stream(), batch_size=2)
-    described, timer, note = loader.observe(SimpleNamespace(loader=dl, loader_step=None), tmp_path / "t", "w")
-    assert described == loader.describe(dl) and timer is None
+    what, timer, note = cost.observe(SimpleNamespace(loader=dl, loader_step=None), tmp_path / "t", "w")
+    assert what == described.describe(dl) and timer is None
     assert note == "loader cost per sample not timed: an iterable dataset, or no batches (batch_size=None): torch's " \
                    "fetcher has no per-batch hook to time"
     # batches made by a batch sampler (Accelerate's loader, the Hugging Face Trainer's) are timed: no batch_size there
     sampled = DataLoader(Numbers(), batch_sampler=BatchSampler(range(8), 4, drop_last=False))
     assert sampled.batch_size is None
-    described, timer, note = loader.observe(SimpleNamespace(loader=sampled, loader_step=None), tmp_path / "s", "w")
+    what, timer, note = cost.observe(SimpleNamespace(loader=sampled, loader_step=None), tmp_path / "s", "w")
     assert note is None and timer.loader is sampled and len(timer.alone) == 6
     timer.detach()
-    with pytest.raises(loader.Undescribable, match=r"^my step's loader is builtins\.generator, not a torch"):
-        loader.observe(SimpleNamespace(loader=(i for i in range(3)), loader_step=None), None, "my step")
-    with pytest.raises(loader.Undescribable) as e:
-        loader.observe(SimpleNamespace(loader=None, loader_step=lambda: None), None, "the workload")
+    with pytest.raises(described.Undescribable, match=r"^my step's loader is builtins\.generator, not a torch"):
+        cost.observe(SimpleNamespace(loader=(i for i in range(3)), loader_step=None), None, "my step")
+    with pytest.raises(described.Undescribable) as e:
+        cost.observe(SimpleNamespace(loader=None, loader_step=lambda: None), None, "the workload")
     assert str(e.value) == ("the workload has a loader_step but no `loader`: give it the DataLoader its batches come "
                             "from, so that the loader's settings are compared and its samples timed")

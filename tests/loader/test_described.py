@@ -10,8 +10,8 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, default_collate
 
 from fixtures.data import EndlessShuffle
-from torch_perf_suite import loader
 from torch_perf_suite.findings import FAILED, NOT_COMPARED, PASSED, Finding, failures
+from torch_perf_suite.loader import cost, described
 
 HERE = __name__  # the module the classes below are named by
 
@@ -102,31 +102,31 @@ def pick(items):
 
 
 def test_a_function_and_a_class_are_named_by_their_module_and_qualified_name():
-    assert loader.described._name(seed_worker) == f"{HERE}.seed_worker"
-    assert loader.described._name(Kit.Scale) == f"{HERE}.Kit.Scale"
-    assert loader.described._name(default_collate) == "torch.utils.data._utils.collate.default_collate"
+    assert described._name(seed_worker) == f"{HERE}.seed_worker"
+    assert described._name(Kit.Scale) == f"{HERE}.Kit.Scale"
+    assert described._name(default_collate) == "torch.utils.data._utils.collate.default_collate"
 
 
 def test_an_instance_is_named_by_its_class_callable_or_not():
-    assert loader.described._name(Kit.Scale(2.0)) == f"{HERE}.Kit.Scale"  # callable, but no qualified name of its own
-    assert loader.described._name(Kit.Pairs()) == f"{HERE}.Kit.Pairs"
-    assert loader.described._name([1, 2]) == "builtins.list"
+    assert described._name(Kit.Scale(2.0)) == f"{HERE}.Kit.Scale"  # callable, but no qualified name of its own
+    assert described._name(Kit.Pairs()) == f"{HERE}.Kit.Pairs"
+    assert described._name([1, 2]) == "builtins.list"
 
 
 def test_a_callable_without_a_module_is_named_with_a_question_mark():
-    assert loader.described._name(str.upper) == "?.str.upper"
+    assert described._name(str.upper) == "?.str.upper"
 
 
 def test_a_value_is_its_repr_a_float_short_and_a_path_its_name_only():
-    value = loader.described._value
+    value = described._value
     assert value(Path("/data/imagenet/train")) == "'train'"  # the folder, not where this machine keeps it
     assert value(0.5) == "0.5" and value(2.0) == "2" and value(1e-7) == "1e-07"
     assert value("bilinear") == "'bilinear'" and value(3) == "3" and value(None) == "None"
 
 
 def test_an_object_is_its_fields_and_none_is_none():
-    assert loader.described._object(Kit.Scale(2.0)) == f"{HERE}.Kit.Scale(factor=2)"
-    assert loader.described._object(None) == "None"
+    assert described._object(Kit.Scale(2.0)) == f"{HERE}.Kit.Scale(factor=2)"
+    assert described._object(None) == "None"
 
 
 def test_an_object_without_a_repr_of_its_own_is_described_by_its_fields():
@@ -135,24 +135,24 @@ def test_an_object_without_a_repr_of_its_own_is_described_by_its_fields():
             self.size, self.root, self.ratio, self.flip = 224, Path("/x/val"), 0.75, True
             self._seen, self.sizes, self.label = 5, [1, 2], None
 
-    assert loader.described._object(Crop()) == (f"{HERE}.test_an_object_without_a_repr_of_its_own_is_described_by_its_fields."
+    assert described._object(Crop()) == (f"{HERE}.test_an_object_without_a_repr_of_its_own_is_described_by_its_fields."
                                       "<locals>.Crop(flip=True, label=None, ratio=0.75, root='val', size=224)")
 
 
 def test_a_repr_with_an_address_is_replaced_by_the_fields():
-    assert loader.described._object(Addressed()) == f"{HERE}.Addressed(name='crop', size=3)"
+    assert described._object(Addressed()) == f"{HERE}.Addressed(name='crop', size=3)"
 
 
 def test_a_repr_on_several_lines_is_put_on_one():
-    assert loader.described._object(Folded()) == "Compose( Resize(size=224) ToTensor() )"
+    assert described._object(Folded()) == "Compose( Resize(size=224) ToTensor() )"
 
 
 def test_a_class_is_described_by_its_name_and_plain_attributes_not_its_repr():
-    assert loader.described._object(Kit.Scale) == f"{HERE}.Kit.Scale(mode='bilinear')"
+    assert described._object(Kit.Scale) == f"{HERE}.Kit.Scale(mode='bilinear')"
 
 
 def test_an_object_without_fields_is_its_name():
-    assert loader.described._object(Slotted()) == f"{HERE}.Slotted()"
+    assert described._object(Slotted()) == f"{HERE}.Slotted()"
 
 
 # --- the dataset ----------------------------------------------------------------------------------
@@ -160,21 +160,21 @@ def test_an_object_without_fields_is_its_name():
 
 def test_a_dataset_is_its_length_plain_fields_and_transforms():
     ds = Tiles(Path("/data/tiles"), transform=Kit.Scale(2.0))
-    assert loader.described._dataset(ds) == (f"{HERE}.Tiles(len=12, root='tiles', scale=0.5, size=12, target_transform=None, "
+    assert described._dataset(ds) == (f"{HERE}.Tiles(len=12, root='tiles', scale=0.5, size=12, target_transform=None, "
                                    f"transform={HERE}.Kit.Scale(factor=2))")
 
 
 def test_every_field_named_transform_is_described():
     ds = Tiles(Path("/data/tiles"), target_transform=Kit.Scale(3.0))
-    assert loader.described._dataset(ds).endswith(f"transform=None, target_transform={HERE}.Kit.Scale(factor=3))")
+    assert described._dataset(ds).endswith(f"transform=None, target_transform={HERE}.Kit.Scale(factor=3))")
 
 
 def test_a_dataset_without_a_length_is_iterable():
-    assert loader.described._dataset(Stream(shards=4)) == f"{HERE}.Stream(iterable, shards=4)"
+    assert described._dataset(Stream(shards=4)) == f"{HERE}.Stream(iterable, shards=4)"
 
 
 def test_a_dataset_without_a_dict_is_its_length():
-    assert loader.described._dataset(Slotted(5)) == f"{HERE}.Slotted(len=5)"
+    assert described._dataset(Slotted(5)) == f"{HERE}.Slotted(len=5)"
 
 
 # --- the start method -----------------------------------------------------------------------------
@@ -187,25 +187,25 @@ def no_start_method(monkeypatch):
 
 
 def test_the_start_method_is_the_loaders_own_context(no_start_method):
-    assert loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context="forkserver")) == "forkserver"
+    assert described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context="forkserver")) == "forkserver"
     ctx = multiprocessing.get_context("spawn")
-    assert loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=ctx)) == "spawn"
-    assert loader.described._start_method(SimpleNamespace(num_workers=0, multiprocessing_context=ctx)) is None
+    assert described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=ctx)) == "spawn"
+    assert described._start_method(SimpleNamespace(num_workers=0, multiprocessing_context=ctx)) is None
 
 
 def test_without_a_context_the_start_method_is_the_process_default(no_start_method):
-    got = loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None))
+    got = described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None))
     assert got == multiprocessing.get_context().get_start_method()
 
 
 def test_reading_the_start_method_leaves_the_process_without_one(no_start_method):
-    loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None))
+    described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None))
     assert multiprocessing.get_start_method(allow_none=True) is None  # asked, not fixed: the user's code may still choose
 
 
 def test_without_a_context_the_start_method_is_the_one_the_process_chose(monkeypatch):
     monkeypatch.setattr(multiprocessing.context._default_context, "_actual_context", multiprocessing.get_context("spawn"))
-    assert loader.described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None)) == "spawn"
+    assert described._start_method(SimpleNamespace(num_workers=2, multiprocessing_context=None)) == "spawn"
 
 
 # --- describe -------------------------------------------------------------------------------------
@@ -233,23 +233,23 @@ def test_every_setting_is_described():
     }
     if hasattr(dl, "in_order"):
         expected["in_order"] = True
-    assert loader.describe(dl) == expected
+    assert described.describe(dl) == expected
 
 
 def test_the_sampler_is_the_batch_samplers_where_it_has_one():
     dl = DataLoader(Tiles("t"), batch_sampler=BatchSampler(EndlessShuffle(10, seed=1), 2, False))
-    d = loader.describe(dl)
+    d = described.describe(dl)
     assert d["sampler"] == "fixtures.data.EndlessShuffle(length=10, seed=1)"
     assert d["batch_sampler"] == "torch.utils.data.sampler.BatchSampler" and d["batch_size"] is None
 
 
 def test_a_batch_sampler_without_a_sampler_leaves_the_loaders():
-    d = loader.describe(DataLoader(Tiles("t"), batch_sampler=Kit.Pairs()))
+    d = described.describe(DataLoader(Tiles("t"), batch_sampler=Kit.Pairs()))
     assert d["sampler"] == "torch.utils.data.sampler.SequentialSampler()" and d["batch_sampler"] == f"{HERE}.Kit.Pairs"
 
 
 def test_a_loader_without_batches_has_no_batch_sampler():
-    d = loader.describe(DataLoader(Tiles("t"), batch_size=None))
+    d = described.describe(DataLoader(Tiles("t"), batch_size=None))
     assert d["batch_sampler"] is None and d["sampler"] == "torch.utils.data.sampler.SequentialSampler()"
     assert d["worker_init_fn"] is None
 
@@ -257,25 +257,25 @@ def test_a_loader_without_batches_has_no_batch_sampler():
 def test_workers_taken_away_after_the_loader_was_built_take_its_prefetch_with_them():
     dl = DataLoader(Tiles("t"), batch_size=2, num_workers=2, prefetch_factor=4)
     dl.num_workers = 0
-    d = loader.describe(dl)
+    d = described.describe(dl)
     assert d["num_workers"] == 0 and d["prefetch_factor"] is None and d["start_method"] is None
 
 
 def test_a_timed_collate_is_named_by_the_one_it_times(tmp_path):
     dl = DataLoader(Tiles("t"), batch_size=2, collate_fn=pick)
-    dl.collate_fn = loader.cost._TimedCollate(dl.collate_fn, loader.cost._Sink(str(tmp_path)))
-    assert loader.describe(dl)["collate_fn"] == f"{HERE}.pick"
+    dl.collate_fn = cost._TimedCollate(dl.collate_fn, cost._Sink(str(tmp_path)))
+    assert described.describe(dl)["collate_fn"] == f"{HERE}.pick"
 
 
 def test_what_is_not_a_dataloader_is_named_with_what_cannot_be_read():
-    with pytest.raises(loader.Undescribable) as e:
-        loader.describe(Kit.Pairs(), "seed 004's loader")
+    with pytest.raises(described.Undescribable) as e:
+        described.describe(Kit.Pairs(), "seed 004's loader")
     message = str(e.value)
     assert message.startswith(f"seed 004's loader is {HERE}.Kit.Pairs, not a torch.utils.data.DataLoader")
     assert "(workers, batch size, pinning, prefetch) cannot be read" in message
     assert message.endswith("give the workload the DataLoader its batches come from")
-    with pytest.raises(loader.Undescribable, match="^the workload's loader is builtins.list,"):
-        loader.describe([1])
+    with pytest.raises(described.Undescribable, match="^the workload's loader is builtins.list,"):
+        described.describe([1])
 
 
 # --- the settings verdict -------------------------------------------------------------------------
@@ -283,39 +283,39 @@ def test_what_is_not_a_dataloader_is_named_with_what_cannot_be_read():
 
 def test_a_start_method_dropped_is_a_change_unless_chosen_on_the_command_line():
     then, now = {"start_method": "fork"}, {"start_method": None}
-    assert loader.changes(now, then, (4, 4)) == [("start_method", "fork", None)]
+    assert described.changes(now, then, (4, 4)) == [("start_method", "fork", None)]
     # chosen on the command line, but the loader's own differs: a change of the loader
-    assert loader.changes({"start_method": "fork"}, {"start_method": "spawn"}, (4, 4), "spawn") == [
+    assert described.changes({"start_method": "fork"}, {"start_method": "spawn"}, (4, 4), "spawn") == [
         ("start_method", "spawn", "fork")]
 
 
 def test_workers_recorded_without_a_count_are_compared_as_they_are():
-    assert loader.changes({"num_workers": 4}, {"num_workers": 16}, (None, 4)) == [("num_workers", 16, 4)]
-    assert loader.changes({"num_workers": 4}, {"num_workers": 4}, (None, 4)) == []
+    assert described.changes({"num_workers": 4}, {"num_workers": 16}, (None, 4)) == [("num_workers", 16, 4)]
+    assert described.changes({"num_workers": 4}, {"num_workers": 4}, (None, 4)) == []
 
 
 def test_workers_that_follow_the_cores_only_where_both_sides_do():
-    assert loader.changes({"num_workers": 16}, {"num_workers": 16}, (16, 4)) == []  # the same count: no change
-    assert loader.changes({"num_workers": 16}, {"num_workers": 8}, (16, 16)) == [("num_workers", 8, 16)]
-    assert loader.changes({"num_workers": 3}, {"num_workers": 16}, (16, 4)) == [("num_workers", 16, 3)]
+    assert described.changes({"num_workers": 16}, {"num_workers": 16}, (16, 4)) == []  # the same count: no change
+    assert described.changes({"num_workers": 16}, {"num_workers": 8}, (16, 16)) == [("num_workers", 8, 16)]
+    assert described.changes({"num_workers": 3}, {"num_workers": 16}, (16, 4)) == [("num_workers", 16, 3)]
     # another field equal to the count is not a count of workers
-    assert loader.changes({"prefetch_factor": 4}, {"prefetch_factor": 16}, (16, 4)) == [("prefetch_factor", 16, 4)]
+    assert described.changes({"prefetch_factor": 4}, {"prefetch_factor": 16}, (16, 4)) == [("prefetch_factor", 16, 4)]
 
 
 def test_every_undeclared_change_is_named_and_only_those():
     found = [("num_workers", 16, 4), ("pin_memory", True, False), ("timeout", 0, 5)]
-    message = failures(loader.settings_failure(found, ("timeout",), "REF main (abc)"))
+    message = failures(described.settings_failure(found, ("timeout",), "REF main (abc)"))
     lines = message.splitlines()
     assert "REF main (abc)" in lines[0]
     assert lines[1:3] == ["  num_workers 16 -> 4", "  pin_memory True -> False"]
     assert "timeout" not in message.replace("loader_changes", "")
     assert "loader_changes=('num_workers', 'pin_memory',)" in lines[3] and "re-record the baseline" in lines[3]
-    assert failures(loader.settings_failure(found, ("timeout", "pin_memory", "num_workers"), "REF")) is None
+    assert failures(described.settings_failure(found, ("timeout", "pin_memory", "num_workers"), "REF")) is None
 
 
 def test_a_long_value_is_shortened_in_the_failure():
     long = "x" * 300
-    message = failures(loader.settings_failure([("dataset", long, "y")], (), "REF"))
+    message = failures(described.settings_failure([("dataset", long, "y")], (), "REF"))
     assert f"  dataset {'x' * 197}... -> y" in message.splitlines()
 
 
@@ -323,14 +323,14 @@ def test_settings_declared_and_following_the_cores_pass_with_a_note_naming_each(
     now = {"num_workers": 4, "pin_memory": False, "timeout": 5, "start_method": "spawn"}
     then = {"num_workers": 16, "pin_memory": True, "timeout": 0, "start_method": "fork"}
     entry = {"settings": then, "workers": 16}
-    assert loader.settings_verdict(now, entry, workers=4, worker_start="spawn", expected=("pin_memory", "timeout"),
+    assert described.settings_verdict(now, entry, workers=4, worker_start="spawn", expected=("pin_memory", "timeout"),
                                    compared_with="REF x") == [
         Finding(PASSED, "loader changed as declared: pin_memory True -> False; timeout 0 -> 5")]
 
 
 def test_an_undeclared_change_fails_naming_against_what():
     now, then = {"num_workers": 4, "timeout": 5}, {"num_workers": 16, "timeout": 0}
-    [found] = loader.settings_verdict(now, {"settings": then, "workers": 16}, workers=16, worker_start=None,
+    [found] = described.settings_verdict(now, {"settings": then, "workers": 16}, workers=16, worker_start=None,
                                       expected=(), compared_with="the baseline of host-7")
     assert found.outcome == FAILED
     assert "host-7" in found.text and "  num_workers 16 -> 4" in found.text and "  timeout 0 -> 5" in found.text
@@ -338,14 +338,14 @@ def test_an_undeclared_change_fails_naming_against_what():
 
 def test_settings_recorded_for_no_test_or_not_for_this_one_are_not_compared_and_say_how_to_record_them():
     """No loaders.json, an empty one, or one without this test: the same note (a hole under --perf-strict)."""
-    [found] = loader.settings_verdict({"num_workers": 4}, None, workers=4, worker_start=None, expected=(),
+    [found] = described.settings_verdict({"num_workers": 4}, None, workers=4, worker_start=None, expected=(),
                                       compared_with="the baseline",
                                       rerecord="record them with: pytest 't' --perf-update-baselines")
     assert found == Finding(NOT_COMPARED, "loader settings not compared: the baseline recorded none for this test; record "
                                           "them with: pytest 't' --perf-update-baselines")
-    assert loader.settings_verdict(None, None, workers=4, worker_start=None, expected=(), compared_with="REF x") == []
+    assert described.settings_verdict(None, None, workers=4, worker_start=None, expected=(), compared_with="REF x") == []
 
 
 def test_a_value_as_long_as_the_limit_is_shown_whole():
-    assert loader.described._short("x" * 200) == "x" * 200 and loader.described._short("x" * 201) == "x" * 197 + "..."
-    assert loader.described._short(7, limit=1) == "7"
+    assert described._short("x" * 200) == "x" * 200 and described._short("x" * 201) == "x" * 197 + "..."
+    assert described._short(7, limit=1) == "7"

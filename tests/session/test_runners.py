@@ -130,8 +130,8 @@ def test_the_split_keeps_this_runners_part_and_deselects_the_rest(pytester):
 def test_the_parts_recorded_baselines_join_into_one_folder_entry_by_entry(tmp_path, capsys):
     """Each runner of a recording in parts records its tests into its own checkout; the folders join test by test,
     the destination's other entries kept."""
-    from torch_perf_suite.loader import SettingsFile
     from torch_perf_suite.loader.instructions import InstructionsFile
+    from torch_perf_suite.loader.recorded import SettingsFile
     from torch_perf_suite.records.baselines import BaselineFile
 
     env = {"gpu": "NVIDIA H200", "host": None, "date": "2026-11-27"}

@@ -21,49 +21,10 @@ catch (docs/loader.md), so the loader's verdicts rest on three other things:
 - **Parallelism explained** (`parallelism`): the rate the workers could reach at that cost, beside the rate the
   loader delivered; a gap is lost parallelism (the main process, the pin-memory thread, CPU contention).
 
-The verdicts are plain functions (`settings_failure`, `unit_failure`, and the `settings_verdict` and `unit_verdict` that
-use them), each returning its findings (findings.py); the `perf` fixture turns a failed one into a failure.
+The verdicts are plain functions (`described.settings_verdict`; in `checks`, the instruction count's `verdict` and the
+cost's `unit_verdict`), each returning its findings (findings.py); the `perf` fixture turns a failed one into a failure.
 
-The package: `described` (what the loader is, and its settings compared), `cost` (what one sample costs, and its
-verdicts), `recorded` (`baselines/loaders.json`).
+The package: `described` (what the loader is, and its settings compared), `cost` (what one sample costs), `checks` (the
+verdicts on its count and its cost), `recorded` (`baselines/loaders.json`), `instructions` and `digest` (its count and
+what it read), `turns` (its CPU time against REF's, by turns).
 """
-
-from .cost import (  # noqa: F401
-    CHUNK,
-    RECORD,
-    SOLO_LEAST,
-    SOLO_MOST,
-    SOLO_S,
-    WAIT_FLOOR_US,
-    Timer,
-    UnitCost,
-    Yardstick,
-    cpu_line,
-    cpu_rise_pct,
-    in_workers,
-    observe,
-    parallelism,
-    solo,
-    timer_folder,
-    unit_failure,
-    unit_verdict,
-    validate_unit,
-)
-from .described import (  # noqa: F401
-    BLOCKS_MARGIN,
-    LOST_PARALLELISM,
-    SCALARS,
-    Undescribable,
-    changes,
-    describe,
-    settings_failure,
-    settings_verdict,
-)
-from .recorded import (  # noqa: F401
-    FLAGS,
-    NUMBERS,
-    SCHEMA,
-    SettingsError,
-    SettingsFile,
-    entry,
-)

@@ -21,15 +21,8 @@ from .advice import PAGEABLE_COPIES
 STEP_PREFIX = "perf_step_"
 PERIODIC_PREFIX = "perf_periodic:"  # a phase that runs every k steps (computing metrics, say)
 SITE_PREFIX = "perf_sync_site|"
-BLOCKING_CALLS = {
-    "cudaStreamSynchronize",
-    "cudaDeviceSynchronize",
-    "cudaEventSynchronize",
-    "cudaMemcpy",
-    "cuStreamSynchronize",
-    "cuCtxSynchronize",
-    "cuEventSynchronize",
-}
+BLOCKING_CALLS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",  # the runtime's
+                  "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"}  # and the driver's twins
 HOST_CATEGORIES = {"cuda_runtime", "cuda_driver"}
 
 
