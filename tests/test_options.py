@@ -18,7 +18,7 @@ pytest_plugins = ["pytester"]
 def parsed(pytester):
     """parsed(*args) -> SessionSettings of a session started in pytester's folder with the suite's plugin."""
     pytester.makeconftest('pytest_plugins = ["torch_perf_suite.plugin"]\n')
-    return lambda *args: options.read(pytester.parseconfig(*args))
+    return lambda *args: options.read_settings(pytester.parseconfig(*args))
 
 
 def test_defaults(parsed, pytester):

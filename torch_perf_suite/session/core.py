@@ -35,7 +35,7 @@ class PerfSession:
     def __init__(self, config, shards: int = 0):
         """`shards`: the pytest-xdist workers this process starts, as the controller of a sharded run (sharding.py)."""
         options.check_values_apart(list(config.invocation_params.args))
-        self.settings = options.read(config)
+        self.settings = options.read_settings(config)
         # the session's seconds count from pytest's start (the plugin's first hook), so the imports before the session
         # (conftest.py, the plugins', torch where one imports it) are measured; without that hook (the plugin registered
         # by a conftest.py, too late for it), from now

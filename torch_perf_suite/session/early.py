@@ -34,7 +34,7 @@ def count_early(config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # a pytest-xdist worker: confined to its cores at its configure
     try:
-        s = options.read(KnownArgs(config))
+        s = options.read_settings(KnownArgs(config))
     except (pytest.UsageError, argparse.ArgumentError):
         return
     if s.bisect or is_ref_run(s.update_baselines) or not (s.instructions and (s.smoke or device.gpu_visible())):
@@ -46,7 +46,7 @@ def count_early(config) -> None:
 class KnownArgs:
     """The command line's perf options, read before pytest reads them (a plugin registered by a conftest.py is added
     after that) from what pytest will read: ini addopts, PYTEST_ADDOPTS and the arguments. Asked as `config.getoption`
-    is once the session starts: options.read(KnownArgs(config)) before it. A value that is not valid
+    is once the session starts: options.read_settings(KnownArgs(config)) before it. A value that is not valid
     raises argparse.ArgumentError, said at the session's start by pytest."""
 
     def __init__(self, config):

@@ -12,7 +12,7 @@ import pytest
 from ..settings import MEASURE_TYPES, OPTIONS, Measure, SessionSettings, conflicting, default_workers, split_part
 
 
-def read(config) -> SessionSettings:
+def read_settings(config) -> SessionSettings:
     """The session's settings from `config` (pytest's, or early.KnownArgs before the session)."""
     opt = config.getoption
     strict = opt("--perf-strict")
