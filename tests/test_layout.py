@@ -99,6 +99,26 @@ def test_no_module_class_or_function_is_longer_than_its_limit_with_room_to_spare
     assert not too_long, f"longer than {ROOM:.0%} of {LONGEST}: {too_long}"
 
 
+# the names several modules' functions share on purpose, each one interface: what a concern counts (count), its
+# verdict and the failed findings it is made of (verdict, failure, counted: a count's verdict), a record's entry and
+# key (entry, key), a worker's loop (serve), a command (main) and pytest's hooks
+INTERFACE = {"count", "verdict", "failure", "counted", "entry", "key", "serve", "main"}
+
+
+def test_one_name_one_thing_no_two_classes_and_no_two_functions_share_a_name_but_an_interfaces():
+    classes, functions = {}, {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            module = path.relative_to(PACKAGE).as_posix()
+            if isinstance(node, ast.ClassDef):
+                classes.setdefault(node.name, []).append(module)
+            elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                functions.setdefault(node.name, []).append(module)
+    assert not {name: at for name, at in classes.items() if len(at) > 1}
+    shared = {name: at for name, at in functions.items() if len(at) > 1}
+    assert shared and not {name: at for name, at in shared.items() if name not in INTERFACE and not name.startswith("pytest_")}
+
+
 # where a finding becomes a test's failure or a usage error: the hooks and what they start before the session (early),
 # the session and a test's call, the sharding, pytest-benchmark's side, the fixture, the options, and the runs of another
 # commit (against/: REF's state and steps, REF's pytest and its bad input, the bisection). Measuring, the verdicts and

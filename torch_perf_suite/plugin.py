@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from . import hooks, ref_imports, settings
-from .against.state import bisect
+from .against.state import run_bisection
 from .findings import PerfWarning
 from .fixture.perf import Perf
 from .fixture.result import Result
@@ -108,7 +108,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtestloop(session):
     perf_session = session.config.stash.get(SESSION, None)
     if perf_session and perf_session.bisecting and not session.config.option.collectonly:
-        return bisect(perf_session, session)  # --perf-bisect: each commit's tests run in a process of their own
+        return run_bisection(perf_session, session)  # --perf-bisect: each commit's tests run in a process of their own
     return None
 
 

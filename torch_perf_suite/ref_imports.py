@@ -139,7 +139,7 @@ class RefFinder(importlib.abc.MetaPathFinder):
                 "it")
         if line not in self.errors:
             self.errors.append(line)
-            say(self.mapping, "error", line)
+            write_said(self.mapping, "error", line)
         return ModuleNotFoundError(line, name=name)
 
 
@@ -166,11 +166,11 @@ def install_from_env() -> RefFinder | None:
     mapping = from_env()
     if mapping is None:
         return None
-    current = installed()
+    current = installed_finder()
     return current if current is not None and current.mapping == mapping else install(mapping)
 
 
-def installed() -> RefFinder | None:
+def installed_finder() -> RefFinder | None:
     return next((f for f in sys.meta_path if isinstance(f, RefFinder)), None)
 
 
@@ -235,7 +235,8 @@ def installed_copies(mapping: Mapping) -> list[str]:
     return lines
 
 
-def say(mapping: Mapping, kind: str, line: str) -> None:
+def write_said(mapping: Mapping, kind: str, line: str) -> None:
+    """A line for the session that runs REF (read_said): an error or a note, appended to the file SAID names."""
     if mapping.said:
         with open(mapping.said, "a") as f:
             f.write(f"{kind}\t{line}\n")
@@ -257,13 +258,13 @@ def read_said(path) -> tuple[list[str], list[str]]:
 def finish() -> tuple[list[str], list[str]]:
     """At the end of a process that ran REF's code: its leaks and installed copies written to SAID; returns (errors,
     notes) of this process and of those it started (its counting process), or of this one alone without SAID."""
-    finder = installed()
+    finder = installed_finder()
     if finder is None:
         return [], []
     errors, notes = leaks(finder.mapping), installed_copies(finder.mapping)
     for kind, lines in (("error", errors), ("note", notes)):
         for line in lines:
-            say(finder.mapping, kind, line)
+            write_said(finder.mapping, kind, line)
     if finder.mapping.said:
         return read_said(finder.mapping.said)
     return [*finder.errors, *errors], notes

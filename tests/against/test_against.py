@@ -441,8 +441,8 @@ def test_refs_cache_folder_is_keyed_by_the_interpreter_the_installed_packages_an
     monkeypatch.setenv("PYTEST_ADDOPTS", "--perf-smoke")
     assert folder() != first
     monkeypatch.delenv("PYTEST_ADDOPTS")
-    packages = ref.installed()
-    monkeypatch.setattr(ref, "installed", lambda: [*packages, "torchmetrics==9.9"])
+    packages = ref.distributions()
+    monkeypatch.setattr(ref, "distributions", lambda: [*packages, "torchmetrics==9.9"])
     assert folder() != first
     monkeypatch.undo()
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)

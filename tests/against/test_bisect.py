@@ -52,7 +52,7 @@ def test_skipped_commits_just_before_the_first_bad_one_are_named_as_suspects():
     finding = bisecting.search(GOOD, chain(8), judge_by({4: "skip", 5: "skip"}, [], 6))
     assert finding.first_bad.subject == "commit 6"
     assert [c.subject for c in finding.suspects] == ["commit 4", "commit 5", "commit 6"]
-    assert "the first bad one is one of: " in bisect_report.describe(finding, "v1", "main")
+    assert "the first bad one is one of: " in bisect_report.report(finding, "v1", "main")
 
 
 @pytest.mark.parametrize("skipped", [{}, {15: "skip"}])
@@ -68,7 +68,7 @@ def test_two_regressions_name_the_first_and_go_on_to_the_commit_of_what_only_bad
     assert later.first_bad.subject == ("commit 16" if skipped else "commit 15") and later.why == ["t: gpu -6.0% (allowed -3%)"]
     assert [c.subject for c in later.suspects] == (["commit 15", "commit 16"] if skipped else [])
     assert len(asked) == len(set(asked)) <= 2 * bisect_report.most_measured(30)  # each commit judged once
-    text = bisect_report.describe(finding, "v1", "main")
+    text = bisect_report.report(finding, "v1", "main")
     assert ("a later regression, which 30aaaaaaaaaa (main) has and the first bad commit does not: "
             f"{later.first_bad.short} '{later.first_bad.subject}'") in text
 
@@ -86,7 +86,7 @@ def test_the_report_draws_each_judged_commits_first_figures_as_a_chart():
         i = int(c.sha[:2])
         return Outcome("bad" if i >= 3 else "good", ["t: 1.00 syncs/step"] if i >= 3 else [],
                        figures={"t": {"gpu": 1000.0 - i, "pipeline": 500.0}})
-    text = bisect_report.describe(bisecting.search(GOOD, chain(4), judge), "v1", "main")
+    text = bisect_report.report(bisecting.search(GOOD, chain(4), judge), "v1", "main")
     assert "| 000000000000 | good | 2026-11-01 | good against itself | gpu 1,000/s, pipeline 500/s |" in text  # GOOD's A/A
     assert '```mermaid\nxychart-beta\n    title "samples/s of the first test, by commit"' in text
     assert "line 1: pipeline; line 2: gpu" in text or "line 1: gpu; line 2: pipeline" in text
@@ -102,7 +102,7 @@ def test_bad_that_passes_or_cannot_run_leaves_nothing_to_bisect(bad_status):
     asked = []
     finding = bisecting.search(GOOD, chain(20), judge_by({20: bad_status}, asked, 5))
     assert finding.first_bad is None and asked == [20]
-    assert f"20aaaaaaaaaa (main) {bad_status}: nothing to bisect" in bisect_report.describe(finding, "v1", "main")
+    assert f"20aaaaaaaaaa (main) {bad_status}: nothing to bisect" in bisect_report.report(finding, "v1", "main")
 
 
 def test_a_good_that_fails_against_itself_leaves_nothing_to_bisect():
@@ -114,7 +114,7 @@ def test_a_good_that_fails_against_itself_leaves_nothing_to_bisect():
     assert bisecting.nothing_found(finding, "main") == ("--perf-bisect: at 000000000000 the selected tests fail against "
                                                         "000000000000 itself (test: 1.00 syncs/step): bisect from a commit "
                                                         "where they pass")
-    assert "000000000000 (v1) fails against itself: nothing to bisect" in bisect_report.describe(finding, "v1", "main")
+    assert "000000000000 (v1) fails against itself: nothing to bisect" in bisect_report.report(finding, "v1", "main")
 
 
 @pytest.mark.parametrize("text", ["main", "..main", "v1..", "v1...main", ""])

@@ -56,7 +56,7 @@ def test_a_gpu_counts_syncs_by_profiling_and_the_steps_peak_memory_above_what_th
 def test_detect_device(monkeypatch, available, name):
     env = {"gpu": "NVIDIA H200"}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
-    monkeypatch.setattr(device, "environment", lambda: env)
+    monkeypatch.setattr(device, "_environment", lambda: env)
     d = device.detect_device()
     assert d.name == name and d.env is env and d.is_gpu == available
 
@@ -69,7 +69,7 @@ def test_the_clock_is_the_wall_clock_in_seconds(monkeypatch):
 @pytest.mark.parametrize("count, visible, expected", [(1, None, True), (8, "2,3", True), (None, None, False),
                                                       (0, None, False), (1, "", False), (1, "-1", False)])
 def test_a_gpu_is_told_visible_without_importing_torch(monkeypatch, count, visible, expected):
-    monkeypatch.setattr(device.nvml, "gpu_count", lambda: count)  # None: no NVML (the CPU machines)
+    monkeypatch.setattr(device.nvml, "gpus_on_node", lambda: count)  # None: no NVML (the CPU machines)
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:

@@ -94,13 +94,13 @@ def test_host_class_prefers_platform_processor_to_the_architecture(cpuinfo, monk
     assert host.host_class()["cpu"] == "arm"
 
 
-# --- describe, why_not_comparable ---------------------------------------------------------------------
+# --- host_line, why_not_comparable ---------------------------------------------------------------------
 
 
-def test_describe_shortens_the_machine_id_to_13_characters():
+def test_host_line_shortens_the_machine_id_to_13_characters():
     h = {"cpu": "Xeon", "cores": 8, "machine": "4c4c4544-0042-4b10-8051-b4c04f4d4d32"}
-    assert host.describe(h) == "Xeon x 8 cores, machine 4c4c4544-0042"
-    assert host.describe(None) == host.describe({}) == "an unknown host"
+    assert host.host_line(h) == "Xeon x 8 cores, machine 4c4c4544-0042"
+    assert host.host_line(None) == host.host_line({}) == "an unknown host"
 
 
 def test_another_cpu_is_not_comparable():

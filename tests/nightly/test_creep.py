@@ -251,7 +251,7 @@ def test_a_number_that_moves_from_zero_is_said_from_zero_with_no_margin_to_bisec
     nights = nights_of(list(noisy(22, 9)), numbers={"bytes copied a step": copied})
     [found] = [c for c in creep.found(nights[:20]) if c.number == "bytes copied a step"]  # its median no longer 0
     assert found.args() == [] and found.said(nights)["change_pct"] == creep.FROM_ZERO
-    assert "moved from 0 to 2 on NVIDIA H200" in creep.describe(found, nights[:20], "a..b")
+    assert "moved from 0 to 2 on NVIDIA H200" in creep.alert_body(found, nights[:20], "a..b")
     nights[19].said = [found.said(nights)]
     save_night(tmp_path, nights[19])
     assert load_history(tmp_path) == [nights[19]]  # kept, and read back as a night

@@ -219,6 +219,6 @@ def test_the_session_line_adds_up_whenever_it_is_written(monkeypatch, span, in_t
     session = SimpleNamespace(tests_span=span, in_test=in_test, collected=10.0, configured=5.0, started=4.0,
                               imports_s=1.0, laps=laps, recount=None, recount_s=0.0,
                               ref_state=SimpleNamespace(seconds=2.0, in_tests=worker_ref))
-    seconds = writing.seconds(session)
+    seconds = writing.spent(session)
     assert {k: v for k, v in seconds.items() if k not in ("total", "imports")} == parts
     assert sum(seconds.values()) - seconds["total"] == pytest.approx(seconds["total"])

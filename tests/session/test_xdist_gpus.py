@@ -112,7 +112,7 @@ def test_a_run_on_one_gpu_of_several_keeps_to_its_gpus_share_of_the_cores(monkey
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
     monkeypatch.delenv(host.CONFINED, raising=False)
     monkeypatch.setattr(device, "gpu_count", lambda: cuda_sees)
-    monkeypatch.setattr(nvml, "gpu_count", lambda: node_has)
+    monkeypatch.setattr(nvml, "gpus_on_node", lambda: node_has)
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
@@ -131,7 +131,7 @@ def test_a_run_the_suite_already_confined_keeps_its_cores(monkeypatch, marked, k
     monkeypatch.setattr(host, "_topology", lambda cpu: (0, cpu))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)))
     monkeypatch.setattr(device, "gpu_count", lambda: 1)
-    monkeypatch.setattr(nvml, "gpu_count", lambda: 2)
+    monkeypatch.setattr(nvml, "gpus_on_node", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     if marked is None:
         monkeypatch.delenv(host.CONFINED, raising=False)

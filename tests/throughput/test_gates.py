@@ -79,20 +79,20 @@ def test_a_gpu_number_recorded_below_80_percent_busy_is_host_bound(busy, expecte
     assert gates.tolerance_for("gpu", now, entry, m, "GPU-1") == expected
 
 
-# --- why_not_comparable and verdict on sparse entries ------------------------------------------------
+# --- part_not_comparable and verdict on sparse entries ------------------------------------------------
 
 
 def test_an_entry_without_parts_is_not_compared():
     entry = {"env": {"gpu": "NVIDIA H200", "host": HOST}}
-    assert gates.why_not_comparable("gpu", entry, HOST, False) == NO_PART
+    assert gates.part_not_comparable("gpu", entry, HOST, False) == NO_PART
     v = gates.verdict("gpu", [1000.0] * 5, entry, 3.0, NO_PART)
     assert (v.part, v.baseline_sps, v.comparison, v.why_not) == ("gpu", None, None, NO_PART)
 
 
 def test_an_entry_without_env_has_no_host_to_compare_with():
     entry = {"parts": {"loader": base()}}
-    assert gates.why_not_comparable("loader", entry, HOST, True) == NO_HOST_INFO
-    assert gates.why_not_comparable("gpu", {"parts": {"gpu": base()}}, HOST, False) == ""
+    assert gates.part_not_comparable("loader", entry, HOST, True) == NO_HOST_INFO
+    assert gates.part_not_comparable("gpu", {"parts": {"gpu": base()}}, HOST, False) == ""
 
 
 def test_a_baseline_without_rounds_compares_with_its_median():
@@ -120,7 +120,7 @@ def test_a_verdict_names_its_part():
     assert gates.verdict("loader", [1000.0] * 5, {"parts": {"loader": base()}}, 10.0, "").part == "loader"
 
 
-# --- decide: one part against its entry, as the fixture asks ------------------------------------------------------
+# --- part_verdict: one part against its entry, as the fixture asks ------------------------------------------------------
 
 
 def entry_of(gpu_uuid, host=HOST):
@@ -132,21 +132,21 @@ M = Measure(tolerance=3, chip_tolerance=20, host_tolerance=10)
 
 
 def test_the_gpu_number_on_the_recording_chip_is_held_to_the_tolerance_with_no_scope():
-    v = gates.decide("gpu", NOW, entry_of("GPU-1"), M, {"gpu_uuid": "GPU-1", "host": HOST})
+    v = gates.part_verdict("gpu", NOW, entry_of("GPU-1"), M, {"gpu_uuid": "GPU-1", "host": HOST})
     assert v.failed and v.scope == "" and v.comparison.factor == pytest.approx(0.97)
 
 
 def test_the_gpu_number_on_another_chip_says_where_its_baseline_was_recorded():
-    v = gates.decide("gpu", NOW, entry_of("GPU-123456789abcdef"), M, {"gpu_uuid": "GPU-2", "host": HOST})
+    v = gates.part_verdict("gpu", NOW, entry_of("GPU-123456789abcdef"), M, {"gpu_uuid": "GPU-2", "host": HOST})
     assert not v.failed and v.scope == "recorded on chip GPU-12345678, not this one"
     assert v.comparison.factor == pytest.approx(0.80)
 
 
 def test_a_host_bound_number_against_ref_is_reported_not_gated():
     env = {"gpu_uuid": "GPU-1", "host": HOST}
-    gated = gates.decide("pipeline", NOW, entry_of("GPU-2"), M, env)
+    gated = gates.part_verdict("pipeline", NOW, entry_of("GPU-2"), M, env)
     assert gated.compared and gated.scope == "" and gated.comparison.factor == pytest.approx(0.90)
-    v = gates.decide("pipeline", NOW, entry_of("GPU-2"), M, env, host_gated=False)
+    v = gates.part_verdict("pipeline", NOW, entry_of("GPU-2"), M, env, host_gated=False)
     assert (v.part, v.baseline_sps, v.comparison, v.reported) == (
         "pipeline", 1000.0, None,
         "-5.0% (host-bound, a reading: the step's host side is judged by its Python lines and blocks a step, the loader by "
@@ -160,18 +160,18 @@ def test_a_host_bound_number_refs_run_did_not_time_is_said_so_not_missing():
     as such, even under --perf-strict; a committed baseline without the part still asks to re-record."""
     env, ref = {"gpu_uuid": "GPU-1", "host": HOST}, entry_of("GPU-1")
     del ref["parts"]["pipeline"]
-    v = gates.decide("pipeline", NOW, ref, M, env, host_gated=False)
+    v = gates.part_verdict("pipeline", NOW, ref, M, env, host_gated=False)
     assert (v.compared, v.failed) == (False, False)
     assert v.reported == "not timed at REF (host-bound: a reading, never gated against REF)"
-    committed = gates.decide("pipeline", NOW, ref, M, env)
+    committed = gates.part_verdict("pipeline", NOW, ref, M, env)
     assert not committed.reported and committed.why_not.startswith("no baseline number for this part")
 
 
 def test_a_pipeline_not_comparable_for_a_host_change_says_so_but_one_with_no_host_recorded_does_not():
     elsewhere = {"gpu_uuid": "GPU-1", "host": {**HOST, "machine": "elsewhere"}}
-    moved = gates.decide("pipeline", NOW, entry_of("GPU-1"), M, elsewhere)
+    moved = gates.part_verdict("pipeline", NOW, entry_of("GPU-1"), M, elsewhere)
     assert not moved.compared and moved.host_changed  # a new runner: said, not a failure under --perf-strict
-    old = gates.decide("pipeline", NOW, entry_of("GPU-1", host=None), M, elsewhere)
+    old = gates.part_verdict("pipeline", NOW, entry_of("GPU-1", host=None), M, elsewhere)
     assert not old.compared and not old.host_changed  # an old entry: re-record it
 
 

@@ -270,11 +270,11 @@ def test_one_decision_picks_the_tolerance_the_scope_and_whether_to_compare():
     m = Measure(tolerance=3, chip_tolerance=20, host_tolerance=10)
     p = parts(pipeline=850.0, gpu=850.0, loader=850.0, busy_s=0.095)  # 15% below every part of the entry
     on = {"gpu_uuid": "GPU-1", "host": HOST}
-    assert gates.decide("gpu", p, entry(), m, on).failed  # this chip: 3%
-    other_chip = gates.decide("gpu", p, entry(), m, {**on, "gpu_uuid": "GPU-2"})
+    assert gates.part_verdict("gpu", p, entry(), m, on).failed  # this chip: 3%
+    other_chip = gates.part_verdict("gpu", p, entry(), m, {**on, "gpu_uuid": "GPU-2"})
     assert not other_chip.failed and other_chip.scope == "recorded on chip GPU-1, not this one"
-    assert gates.decide("loader", p, entry(), m, on).failed  # this host: 10%
-    elsewhere = gates.decide("loader", p, entry(), m, {**on, "host": {**HOST, "machine": "m2"}})
+    assert gates.part_verdict("loader", p, entry(), m, on).failed  # this host: 10%
+    elsewhere = gates.part_verdict("loader", p, entry(), m, {**on, "host": {**HOST, "machine": "m2"}})
     assert not elsewhere.compared and elsewhere.why_not.startswith("not comparable: recorded on machine m1")
 
 
@@ -285,20 +285,20 @@ def test_a_launch_bound_gpu_number_is_host_bound():
 
 
 def test_host_bound_numbers_are_compared_on_the_same_host_class_only():
-    assert gates.why_not_comparable("loader", entry(), HOST, True) == ""
+    assert gates.part_not_comparable("loader", entry(), HOST, True) == ""
     other = {"cpu": "Xeon 8480+", "cores": 16, "machine": "m2"}
-    why = gates.why_not_comparable("loader", entry(host=other), HOST, True)
+    why = gates.part_not_comparable("loader", entry(host=other), HOST, True)
     assert why == "not comparable: recorded on machine m2, this is machine m1 (the same CPU class)"
-    assert gates.why_not_comparable("gpu", entry(host=other), HOST, False) == ""  # the GPU model's number
+    assert gates.part_not_comparable("gpu", entry(host=other), HOST, False) == ""  # the GPU model's number
 
 
 def test_an_old_entry_without_host_says_what_to_do():
-    why = gates.why_not_comparable("pipeline", entry(host=None), HOST, True)
+    why = gates.part_not_comparable("pipeline", entry(host=None), HOST, True)
     assert "without host information" in why and "--perf-update-baselines" in why
 
 
 def test_a_part_missing_from_the_entry_is_not_compared():
-    why = gates.why_not_comparable("loader", entry(parts_=("pipeline",)), HOST, True)
+    why = gates.part_not_comparable("loader", entry(parts_=("pipeline",)), HOST, True)
     assert why.startswith("no baseline number for this part")
 
 

@@ -15,7 +15,7 @@ def most_measured(n: int) -> int:
     return math.ceil(math.log2(max(n, 1))) + 2
 
 
-def describe(finding, good_name: str, bad_name: str) -> str:
+def report(finding, good_name: str, bad_name: str) -> str:
     """The report of a `bisecting.Bisection`: the first bad commit with its failures, every commit tested with its
     figures, and their chart."""
     tested = [c for c in (finding.good, *finding.commits) if c.sha in finding.tested]  # GOOD's A/A first: the yardstick

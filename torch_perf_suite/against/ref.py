@@ -5,7 +5,7 @@ process of their own that records their results as a baseline of this chip (`--p
 the cache, never into the committed baselines). The working tree's tests then compare with it as with a baseline
 recorded on this chip: GPU-side numbers at `tolerance`, counts exactly. Loader and pipeline numbers move between rounds
 on one host by more than a regression to catch (docs/seed-000-ladder.md, "A loader regression of 15%"), so they are
-reported against REF, not gated (gates.decide); the loader is judged by its settings, its blocks and waiting per sample,
+reported against REF, not gated (gates.part_verdict); the loader is judged by its settings, its blocks and waiting per sample,
 and a sample's CPU time timed by turns with REF's (loader/turns.py), for which REF's files are kept beside its results.
 
 All of REF first, then all of the head: GPU-side numbers on one chip barely move between rounds
@@ -127,13 +127,13 @@ def cache_folder(base: Path, sha: str, env: dict, args: list[str], worker: str |
     # and what else changes a verdict: the interpreter, every installed package's version (torchmetrics, numpy, Pillow,
     # lightning, this plugin...) and the options pytest reads from the environment (a smoke run's results never serve a
     # full one)
-    what.update(python=sys.version, installed=installed(), addopts=os.environ.get("PYTEST_ADDOPTS", ""))
+    what.update(python=sys.version, installed=distributions(), addopts=os.environ.get("PYTEST_ADDOPTS", ""))
     digest = hashlib.sha256(json.dumps([what, args], sort_keys=True, default=str).encode()).hexdigest()[:16]
     return base / f"{sha[:12]}-{digest}"
 
 
 @functools.cache
-def installed() -> list[str]:
+def distributions() -> list[str]:
     """Every distribution installed in this interpreter, as name==version, sorted."""
     return sorted({f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()})
 

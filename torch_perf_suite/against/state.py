@@ -59,7 +59,7 @@ def check_bisect(session, config) -> tuple[Path, bisecting.Commit, list[bisectin
     return (top, *bisecting.commits(top, good_sha, bad_sha), bad)
 
 
-def bisect(session, pytest_session) -> bool:
+def run_bisection(session, pytest_session) -> bool:
     """--perf-bisect: the selected tests judged at the range's commits (bisecting.py); none runs in this process."""
     config = pytest_session.config
     test_ids = [item.nodeid for item in pytest_session.items]
@@ -76,7 +76,7 @@ def bisect(session, pytest_session) -> bool:
     finding = bisecting.search(good, range_, runner)
     if why := bisecting.nothing_found(finding, bad_name):
         raise pytest.UsageError(why)
-    text = bisect_report.describe(finding, good.short, bad_name)
+    text = bisect_report.report(finding, good.short, bad_name)
     say(plain.text(text))  # the terminal's plain text; the Markdown goes to the report's .bisect.md
     if session.settings.report:
         session.settings.report.parent.mkdir(parents=True, exist_ok=True)

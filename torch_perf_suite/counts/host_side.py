@@ -292,7 +292,7 @@ def failure(now: dict, recorded: dict, compared_with: str, margin_pct: float = L
     return [Finding(FAILED, problem) for problem in problems]
 
 
-def counted(counts: dict) -> bool:
+def holds_host_side(counts: dict) -> bool:
     """Whether a test's counts (Result.counts, or its baseline entry's) hold the host side: a test over several GPUs,
     on each of its ranks."""
     if "ranks" in counts:

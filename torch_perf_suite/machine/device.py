@@ -8,13 +8,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import environment as detected
 from . import nvml
+from .environment import environment
 
-
-@functools.lru_cache(maxsize=1)
-def environment() -> dict:
-    return detected.environment()
+_environment = functools.lru_cache(maxsize=1)(environment)  # read once a process
 
 
 @dataclass
@@ -85,13 +82,13 @@ class Device:
 def gpu_visible() -> bool:
     """Whether CUDA may find a GPU, told without importing torch: NVML counts one, and CUDA_VISIBLE_DEVICES does not
     hide them all."""
-    return bool(nvml.gpu_count()) and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() not in ("", "-1")
+    return bool(nvml.gpus_on_node()) and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() not in ("", "-1")
 
 
 def detect_device() -> Device:
     import torch
 
-    return Device("cuda" if torch.cuda.is_available() else "cpu", environment())
+    return Device("cuda" if torch.cuda.is_available() else "cpu", _environment())
 
 
 def gpu_count() -> int:

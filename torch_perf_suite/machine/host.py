@@ -152,7 +152,7 @@ def host_class() -> dict:
     return {"cpu": cpu, "cores": cpu_count(), "machine": machine_id()}
 
 
-def describe(host: dict | None) -> str:
+def host_line(host: dict | None) -> str:
     if not host:
         return "an unknown host"
     return f"{host.get('cpu')} x {host.get('cores')} cores, machine {str(host.get('machine'))[:13]}"
@@ -168,4 +168,4 @@ def why_not_comparable(recorded: dict | None, current: dict) -> str:
             return ""
         return (f"not comparable: recorded on machine {str(recorded.get('machine'))[:13]}, this is machine "
                 f"{str(current.get('machine'))[:13]} (the same CPU class)")
-    return f"not comparable: recorded on {describe(recorded)}, this host is {describe(current)}"
+    return f"not comparable: recorded on {host_line(recorded)}, this host is {host_line(current)}"

@@ -51,7 +51,7 @@ def driver_version() -> str | None:
     return v.decode() if isinstance(v, bytes) else v
 
 
-def gpu_count() -> int | None:
+def gpus_on_node() -> int | None:
     """The node's GPUs as NVML counts them: every one, whatever CUDA_VISIBLE_DEVICES hides from CUDA. None
     without NVML."""
     if pynvml is None:

@@ -77,7 +77,7 @@ def _with_partner(names) -> set:
     return set(names) | (set(COUPLED) if set(COUPLED) & set(names) else set())
 
 
-def read(name: str):
+def value_of(name: str):
     try:
         return SETTINGS[name][0]()
     except RuntimeError as error:
@@ -85,7 +85,7 @@ def read(name: str):
 
 
 def snapshot() -> dict:
-    return {name: read(name) for name in SETTINGS}
+    return {name: value_of(name) for name in SETTINGS}
 
 
 def restore(saved: dict) -> dict:
@@ -93,7 +93,7 @@ def restore(saved: dict) -> dict:
 
     A setting unreadable in `saved` cannot be restored: it is left as it is, and named if it reads differently now.
     """
-    changed = {name: (now, saved[name]) for name in SETTINGS if (now := read(name)) != saved[name]}
+    changed = {name: (now, saved[name]) for name in SETTINGS if (now := value_of(name)) != saved[name]}
     to_write = _with_partner(changed)
     for name in SETTINGS:  # SETTINGS' order
         if name in to_write and not isinstance(saved[name], Unreadable):

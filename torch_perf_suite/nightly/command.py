@@ -150,16 +150,16 @@ def _creeps(nights: list[Night], repo_url: str) -> Decision:
 def _creep_alert(c, nights: list[Night], repo_url: str) -> Alert:
     """A creep's alert, bisected from its last night on the old level to its first on the new; a drift's, not
     bisected: its commits from its start to tonight."""
-    from .creep import describe
+    from .creep import alert_body
 
     title = CREEP.format(test=c.test, number=c.number)
     if c.drift_from is not None:
         start = nights[max(c.drift_from - 1, 0)].commit
-        return Alert(c.test, title, bisect=False, body=describe(c, nights, _commits(start, nights[-1].commit,
+        return Alert(c.test, title, bisect=False, body=alert_body(c, nights, _commits(start, nights[-1].commit,
                                                                                          repo_url)))
     good, bad = nights[c.before].commit, nights[c.at].commit
     return Alert(c.test, title, good=good, bad=bad, args=c.args(),
-                 body=describe(c, nights, _commits(good, bad, repo_url)))
+                 body=alert_body(c, nights, _commits(good, bad, repo_url)))
 
 
 def _commits(good: str, bad: str, repo_url: str) -> str:
@@ -261,7 +261,7 @@ def publish(parser, args) -> int:
         parser.error(f"--history {args.history}: no such folder; give the folder that `record` keeps the nights in")
     if problem := _output_problem(args.out, folder=True):
         parser.error(f"--out {args.out}: {problem}")
-    from .site import publish as write_site  # numpy, ruptures and plotly: not the alert job's
+    from .site import write_site  # numpy, ruptures and plotly: not the alert job's
     print(write_site(*read_history(args.history), args.out, args.repo_url))
     return 0
 

@@ -168,7 +168,7 @@ def _slope(points: list[tuple[int, float]], start: int) -> float:
     return float(100 * slope / (level + slope * (start - 1))) if len(nights) > 1 else 0.0
 
 
-def describe(creep: Creep, nights: list, commits: str) -> str:
+def alert_body(creep: Creep, nights: list, commits: str) -> str:
     """The alert's body: the number, its size against its noise, the nights around it and the commits between them;
     a drift's start and slope."""
     c, before, at = creep.change, nights[creep.before], nights[creep.at]

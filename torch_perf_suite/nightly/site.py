@@ -248,7 +248,7 @@ def test_page(nights: list, test: Test, repo: str) -> str:
     return _page(test.name, body, 1, data)
 
 
-def publish(nights: list, skipped: list[tuple[Path, str]], out: Path, repo_url: str = "") -> str:
+def write_site(nights: list, skipped: list[tuple[Path, str]], out: Path, repo_url: str = "") -> str:
     """Write the site into `out` (the index, a page a test, Plotly's JavaScript, site.js and site.css); returns what
     was written, one line. Pages of tests no longer in the history are removed."""
     try:

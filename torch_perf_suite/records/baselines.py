@@ -88,7 +88,7 @@ class BaselineFile:
     def older_than_the_host_count(self) -> str:
         """One line for the run's header where entries of a step were recorded before its host side was counted: each
         such test leaves the host side uncompared (a hole under --perf-strict) until the file is recorded again."""
-        older = [k for k, e in self.tests.items() if e.get("counts") and not host_side.counted(e["counts"])]
+        older = [k for k, e in self.tests.items() if e.get("counts") and not host_side.holds_host_side(e["counts"])]
         if not older:
             return ""
         return (f"{self.path}: {len(older)} of {len(self.tests)} entries were recorded before the step's host side was "

@@ -110,7 +110,7 @@ class PerfSession:
 
     def test_span(self, began: bool) -> None:
         """A test's protocol began or ended: the first beginning and the last end are kept, and whether a test runs
-        now (`writing.seconds`: a report written inside a test counts it in the tests' span)."""
+        now (`writing.spent`: a report written inside a test counts it in the tests' span)."""
         self.tests_span[min(len(self.tests_span), 1):] = [time.perf_counter()]
         self.in_test = began
 

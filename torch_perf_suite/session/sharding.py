@@ -55,7 +55,7 @@ def pin_worker(config) -> None:
 def node_gpus(visible: int) -> int:
     """The node's GPUs: NVML's count, which CUDA_VISIBLE_DEVICES does not narrow; the `visible` ones where NVML cannot
     say."""
-    return max(visible, nvml.gpu_count() or 0)
+    return max(visible, nvml.gpus_on_node() or 0)
 
 
 def gpu_share(gpu: str | None, fallback: int, gpus: int, cores: list[int]) -> list[int]:

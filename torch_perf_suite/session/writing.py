@@ -21,16 +21,16 @@ from . import runners
 SLOW_S = 20.0  # a session of perf tests that measured none and took this long says where its seconds went
 
 
-def document(session) -> dict:
+def session_document(session) -> dict:
     """This process's report as its JSON holds it; an xdist worker's says which worker and GPU it was."""
     cores = host.cpu_list(session.cores) if session.cores else None
     worker = {"id": session.worker, "cuda_visible_devices": session.gpu, "cores": cores} if session.worker else None
     ref = session.ref_state.ref
     return saved.document(session.results.values(), session.device.env, session.sections, session.settings.smoke,
-                             session.charts, worker, ref_description=ref.describe() if ref else None, seconds=seconds(session))
+                             session.charts, worker, ref_description=ref.describe() if ref else None, seconds=spent(session))
 
 
-def seconds(session) -> dict:
+def spent(session) -> dict:
     """The session's seconds, every one in a part: in all since the process started; the imports before the
     session; collecting and selecting the tests; measuring REF; the perf tests' calls; the rest of the tests'
     time (their setup and teardown, the user's code around `perf.measure`, other tests); the end (stopping the
@@ -60,7 +60,7 @@ def write_report(session, final: bool = False) -> list:
     if session.worker:
         path = path.with_name(f"{path.name}.{session.worker}")
     try:
-        return saved.write(path, document(session), images=final and not session.worker)
+        return saved.write(path, session_document(session), images=final and not session.worker)
     except OSError as e:
         session.report_error = f"perf report NOT written to {path}: {e}"
         return []
@@ -114,7 +114,7 @@ def worker_output(session) -> dict:
     sends plain types only: torch.__version__ is a str subclass, a column a numpy int)."""
     records = session.records
     return {
-        "report": json.loads(json.dumps(document(session), default=str)) if session.results or session.sections else None,
+        "report": json.loads(json.dumps(session_document(session), default=str)) if session.results or session.sections else None,
         "lines": [line for line in (records.baseline_note, records.save_error, session.report_error) if line],
         "recorded": records.recorded(),
         "failed": bool(records.save_error or session.report_error),
@@ -127,7 +127,7 @@ def summary(session) -> tuple[str | None, list[tuple[str, dict]]]:
     controller reports for it: a worker says nothing."""
     if session.worker:
         return None, []
-    doc = session.merged if session.shards else document(session)
+    doc = session.merged if session.shards else session_document(session)
     measured = bool(doc and (doc["tests"] or doc["sections"]))
     outputs = session.worker_outputs.values()
     own = (session.records.baseline_note, session.records.save_error, session.report_error)
@@ -141,8 +141,8 @@ def summary(session) -> tuple[str | None, list[tuple[str, dict]]]:
                 else "no CUDA GPU and no --perf-smoke"
             empty = "" if measured else f" (no test was measured: {why})"
             out.append(("perf report written to " + ", ".join(map(str, written)) + empty, {}))
-    if session.perf_tests and not measured and not session.shards and (spent := seconds(session))["total"] >= SLOW_S:
-        out.append((f"{session_line(spent)}: where a session that measured no test spent its time", {}))
+    if session.perf_tests and not measured and not session.shards and (spent_s := spent(session))["total"] >= SLOW_S:
+        out.append((f"{session_line(spent_s)}: where a session that measured no test spent its time", {}))
     return (plain.text(saved.render(doc)) if measured else None), out
 
 

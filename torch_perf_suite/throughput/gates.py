@@ -114,7 +114,7 @@ def chip_scope(entry: dict) -> str:
     return f"recorded on chip {recorded[:12]}, not this one" if recorded else "recorded before chips were (an old entry)"
 
 
-def why_not_comparable(part: str, entry: dict, host: dict, host_bound: bool) -> str:
+def part_not_comparable(part: str, entry: dict, host: dict, host_bound: bool) -> str:
     """'' if this part may be compared with the entry; else why not."""
     base = entry.get("parts", {}).get(part)
     if base is None:
@@ -132,7 +132,7 @@ def verdict(part: str, now: list[float], entry: dict, tolerance_pct: float, why_
     return Verdict(part, base["samples_per_s"], compare(now, ref, 1 - tolerance_pct / 100), scope=scope)
 
 
-def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, host_gated: bool = True) -> Verdict:
+def part_verdict(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, host_gated: bool = True) -> Verdict:
     """One part of this run (`parts`, on the GPU and host of `env`) against the baseline entry: at the tolerance its
     kind and the entry's chip and host allow, or not compared, saying why. Without `host_gated` (against REF) a
     host-bound part's change is a reading: loader and pipeline numbers move between rounds by more than a regression to
@@ -142,7 +142,7 @@ def decide(part: str, parts: Parts, entry: dict, measure: Measure, env: dict, ho
     if host_bound and not host_gated and part not in entry.get("parts", {}):
         return Verdict(part, None, reported="not timed at REF (host-bound: a reading, never gated against REF)")
     scope = "" if host_bound or same_chip(entry, env.get("gpu_uuid")) else chip_scope(entry)
-    why_not = why_not_comparable(part, entry, env.get("host"), host_bound)
+    why_not = part_not_comparable(part, entry, env.get("host"), host_bound)
     v = verdict(part, list(parts.get(part).rounds), entry, tolerance, why_not, scope)
     v.host_bound = host_bound
     v.host_changed = bool(why_not) and host_bound and part in entry.get("parts", {}) and bool(entry.get("env", {}).get("host"))

@@ -37,7 +37,7 @@ LAUNCH_BOUND = 0.8
 # pipeline's rounds need not hold whole bursts nor its warm-up drain the queue (the uint8 ladder steps' loaders,
 # docs/measuring.md).
 LOADER_HEADROOM = 1.25
-# against REF a loader-fed window is a host-bound reading (gates.decide): timed only as long as what is judged needs
+# against REF a loader-fed window is a host-bound reading (gates.part_verdict): timed only as long as what is judged needs
 BRIEF = {
     "pipeline": "pipeline timed briefly (its warm-up and one round): against REF a loader-fed pipeline is a reading; "
                 "its GPU-side step and its loader are judged",
@@ -135,7 +135,7 @@ class Windows:
 
     @property
     def pipeline_brief(self) -> bool:
-        """Against REF a loader-fed pipeline is a host-bound reading, never gated (gates.decide): where its GPU-side
+        """Against REF a loader-fed pipeline is a host-bound reading, never gated (gates.part_verdict): where its GPU-side
         number and its loader's window are timed apart (and judged), its steps only warm the profiled ones. So in
         REF's run, and in the head's unless the loader outruns the GPU-side step: that pipeline is the GPU's, which a
         claim in the run holds to (the ladder's ceiling), and takes seconds, not the drain and the bursts of a
@@ -146,7 +146,7 @@ class Windows:
 
     @property
     def loader_brief(self) -> bool:
-        """Against REF the loader's number is a reading too (gates.decide): what is judged of its window is its cost per
+        """Against REF the loader's number is a reading too (gates.part_verdict): what is judged of its window is its cost per
         sample in the workers (its blocks), which a round of whole bursts gives; its samples/s decide only whether
         the pipeline is the GPU's (`loader_ahead`). Timed whole where it is the test's pipeline (a worker sweep's claims
         are ratios within the run) or in a smoke run (one round already)."""
