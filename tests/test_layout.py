@@ -178,6 +178,20 @@ def test_measuring_judging_and_the_fixture_read_only_what_the_session_view_names
     assert not missing, f"PerfSession has no {missing}"
 
 
+def test_refs_steps_read_only_what_their_view_of_the_session_names_and_the_session_has_it():
+    import inspect
+
+    from torch_perf_suite.against.state import SessionForRef
+    from torch_perf_suite.session.core import PerfSession
+
+    named = {n for n in vars(SessionForRef) if not n.startswith("_")} | set(SessionForRef.__annotations__)
+    read = set(re.findall(r"\bsession\.(\w+)", (PACKAGE / "against" / "state.py").read_text()))
+    assert read and read <= named, f"against/state.py reads {read - named} of the session, which SessionForRef does not name"
+    source = inspect.getsource(PerfSession)
+    missing = {n for n in named if not hasattr(PerfSession, n) and not re.search(rf"self\.{n}(: [^=]+)? = ", source)}
+    assert not missing, f"PerfSession has no {missing}"
+
+
 # The suite's own scenarios use the public API (torch_perf_suite.__all__) and, where it has no way yet, these internal
 # modules: the workers' memory and CPU time of a recipe's loader (machine.host), the ranks of a multi-GPU job measured
 # in processes of their own (machine.device, syncs, throughput.timing, and each rank's host side: counts.host_side),

@@ -12,6 +12,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -22,6 +23,25 @@ from ..records import durations
 from ..report import plain
 from . import bisect_report, bisecting, ref
 from .ref import Ref
+
+if TYPE_CHECKING:
+    from ..machine.device import Device
+    from ..settings import SessionSettings
+
+
+class SessionForRef(Protocol):
+    """What REF's steps read of the session (session/core.py's PerfSession), typed: they take it without importing it
+    (the session imports them)."""
+    settings: SessionSettings
+    device: Device
+    records: Any  # fixture/references.py's Records, of the layer above: REF's results are loaded into it
+    worker: str | None  # the pytest-xdist worker this process is, if one
+    shards: int  # the workers this process starts, as a sharded run's controller
+    bisecting: tuple | None  # --perf-bisect: (the repository's top folder, GOOD, the range's commits, BAD as given)
+    as_ref: bool  # this process is REF's run, for another session
+    deselected: set[str]  # the tests -k or -m left out
+
+    def say(self, line: str) -> None: ...
 
 
 def load_records(records, folder: Path, ref: bool = False) -> None:
@@ -42,7 +62,7 @@ def check_ref(rev: str, update_baselines: bool, rootdir: Path) -> None:
     ref.resolve(rev, rootdir)
 
 
-def check_bisect(session, config) -> tuple[Path, bisecting.Commit, list[bisecting.Commit], str]:
+def check_bisect(session: SessionForRef, config) -> tuple[Path, bisecting.Commit, list[bisecting.Commit], str]:
     """--perf-bisect GOOD..BAD refused before anything runs where it cannot be done; else the repository's top
     folder, GOOD and the range."""
     s = session.settings
@@ -59,7 +79,7 @@ def check_bisect(session, config) -> tuple[Path, bisecting.Commit, list[bisectin
     return (top, *bisecting.commits(top, good_sha, bad_sha), bad)
 
 
-def run_bisection(session, pytest_session) -> bool:
+def run_bisection(session: SessionForRef, pytest_session) -> bool:
     """--perf-bisect: the selected tests judged at the range's commits (bisecting.py); none runs in this process."""
     config = pytest_session.config
     test_ids = [item.nodeid for item in pytest_session.items]
@@ -85,7 +105,7 @@ def run_bisection(session, pytest_session) -> bool:
     return True
 
 
-def ref_cache(session, config) -> Path:
+def ref_cache(session: SessionForRef, config) -> Path:
     """Where REF's results are kept: --perf-against-cache, else pytest's cache folder, else (its cache provider off,
     `-p no:cacheprovider`) the user's cache folder, so that the next run against the same commit still finds them."""
     if session.settings.ref_cache:
@@ -114,7 +134,7 @@ class RefState:
     in_tests: float = 0.0  # of them, a sharded worker's before each file, in the tests' span (`before`)
     collected: set[str] = field(default_factory=set)  # the tests collected, selected or not
 
-    def turns_ahead(self, session) -> None:
+    def turns_ahead(self, session: SessionForRef) -> None:
         """In a process that runs tests itself and times loaders (not a sharded run's controller or worker, a
         bisection's controller, REF's own run or a smoke run): the turns' processes started with the session,
         importing torch while it collects and reads or measures REF. `compare` aims them at the two trees, or ends them
@@ -123,7 +143,7 @@ class RefState:
             self.turns = turns.Turns()
             self.turns.start()
 
-    def compare(self, session, config, items) -> None:
+    def compare(self, session: SessionForRef, config, items) -> None:
         """Once the tests are selected: REF's results for the selected perf tests (from the cache, or measured now),
         loaded as this session's baselines. A sharded run's worker loads those cached and measures the rest file by
         file (`before`); its controller runs no test."""
@@ -164,7 +184,7 @@ class RefState:
         """Whether REF recorded a loader for any of `test_ids` (its settings, in REF's loaders.json): one the turns time."""
         return any(self.ref.status.get(t) == "passed" and records.loaders_file.get(t) for t in test_ids)
 
-    def before(self, session, item) -> None:
+    def before(self, session: SessionForRef, item) -> None:
         """A sharded run's worker, before each test: before the first of each file it runs, REF's tests of that file
         measured on this worker's GPU and cores (with --dist loadfile a file runs whole on one worker), and loaded; a
         test whose REF results were cached counted as such. Where REF's tests of the file cannot run, each test of the
