@@ -140,7 +140,7 @@ def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count,
     if "step_peak_bytes" in now:
         found += step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct) \
             if "step_peak_bytes" in recorded else [Finding(NOT_COMPARED, f"step memory not compared: {compared_with} recorded "
-                                                                                "none for this test")]
+                                                                         "none for this test")]
     if "compile" in now or "compile" in recorded:
         found += compile_counts(compile_count, recorded.get("compile", {}))
     if "host" in now and "host" in recorded:

@@ -27,7 +27,7 @@ def session_document(session) -> dict:
     worker = {"id": session.worker, "cuda_visible_devices": session.gpu, "cores": cores} if session.worker else None
     ref = session.ref_state.ref
     return saved.document(session.results.values(), session.device.env, session.sections, session.settings.smoke,
-                             session.charts, worker, ref_description=ref.describe() if ref else None, seconds=spent(session))
+                          session.charts, worker, ref_description=ref.describe() if ref else None, seconds=spent(session))
 
 
 def spent(session) -> dict:
