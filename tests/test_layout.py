@@ -157,8 +157,17 @@ def test_the_verdicts_import_neither_torch_nor_pytest_and_return_findings():
                for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef) and node.returns
                and not node.name.startswith("_")
                and (path.stem == "checks" or node.name in ("failure", "verdict") or node.name.endswith("_verdict"))}
-    described = {"checks:host_scope", "checks:parts_line"}  # what a claim's scope or the parts say, not a verdict
+    described = {"checks:host_scope"}  # what a claim's scope says, not a verdict
     assert len(returns) > 20 and {k for k, r in returns.items() if "Finding" not in r and "Verdict" not in r} == described
+
+
+def test_a_failures_first_line_is_rendered_from_the_findings_and_no_verdict_text_is_read_back():
+    """Each failed finding carries its brief and where (findings.Finding); report/causes.py renders them, and imports
+    no regular expressions to read a text back with."""
+    tree = ast.parse((PACKAGE / "report" / "causes.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "re" not in imported and "findings" in imported
 
 
 def test_measuring_judging_and_the_fixture_read_only_what_the_session_view_names_and_the_session_has_it():

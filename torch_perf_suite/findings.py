@@ -16,12 +16,29 @@ OUTCOMES = (FAILED, PASSED, REPORTED, NOT_COMPARED, NOT_CHECKED)
 
 @dataclass(frozen=True)
 class Finding:
+    """A failed one carries, beside its whole `text`, what a test's failure says first: its `brief`, the statement in
+    a line without its asides (report/causes.py renders it; nothing reads a text back), and `where`, the user's
+    file:line it came from (the first sync or host read its text lists), where one is known."""
+
     outcome: str
     text: str = ""
+    brief: str = ""  # "" for a finding that is not a failure, or whose text is a line already
+    where: str = ""
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
             raise ValueError(f"Finding outcome {self.outcome!r}; expected one of {OUTCOMES}")
+
+    @property
+    def said(self) -> str:
+        """Its brief, or its text's first line where it has none."""
+        return self.brief or self.text.strip().split("\n", 1)[0].strip()
+
+
+def briefly(label: str) -> str:
+    """A reference's label as a brief names it, without the commit its text gives: "REF HEAD (561653b82f5b)" -> "REF
+    HEAD"; "the baseline" as it is."""
+    return label.split(" (", 1)[0]
 
 
 def failures(found: list[Finding]) -> str | None:

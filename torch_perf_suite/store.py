@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import stat
 import tempfile
@@ -134,3 +135,19 @@ def quoted(value, limit: int = 60) -> str:
     """A value as a message about a file's content names it: its repr, cut to `limit` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def number_problem(value, *, positive: bool = False, optional: bool = False, at_most: float = math.inf) -> str | None:
+    """None if `value` is a usable number in a recorded file; else what is wrong with it ("is -1, expected a non-negative
+    number")."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"is {quoted(value)}, expected a number"
+    if not math.isfinite(value):
+        return f"is {value!r}, expected a finite number"
+    if value < 0 or (positive and value == 0):
+        return f"is {value!r}, expected a {'positive' if positive else 'non-negative'} number"
+    if value > at_most:
+        return f"is {value:g}, more than any GPU does (at most {at_most:g})"
+    return None

@@ -4,10 +4,15 @@ counts against an entry that lacks some of them."""
 
 
 
-from torch_perf_suite.counts import checks
+from torch_perf_suite.counts import checks, registry
 from torch_perf_suite.counts.compiled import CompileCount, Event
 from torch_perf_suite.counts.kernels import Kernel, KernelStats
 from torch_perf_suite.findings import FAILED, NOT_COMPARED, Finding, failures
+
+
+def counted(now, recorded, margin_pct, compile_count, compared_with="the baseline"):
+    """Every count against its record, as the fixture asks (counts/registry.counted)."""
+    return registry.counted(now, recorded, registry.Judging(margin_pct, compared_with, compile_count))
 
 # ladder[bf16]'s families on an H200 (abridged), and the foreach optimizer planted in its place
 FUSED = {"at::native::multi_tensor_apply_kernel": 2.0, "triton_poi_fused_add_0": 40.0, "sm90_xmma_fprop": 13.0}
@@ -182,7 +187,7 @@ def test_fewer_recompilations_than_recorded_fail_naming_both_counts():
 
 
 def test_step_memory_against_an_entry_without_it_is_not_compared_and_says_so():
-    found = checks.counted({"step_peak_bytes": 10**9, "copies_per_step": {}}, {"copies_per_step": {}}, 1.0, CompileCount(),
+    found = counted({"step_peak_bytes": 10**9, "copies_per_step": {}}, {"copies_per_step": {}}, 1.0, CompileCount(),
                            "REF HEAD (abc)")
     assert found == [Finding(NOT_COMPARED, "step memory not compared: REF HEAD (abc) recorded none for this test")]
 
@@ -192,21 +197,21 @@ def test_a_count_the_entry_has_and_this_run_did_not_take_is_not_compared_and_say
     a hole under --perf-strict, not a silent pass."""
     recorded = {"kernels_per_step": dict(FUSED), "copies_per_step": {}, "step_peak_bytes": 10**9,
                 "host": {"lines_per_step": 10.0, "blocks_per_step": 0.0, "lines": {}, "blocks": {}}}
-    assert checks.counted({"copies_per_step": {}}, recorded, 1.0, CompileCount()) == [
+    assert counted({"copies_per_step": {}}, recorded, 1.0, CompileCount()) == [
         Finding(NOT_COMPARED, f"{what} not compared: the baseline counted it, this run did not")
         for what in ("kernel launches a step", "step memory", "the step's host side")]
 
 
 def test_every_count_of_a_test_is_checked_against_its_entry_and_said_together():
     recorded = {"kernels_per_step": dict(FUSED), "copies_per_step": {"HtoD Pinned": 1000}, "step_peak_bytes": 10**9}
-    assert failures(checks.counted({}, recorded, 1.0, CompileCount())) is None  # nothing counted (a loader alone)
-    assert failures(checks.counted(dict(recorded), None, 1.0, CompileCount())) is None  # nothing recorded: said by the caller
-    assert failures(checks.counted(dict(recorded), recorded, 1.0, CompileCount())) is None
+    assert failures(counted({}, recorded, 1.0, CompileCount())) is None  # nothing counted (a loader alone)
+    assert failures(counted(dict(recorded), None, 1.0, CompileCount())) is None  # nothing recorded: said by the caller
+    assert failures(counted(dict(recorded), recorded, 1.0, CompileCount())) is None
     now = {**recorded, "kernels_per_step": {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0},
            "step_peak_bytes": 2 * 10**9}
-    lines = failures(checks.counted(now, recorded, 1.0, CompileCount())).splitlines()
+    lines = failures(counted(now, recorded, 1.0, CompileCount())).splitlines()
     assert lines[0].startswith("56 kernel launches per step, 55 recorded (+1)") and "peak GPU memory" in lines[-1]
-    gone = failures(checks.counted(dict(recorded), {**recorded, "compile": {"graphs": 1, "breaks": 0, "recompiles": 0}}, 1.0,
+    gone = failures(counted(dict(recorded), {**recorded, "compile": {"graphs": 1, "breaks": 0, "recompiles": 0}}, 1.0,
                                    CompileCount()))
     assert gone is not None and "graph" in gone  # compiled when recorded, not now
 
@@ -228,11 +233,11 @@ def test_a_debugging_switch_the_record_did_not_have_on_fails_naming_it_first():
     assert checks.debugging([anomaly], [anomaly], "the baseline") == []  # recorded with it on, on purpose
     [on] = checks.debugging([anomaly], [], "REF HEAD (abc)")
     assert on.text == f"debugging switched on in the measured steps, not at REF HEAD (abc): {anomaly}"
-    found = checks.counted({"kernels_per_step": {"k": 2.0}, "debugging": [anomaly]}, {"kernels_per_step": {"k": 1.0}}, 1.0,
+    found = counted({"kernels_per_step": {"k": 2.0}, "debugging": [anomaly]}, {"kernels_per_step": {"k": 1.0}}, 1.0,
                            CompileCount())
     assert [f.text.split(":")[0] for f in found] == ["debugging switched on in the measured steps, not at the baseline",
                                                      "2 kernel launches per step, 1 recorded (+1)"]
-    assert checks.counted({"allocator_per_step": {"cudaMalloc": 1.0}}, {"kernels_per_step": {}}, 1.0, CompileCount())
+    assert counted({"allocator_per_step": {"cudaMalloc": 1.0}}, {"kernels_per_step": {}}, 1.0, CompileCount())
 
 
 def test_each_count_recorded_as_measured_passes_and_each_grown_one_is_said_beside_the_others():
@@ -242,11 +247,11 @@ def test_each_count_recorded_as_measured_passes_and_each_grown_one_is_said_besid
     host = {"lines_per_step": 1000.0, "blocks_per_step": 0.0, "lines": {"train.py:step": 1000.0}, "blocks": {}}
     recorded = {"kernels_per_step": dict(FUSED), "copies_per_step": {"HtoD Pinned": 1000}, "allocator_per_step":
                 {"cudaMalloc": 2.0}, "host": host, "debugging": [anomaly]}
-    assert checks.counted(dict(recorded), recorded, 1.0, CompileCount()) == []
+    assert counted(dict(recorded), recorded, 1.0, CompileCount()) == []
     grown = {"kernels_per_step": {**FUSED, "at::native::multi_tensor_apply_kernel": 3.0},
              "copies_per_step": {"HtoD Pinned": 2000}, "allocator_per_step": {"cudaMalloc": 3.0},
              "host": {**host, "lines_per_step": 2000.0, "lines": {"train.py:step": 2000.0}}, "debugging": [anomaly]}
-    found = [f.text.split(" ")[0:3] for f in checks.counted(grown, recorded, 1.0, CompileCount())]
+    found = [f.text.split(" ")[0:3] for f in counted(grown, recorded, 1.0, CompileCount())]
     assert found == [["56", "kernel", "launches"], ["bytes", "copied", "per"], ["3", "calls", "a"], ["the", "host", "runs"]]
 
 
@@ -280,21 +285,21 @@ def test_step_memory_gives_both_peaks_in_gigabytes():
 
 def test_kernel_launches_counted_against_an_entry_without_them_are_all_new():
     now = {"kernels_per_step": {"sm90_xmma_fprop": 13.0}}
-    message = failures(checks.counted(now, {"step_peak_bytes": 10**9}, 1.0, CompileCount()))
+    message = failures(counted(now, {"step_peak_bytes": 10**9}, 1.0, CompileCount()))
     assert message == failures(checks.kernel_launches({"sm90_xmma_fprop": 13.0}, {}))
     assert "+13 sm90_xmma_fprop (0 -> 13, new)" in message
 
 
 def test_copies_counted_against_an_entry_without_them_are_a_new_kind():
     now = {"copies_per_step": {"HtoD Pinned": 2e6}}
-    message = failures(checks.counted(now, {"step_peak_bytes": 10**9}, 1.0, CompileCount()))
+    message = failures(counted(now, {"step_peak_bytes": 10**9}, 1.0, CompileCount()))
     assert message == "bytes copied per step changed:\n  HtoD Pinned: 2.00 MB a step, none recorded (a new kind of copy)"
 
 
 def test_copies_beyond_the_margin_fail_on_their_own():
     recorded = {"copies_per_step": {"HtoD Pinned": 100e6}}
-    assert failures(checks.counted({"copies_per_step": {"HtoD Pinned": 100.5e6}}, recorded, 1.0, CompileCount())) is None
-    message = failures(checks.counted({"copies_per_step": {"HtoD Pinned": 150e6}}, recorded, 1.0, CompileCount()))
+    assert failures(counted({"copies_per_step": {"HtoD Pinned": 100.5e6}}, recorded, 1.0, CompileCount())) is None
+    message = failures(counted({"copies_per_step": {"HtoD Pinned": 150e6}}, recorded, 1.0, CompileCount()))
     assert message == failures(checks.copies({"HtoD Pinned": 150e6}, {"HtoD Pinned": 100e6}, 1.0))
     assert "150.00 MB a step, 100.00 MB recorded" in message
 
@@ -302,18 +307,18 @@ def test_copies_beyond_the_margin_fail_on_their_own():
 def test_an_uncounted_kind_is_not_checked_against_the_entry():
     """Only what was counted now is checked: an entry's copies are not held against a test that did not count any."""
     recorded = {"copies_per_step": {"HtoD Pinned": 100e6}, "kernels_per_step": dict(FUSED)}
-    assert failures(checks.counted({"kernels_per_step": dict(FUSED)}, recorded, 1.0, CompileCount())) is None
+    assert failures(counted({"kernels_per_step": dict(FUSED)}, recorded, 1.0, CompileCount())) is None
 
 
 def test_a_test_that_compiles_against_an_entry_without_compile_counts_is_checked_against_zero():
     now = {"step_peak_bytes": 10**9, "compile": CompileCount(graphs=1).as_entry()}
-    message = failures(checks.counted(now, {"step_peak_bytes": 10**9}, 1.0, CompileCount(graphs=1)))
+    message = failures(counted(now, {"step_peak_bytes": 10**9}, 1.0, CompileCount(graphs=1)))
     assert message == "1 graph(s) compiled, 0 recorded"
 
 
 def test_a_test_that_compiles_as_recorded_passes():
     entry = CompileCount(graphs=1).as_entry()
-    assert failures(checks.counted({"compile": entry}, {"compile": entry}, 1.0, CompileCount(graphs=1))) is None
+    assert failures(counted({"compile": entry}, {"compile": entry}, 1.0, CompileCount(graphs=1))) is None
 
 
 def test_every_failing_count_is_on_lines_of_its_own_in_the_documented_order():
@@ -329,7 +334,8 @@ def test_every_failing_count_is_on_lines_of_its_own_in_the_documented_order():
         "2 graph(s) compiled, 1 recorded",
     ]
     assert all(expected)
-    assert failures(checks.counted(now, recorded, 1.0, CompileCount(graphs=2))) == "\n".join(expected)
+    assert failures(counted(now, recorded, 1.0, CompileCount(graphs=2))) == "\n".join(expected)
     # the parts' findings one after the other, each a failed one
-    assert checks.counted(now, recorded, 1.0, CompileCount(graphs=2)) == [Finding(FAILED, text) for text in expected]
-    assert checks.counted(recorded, recorded, 1.0, CompileCount(graphs=1)) == []
+    assert [(f.outcome, f.text) for f in counted(now, recorded, 1.0, CompileCount(graphs=2))] == [
+        (FAILED, text) for text in expected]
+    assert counted(recorded, recorded, 1.0, CompileCount(graphs=1)) == []

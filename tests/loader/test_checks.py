@@ -60,7 +60,8 @@ def test_a_count_is_judged_against_its_own_environment_and_loader_only(tmp_path)
     assert found.outcome == NOT_COMPARED
     assert found.text.startswith("loader instructions not comparable: recorded for s, this test counts s2")
     assert loader_checks.verdict(instructions.Counted(1005.0, 16, "s3"), f, "k", "t2", 1.0, "record: x") == Finding(
-        NOT_CHECKED, f"no loader instruction count for k in {f.path}; record: x")  # nor any of the same loader
+        NOT_CHECKED, f"no loader instruction count for k in {f.path}; record: x",  # nor any of the same loader
+        f"no loader instruction count for k in {f.path}")
     assert loader_checks.verdict(now, f, "k", "t2", 1.0, "record: x") == Finding(  # t's count is of the same loader
         PASSED, "loader instructions compared (counted for t, the same loader)")
 

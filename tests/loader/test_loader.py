@@ -469,7 +469,8 @@ def test_a_smoke_runs_new_block_a_sample_fails_against_refs_smoke_run_and_its_wa
     cold = cost.UnitCost(64, 1300.0, 900.0, 400.0, 0.9, 0, 1.0, 0.0)
     assert checks.unit_verdict(cold, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run", compared_with="REF") == [
         Finding(FAILED, "the loader's cost per sample rose:\n  blocks 1.00 times a sample made alone (sleep, I/O, a lock: "
-                        "voluntary context switches), 0.00 at REF"),
+                        "voluntary context switches), 0.00 at REF",
+                "the loader's cost per sample rose: blocks 1.00 times a sample made alone, 0.00 at REF"),
         Finding(REPORTED, "loader waiting per sample: not in a smoke run")]
     slower = cost.UnitCost(64, 1300.0, 900.0, 400.0, 0.9, 0, 0.0, 0.0)  # 300 µs more waiting: a busy host's
     assert failures(checks.unit_verdict(slower, {"loader_unit": ref}, 3.0, why_not_timed="not in a smoke run",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from torch_perf_suite.nightly import command
-from torch_perf_suite.nightly.creep import NUMBERS
+from torch_perf_suite.nightly.creep import kept
 from torch_perf_suite.nightly.nights import Night, load_history, save_night
 from torch_perf_suite.nightly.site import STATES, page_name, state
 
@@ -128,7 +128,7 @@ def test_the_index_lists_every_test_worst_first_and_names_the_skipped_night_file
 def test_a_tests_page_holds_each_number_its_change_points_alerts_and_the_gpu_change(site):
     page = Page(site / page_name(COPY))
     charts = {c["name"]: c for c in page.data["charts"]}
-    assert list(charts) == ["pipeline samples/s", "gpu samples/s", "loader samples/s", *NUMBERS]
+    assert list(charts) == ["pipeline samples/s", "gpu samples/s", "loader samples/s", *kept()]
     assert {c["unit"] for c in charts.values()} == {"samples/s", "syncs / step", "launches / step", "ms / step",
                                                     "bytes / step", "GB", "lines / step", "instructions / sample"}
     gpu = charts["gpu samples/s"]

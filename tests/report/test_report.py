@@ -51,14 +51,16 @@ def full():
                       periodic_runs=Counter({"perf_periodic:metrics": 1}))
     return SimpleNamespace(test_id="test_a", parts=parts, samples_per_s=parts.pipeline.median, verdicts=verdicts,
                            syncs=syncs, peak_mem_gb=1.23456, mfu=None, extra={"gain": 1.5, "workers": 8, "ratio": 0.12345},
-                           notes=["loader measured in test_x"], outcome="passed", failure=None, host=None, ranks=None)
+                           notes=["loader measured in test_x"], outcome="passed", failure=None, host=None, ranks=None,
+                           counts=dict)
 
 
 def bare():
     """One round of 10 samples in 0.01 s, nothing else measured, compared or profiled."""
     parts = Parts(batch_size=10, pipeline=Throughput(10, (0.01,)))
     return SimpleNamespace(test_id="test_b", parts=parts, samples_per_s=parts.pipeline.median, verdicts={}, syncs=None,
-                           peak_mem_gb=None, mfu=None, extra={}, notes=[], outcome=None, failure=None, host=None, ranks=None)
+                           peak_mem_gb=None, mfu=None, extra={}, notes=[], outcome=None, failure=None, host=None, ranks=None,
+                           counts=dict)
 
 
 FULL_ROW = {
@@ -98,6 +100,7 @@ FULL_ROW = {
     "peak_mem_gb": 1.23,
     "mfu": None,
     "host": None,
+    "counts": {},
     "extra": {"gain": 1.5, "workers": 8, "ratio": 0.123},
     "outcome": "passed",
     "notes": ["loader measured in test_x"],
@@ -111,7 +114,7 @@ BARE_ROW = {
     "loader_measured_in": None, "gpu_measured_in": None, "bottleneck": None, "efficiency": None, "gpu_busy_pct": None,
     "baseline": {},
     "syncs_per_step": None, "sync_sources": [], "periodic_syncs": [], "kernels": None, "peak_mem_gb": None, "mfu": None,
-    "host": None, "extra": {},
+    "host": None, "counts": {}, "extra": {},
     "outcome": None,
     "notes": [],
     "seconds": None,
@@ -251,7 +254,8 @@ def test_row_rounding_of_busy_syncs_and_extra_columns():
                   loader=Throughput(600, (2.0, 3.0, 2.0), cpu_s=(6.0, 5.0, 6.0)), gpu_busy_s=0.04166)
     result = SimpleNamespace(test_id="test_c", parts=parts, samples_per_s=parts.pipeline.median, verdicts={},
                              syncs=SyncCount(steps=3, sources=Counter({ITEM: 1})), peak_mem_gb=None,
-                             mfu=None, extra={"workers": "8 of 16"}, notes=[], outcome=None, failure=None, host=None, ranks=None)
+                             mfu=None, extra={"workers": "8 of 16"}, notes=[], outcome=None, failure=None, host=None, ranks=None,
+                             counts=dict)
     [row] = saved.rows([result])
     assert (row["gpu_busy_pct"], row["syncs_per_step"], row["extra"]) == (83.3, 0.333, {"workers": "8 of 16"})
     assert row["bottleneck"] == "loader" and row["efficiency"] == 3.333  # 1000 / 300

@@ -2,6 +2,8 @@
 changed."""
 
 
+from types import SimpleNamespace
+
 import pytest
 
 from torch_perf_suite.findings import FAILED, failures
@@ -68,14 +70,16 @@ def test_a_smoke_runs_host_reads_as_many_as_refs_pass_and_one_more_fails_naming_
     """Against REF's smoke record (no GPU): the same reads a step pass, even where REF read the same value elsewhere;
     one read more fails with the line whose reads grew."""
     was = {"per_step": 1.0, "lines": {"train.py:40 in step": 1.0}}
+    listed = SimpleNamespace(describe=lambda: "listing", where="train.py:40")  # the head's reads (a SyncCount)
     assert checks.host_reads_against({"per_step": 1.0, "lines": {"train.py:41 in step": 1.0}}, was, "REF HEAD (abc)",
-                                     "listing") == []
+                                     listed) == []
     [found] = checks.host_reads_against({"per_step": 2.0, "lines": {"train.py:40 in step": 1.0, "loss.py:7 in f": 1.0}},
-                                        was, "REF HEAD (abc)", "listing")
+                                        was, "REF HEAD (abc)", listed)
     assert found.outcome == FAILED and found.text.startswith(
         "measured 2.00 host reads per step with no GPU, 1.00 at REF HEAD (abc) (+1.00): each reads a tensor's value on "
         "the host, which on a GPU is a host-device sync; reads a step by line, most grown first:\n")
     assert "loss.py:7 in f" in found.text and found.text.endswith("\nlisting")
+    assert (found.brief, found.where) == ("2.00 host reads per step with no GPU, 1.00 at REF HEAD (+1.00)", "train.py:40")
 
 
 def test_a_dtype_new_to_the_step_or_taking_a_larger_share_fails_and_more_ops_in_its_own_dtype_pass():

@@ -107,7 +107,8 @@ def test_a_periodic_phase_that_runs_every_step_fails_as_per_step_syncs():
     [found] = sync_checks.periodic_every_step(host_reads.count(step, 1))
     assert found == Finding(NOT_CHECKED, "a phase marked periodic (perf_periodic:metrics) ran in the one profiled step: "
                                          "one step cannot tell a phase that runs every step from one that runs every k "
-                                         "steps; profile 2 or more (--perf-profile-steps)")
+                                         "steps; profile 2 or more (--perf-profile-steps)",
+                           "a phase marked periodic ran in the one profiled step")
     assert sync_checks.host_reads(host_reads.count(step, 1), per_step=0) == [found]
 
 
@@ -125,7 +126,7 @@ def test_a_read_every_other_step_fails_as_one_every_step_does():
     assert failures(sync_checks.host_reads(counted, per_step=0)).startswith("measured 0.50 host reads per step (2 in 4 "
                                                                             "steps) with no GPU, expected at most 0")
     now, none = smoke_counts.reads_entry(counted), smoke_counts.reads_entry(host_reads.count(lambda: None, 4))
-    assert failures(sync_checks.host_reads_against(now, none, "REF", counted.describe())).startswith(
+    assert failures(sync_checks.host_reads_against(now, none, "REF", counted)).startswith(
         "measured 0.50 host reads per step with no GPU, 0.00 at REF (+0.50)")
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from torch_perf_suite.findings import FAILED, NOT_CHECKED, PASSED, Finding, failures
 from torch_perf_suite.machine.nvml import Utilization
 from torch_perf_suite.throughput import checks, gpu_util
-from torch_perf_suite.throughput.parts import Parts
+from torch_perf_suite.throughput.parts import Parts, parts_line
 from torch_perf_suite.throughput.timing import Throughput
 
 
@@ -49,7 +49,7 @@ def test_in_turns_exactly_at_the_floor_passes():
 def test_the_parts_line_gives_the_loaders_samples_per_cpu_second_where_measured():
     loader = Throughput(10, (10 / 20_000,), cpu_s=(10 / 4_000,))
     p = Parts(10, Throughput(10, (10 / 5_000,)), Throughput(10, (10 / 10_000,)), loader)
-    assert checks.parts_line(p) == ("parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU; "
+    assert parts_line(p) == ("parts (samples/s): pipeline 5,000, GPU-side 10,000, loader 20,000; bottleneck: GPU; "
                                     "loader 4,000 samples per worker CPU second")
 
 
@@ -60,7 +60,8 @@ def test_utilization_fails_below_its_floor_and_notes_what_nvml_cannot_say():
     assert found.text.startswith("GPU-Util 80% over the gpu rounds (NVML, 9 samples), expected at least 90%")
     assert gpu_util.verdict(util, 80, "gpu") == Finding(PASSED)
     assert gpu_util.verdict(None, 80, "gpu") == Finding(NOT_CHECKED, "utilization not checked: no utilization sampled in the "
-                                                                    "gpu window")
+                                                                    "gpu window", "utilization not checked")
+    assert found.brief == "GPU-Util 80% over the gpu rounds, expected at least 90%"
 
 
 def test_a_utilization_shortfall_fails_only_where_its_second_measurement_falls_short_too():
@@ -79,7 +80,7 @@ def test_a_utilization_shortfall_fails_only_where_its_second_measurement_falls_s
 def test_utilization_not_sampled_or_not_readable_is_noted():
     unread = SimpleNamespace(unavailable="NVML: Insufficient Permissions", gpu_util_pct=None)
     assert gpu_util.verdict(unread, 80, "gpu") == Finding(NOT_CHECKED, "utilization not checked: NVML: Insufficient "
-                                                                      "Permissions")
+                                                                      "Permissions", "utilization not checked")
     empty = SimpleNamespace(unavailable="", gpu_util_pct=None)
     assert gpu_util.verdict(empty, 80, "gpu") == Finding(NOT_CHECKED, "utilization not checked: no utilization sampled in "
-                                                                     "the gpu window")
+                                                                     "the gpu window", "utilization not checked")

@@ -2,6 +2,7 @@
 
 import pytest
 
+from torch_perf_suite.findings import FAILED
 from torch_perf_suite.settings import Measure
 from torch_perf_suite.throughput import gates
 from torch_perf_suite.throughput.parts import Parts
@@ -216,3 +217,32 @@ def test_a_verdict_made_without_a_scope_has_none():
     v = gates.verdict("gpu", [1000.0] * 5, entry, 3.0, "")
     assert v.scope == "" and not v.qualified
     assert v.describe() == "gpu +0.0%"
+
+
+def test_a_throughput_regression_names_each_failed_part_its_figures_rounds_and_the_baseline_it_fell_from():
+    """The timed parts that fell short twice, as one failure: each part's figures and rounds, the baseline's."""
+    parts = Parts(batch_size=100, pipeline=Throughput(100, (0.5, 0.4, 0.5)), gpu=Throughput(2000, (1.0,) * 3))
+    failed = [gates.Verdict("pipeline", 250.0, Comparison(0.8, 0.95, True, "Mann-Whitney U, p=0.004"),
+                      confirmation=Comparison(0.82, 0.95, True, "median intervals"), scope="a baseline of another host"),
+              gates.Verdict("gpu", 2500.0, Comparison(0.8, 0.9, True, "median intervals"),
+                      confirmation=Comparison(0.75, 0.9, True, "median intervals"))]
+    entry = {"env": {"date": "2026-12-01", "torch": "2.15.0",
+                     "host": {"cpu": "Xeon 8480", "cores": 16, "machine": "0123456789abcdef"}},
+             "parts": {"pipeline": {"samples_per_s": 250.0, "rounds": [240.0, 250.0, 260.0]},
+                       "gpu": {"samples_per_s": 2500.0, "rounds": []}}}  # an entry recorded before rounds were kept
+    found = gates.regression(failed, parts, entry, "baselines/x.json")
+    assert found.outcome == FAILED
+    assert found.text.split("\n") == [
+        "throughput regression in pipeline, gpu:",
+        "  pipeline: 200.0 samples/s against a baseline of 250.0 (-20.0%; allowed -5%, a baseline of another host, "
+        "Mann-Whitney U, p=0.004); measured again: -18.0%",
+        "    this run's rounds: 200, 250, 200; baseline's: 240, 250, 260",
+        "  gpu: 2,000.0 samples/s against a baseline of 2,500.0 (-20.0%; allowed -10%, median intervals); measured "
+        "again: -25.0%",
+        "    this run's rounds: 2,000, 2,000, 2,000; baseline's: 2,500 (median only)",
+        "  baseline: baselines/x.json, recorded 2026-12-01 with torch 2.15.0 on Xeon 8480 x 16 cores, machine "
+        "0123456789abc",
+        "  parts (samples/s): pipeline 200, GPU-side 2,000; bottleneck: GPU",
+    ]
+    assert found.brief == ("throughput regression: pipeline 200.0 samples/s against a baseline of 250.0 (-20.0%); gpu "
+                           "2,000.0 samples/s against a baseline of 2,500.0 (-20.0%)")

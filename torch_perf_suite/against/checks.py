@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from ..findings import FAILED, NOT_COMPARED, Finding
+from ..counts import registry
+from ..findings import FAILED, NOT_COMPARED, Finding, briefly
 
 
 def smoke_holes(now: dict, reads: dict | None, recorded: dict | None, compared_with: str, why: str) -> list[Finding]:
     """A smoke run against REF, or against the smoke counts recorded in this environment: what it counted
     (Result.counts, its host reads) that the record of the test (smoke_counts.entry) lacks, NOT_COMPARED each: a hole
     that --perf-strict fails on, never a silent pass. `why`: why a record may lack the test, or how to record it."""
-    had = [("host side", "host" in now, recorded and "host" in recorded["counts"]),
-           ("host reads", reads is not None, recorded and recorded.get("reads") is not None)]
+    had = [(c.hole, c.key in now, recorded and c.key in recorded["counts"]) for c in registry.COUNTS if c.hole]
+    had.append(("host reads", reads is not None, recorded and recorded.get("reads") is not None))
     if recorded is None and any(has for _, has, _ in had):
         what = " and ".join(name for name, has, _ in had if has)
         return [Finding(NOT_COMPARED, f"{what} not compared: {compared_with} recorded no smoke counts for this test ({why})")]
@@ -23,5 +24,6 @@ def holes(left: list[str], compared_with: str) -> list[Finding]:
     judged, one line each."""
     if not left:
         return []
-    return [Finding(FAILED, f"--perf-strict: {len(left)} check(s) not made against {compared_with}, and nothing else judged "
-                            "what they cover:\n" + "\n".join(f"  {what}" for what in left))]
+    said = f"--perf-strict: {len(left)} check(s) not made against {{}}, and nothing else judged what they cover"
+    return [Finding(FAILED, said.format(compared_with) + ":\n" + "\n".join(f"  {what}" for what in left),
+                    said.format(briefly(compared_with)))]

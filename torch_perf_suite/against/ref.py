@@ -82,16 +82,17 @@ class Ref:
         """The tests still to be measured, of `files` only where given."""
         return [t for t in self.wanted if files is None or t.split("::")[0] in files]
 
-    def why_missing(self, test_id: str, head_ids: set[str]) -> str:
-        """Why `test_id` has nothing at REF to be compared with; for a test new in this change, REF's tests of the same
-        function that this suite no longer has (`head_ids`: the head's collected tests), where one may be its old id."""
+    def why_missing(self, test_id: str, head_ids: set[str]) -> tuple[str, str]:
+        """Why `test_id` has nothing at REF to be compared with, in a few words and whole; for a test new in this
+        change, REF's tests of the same function that this suite no longer has (`head_ids`: the head's collected
+        tests), where one may be its old id."""
         status = self.status.get(test_id)
         if status is not None:
-            return f"not compared: at {self.label} it {status}"
+            return f"not compared: at {self.name} it {status}", f"not compared: at {self.label} it {status}"
         function = test_id.split("[", 1)[0]
         gone = sorted(t for t in self.collected if t.split("[", 1)[0] == function and t not in head_ids)
         renamed = f"; {self.label} has {', '.join(gone)}, which this suite does not: renamed?" if gone else ""
-        return f"new in this change: not in {self.label}'s suite, not compared{renamed}"
+        return "new in this change", f"new in this change: not in {self.label}'s suite, not compared{renamed}"
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:

@@ -4,8 +4,7 @@ functions that return findings (findings.py); the `perf` fixture turns a failed 
 
 from __future__ import annotations
 
-from ..findings import FAILED, NOT_COMPARED, Finding
-from . import host_side
+from ..findings import FAILED, Finding, briefly
 
 TOP_CHANGES = 5  # kernel families named in a failure, most changed first
 
@@ -15,8 +14,9 @@ def layout_conversions(kernels) -> list[Finding]:
     if not kernels.conversions:
         return []
     listing = "\n".join("  " + c.describe() for c in kernels.conversions)
-    return [Finding(FAILED, f"{kernels.conversions_per_step:g} layout conversion kernel(s) per step, expected 0 "
-                            f"(is the model or its input no longer channels_last?):\n{listing}\n{kernels.describe()}")]
+    said = f"{kernels.conversions_per_step:g} layout conversion kernel(s) per step, expected 0"
+    return [Finding(FAILED, f"{said} (is the model or its input no longer channels_last?):\n{listing}\n{kernels.describe()}",
+                    said)]
 
 
 def tensor_cores(kernels, *, at_least: float | None = None, at_most: float | None = None) -> list[Finding]:
@@ -27,8 +27,8 @@ def tensor_cores(kernels, *, at_least: float | None = None, at_most: float | Non
     if (at_least is not None and share < at_least) or (at_most is not None and share > at_most):
         wanted = " and ".join(w for w in (at_least is not None and f"at least {at_least:.0%}",
                                           at_most is not None and f"at most {at_most:.0%}") if w)
-        return [Finding(FAILED, f"{share:.1%} of convolution and matmul GPU time ran on Tensor Cores, expected {wanted} "
-                                f"(TF32 and autocast flags, cuDNN's choice of kernels):\n{kernels.describe()}")]
+        said = f"{share:.1%} of convolution and matmul GPU time ran on Tensor Cores, expected {wanted}"
+        return [Finding(FAILED, f"{said} (TF32 and autocast flags, cuDNN's choice of kernels):\n{kernels.describe()}", said)]
     return []
 
 
@@ -44,9 +44,9 @@ def kernel_launches(now: dict[str, float], recorded: dict[str, float]) -> list[F
             + (", new" if f not in recorded else ", gone" if f not in now else "") + ")"
             for f, d in sorted(changed.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:TOP_CHANGES]]
     more = "" if len(changed) <= TOP_CHANGES else f"\n  ... and {len(changed) - TOP_CHANGES} more famil(ies)"
-    return [Finding(FAILED, f"{total_now:g} kernel launches per step, {total_then:g} recorded ({total_now - total_then:+g}): "
-                            f"a swapped optimizer implementation, a lost fusion or a changed kernel choice; launches per "
-                            f"step by family:\n" + "\n".join(rows) + more)]
+    said = f"{total_now:g} kernel launches per step, {total_then:g} recorded ({total_now - total_then:+g})"
+    return [Finding(FAILED, f"{said}: a swapped optimizer implementation, a lost fusion or a changed kernel choice; launches "
+                            f"per step by family:\n" + "\n".join(rows) + more, said)]
 
 
 def copies(now: dict[str, float], recorded: dict[str, float], margin_pct: float) -> list[Finding]:
@@ -60,7 +60,8 @@ def copies(now: dict[str, float], recorded: dict[str, float], margin_pct: float)
         elif abs(mine - theirs) > margin_pct / 100 * theirs:
             rows.append(f"  {kind}: {mine / 1e6:,.2f} MB a step, {theirs / 1e6:,.2f} MB recorded "
                         f"({100 * (mine / theirs - 1) if theirs else float('inf'):+.1f}%; allowed +-{margin_pct:g}%)")
-    return [Finding(FAILED, "bytes copied per step changed:\n" + "\n".join(rows))] if rows else []
+    said = "bytes copied per step changed"
+    return [Finding(FAILED, f"{said}:\n" + "\n".join(rows), said)] if rows else []
 
 
 def allocator_calls(now: dict[str, float], recorded: dict[str, float]) -> list[Finding]:
@@ -70,9 +71,10 @@ def allocator_calls(now: dict[str, float], recorded: dict[str, float]) -> list[F
     if not grown:
         return []
     rows = "\n".join(f"  {call}: {n:g} a step, {recorded.get(call, 0.0):g} recorded" for call, n in sorted(grown.items()))
-    return [Finding(FAILED, f"{sum(now.values()):g} calls a step from the allocator to the driver, {sum(recorded.values()):g} "
-                            "recorded: torch.cuda.empty_cache() in the step, a shape that changes from step to step or a "
-                            "fragmented cache (each frees and allocates again, and cudaFree waits for the GPU):\n" + rows)]
+    said = f"{sum(now.values()):g} calls a step from the allocator to the driver, {sum(recorded.values()):g} recorded"
+    return [Finding(FAILED, f"{said}: torch.cuda.empty_cache() in the step, a shape that changes from step to step or a "
+                            "fragmented cache (each frees and allocates again, and cudaFree waits for the GPU):\n" + rows,
+                    said)]
 
 
 def debugging(now: list[str], recorded: list[str], compared_with: str) -> list[Finding]:
@@ -80,7 +82,8 @@ def debugging(now: list[str], recorded: list[str], compared_with: str) -> list[F
     new = [name for name in now if name not in recorded]
     if not new:
         return []
-    return [Finding(FAILED, f"debugging switched on in the measured steps, not at {compared_with}: " + "; ".join(new))]
+    said = "debugging switched on in the measured steps, not at {}"
+    return [Finding(FAILED, said.format(compared_with) + ": " + "; ".join(new), said.format(briefly(compared_with)))]
 
 
 def step_memory(now_bytes: int, recorded_bytes: int, margin_pct: float) -> list[Finding]:
@@ -88,61 +91,26 @@ def step_memory(now_bytes: int, recorded_bytes: int, margin_pct: float) -> list[
     if now_bytes <= recorded_bytes * (1 + margin_pct / 100):
         return []
     change = 100 * (now_bytes / recorded_bytes - 1) if recorded_bytes else float("inf")
-    return [Finding(FAILED, f"the steps' peak GPU memory is {now_bytes / 1e9:,.3f} GB above what they started with, "
-                            f"{recorded_bytes / 1e9:,.3f} GB recorded ({change:+.1f}%; allowed +{margin_pct:g}%): an extra "
-                            "allocation or a tensor kept alive in the step")]
+    said = (f"the steps' peak GPU memory is {now_bytes / 1e9:,.3f} GB above what they started with, "
+            f"{recorded_bytes / 1e9:,.3f} GB recorded ({change:+.1f}%; allowed +{margin_pct:g}%)")
+    return [Finding(FAILED, f"{said}: an extra allocation or a tensor kept alive in the step", said)]
 
 
 def compile_counts(now, recorded: dict) -> list[Finding]:
     """Graphs, graph breaks and recompilations of torch.compile exactly as recorded; each break and recompilation
     named with dynamo's reason and the line."""
-    problems = []
+    problems = []  # (brief, the rest of its text)
     breaks, recompiled = now.graph_breaks, now.recompilations
     if len(breaks) > recorded.get("graph_breaks", 0):
-        problems.append(f"{len(breaks)} graph break(s), {recorded.get('graph_breaks', 0)} recorded:\n"
-                        + "\n".join(f"  {e.describe()}" for e in breaks))
+        problems.append((f"{len(breaks)} graph break(s), {recorded.get('graph_breaks', 0)} recorded",
+                         ":\n" + "\n".join(f"  {e.describe()}" for e in breaks)))
     if len(recompiled) > recorded.get("recompilations", 0):
-        problems.append(f"{len(recompiled)} recompilation(s), {recorded.get('recompilations', 0)} recorded (a guard failed):\n"
-                        + "\n".join(f"  {e.describe()}" for e in recompiled))
+        problems.append((f"{len(recompiled)} recompilation(s), {recorded.get('recompilations', 0)} recorded",
+                         " (a guard failed):\n" + "\n".join(f"  {e.describe()}" for e in recompiled)))
     if now.graphs != recorded.get("graphs", 0) and not problems:
-        problems.append(f"{now.graphs} graph(s) compiled, {recorded.get('graphs', 0)} recorded")
+        problems.append((f"{now.graphs} graph(s) compiled, {recorded.get('graphs', 0)} recorded", ""))
     if len(breaks) < recorded.get("graph_breaks", 0) or len(recompiled) < recorded.get("recompilations", 0):
-        problems.append(f"fewer graph breaks or recompilations than recorded ({len(breaks)} and {len(recompiled)}, "
-                        f"{recorded.get('graph_breaks', 0)} and {recorded.get('recompilations', 0)} recorded): re-record "
-                        "the baseline to keep the gain")
-    return [Finding(FAILED, problem) for problem in problems]
-
-
-MISSING = {"kernels_per_step": "kernel launches a step", "copies_per_step": "bytes copied a step",
-           "step_peak_bytes": "step memory", "host": "the step's host side"}  # counts a record has that a run may lack
-
-
-def counted(now: dict, recorded: dict | None, margin_pct: float, compile_count,
-            compared_with: str = "the baseline") -> list[Finding]:
-    """Every count of a test (Result.counts: kernel launches, bytes copied, the allocator's calls, step memory, compile
-    graphs, the host side, debugging switches) against its recorded entry: its parts' findings, one after the other (a
-    debugging switch first: it explains the others), a count the entry lacks not compared, except the allocator's calls
-    and the switches, of which a record without them had none; a count the entry has that this run did not take (no
-    profiled window, a step no longer counted) not compared either.
-    Nothing recorded: none. A test over several GPUs: ranks.counted."""
-    if not recorded:
-        return []
-    found = [Finding(NOT_COMPARED, f"{MISSING[key]} not compared: {compared_with} counted it, this run did not")
-             for key in MISSING if key in recorded and key not in now]
-    if not now:
-        return found
-    if "kernels_per_step" in now:
-        found += kernel_launches(now["kernels_per_step"], recorded.get("kernels_per_step", {}))
-    if "copies_per_step" in now:
-        found += copies(now["copies_per_step"], recorded.get("copies_per_step", {}), margin_pct)
-    if "allocator_per_step" in now:
-        found += allocator_calls(now["allocator_per_step"], recorded.get("allocator_per_step", {}))
-    if "step_peak_bytes" in now:
-        found += step_memory(now["step_peak_bytes"], recorded["step_peak_bytes"], margin_pct) \
-            if "step_peak_bytes" in recorded else [Finding(NOT_COMPARED, f"step memory not compared: {compared_with} recorded "
-                                                                         "none for this test")]
-    if "compile" in now or "compile" in recorded:
-        found += compile_counts(compile_count, recorded.get("compile", {}))
-    if "host" in now and "host" in recorded:
-        found += host_side.failure(now["host"], recorded["host"], compared_with)
-    return debugging(now.get("debugging", []), recorded.get("debugging", []), compared_with) + found
+        problems.append(("fewer graph breaks or recompilations than recorded",
+                         f" ({len(breaks)} and {len(recompiled)}, {recorded.get('graph_breaks', 0)} and "
+                         f"{recorded.get('recompilations', 0)} recorded): re-record the baseline to keep the gain"))
+    return [Finding(FAILED, said + rest, said) for said, rest in problems]

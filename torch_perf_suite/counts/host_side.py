@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..findings import FAILED, Finding
+from ..findings import FAILED, Finding, briefly
 from . import UNCOUNTED, on_this_thread, uncounted
 from .files import _is_harness, _is_library
 
@@ -276,20 +276,22 @@ def failure(now: dict, recorded: dict, compared_with: str, margin_pct: float = L
     problems = []
     lines, was = now["lines_per_step"], recorded["lines_per_step"]
     if lines > max(was * (1 + margin_pct / 100), was + LINES_FLOOR):
-        problems.append(
-            f"the host runs {lines:,.0f} Python lines a step to issue it, {was:,.0f} at {compared_with} ({lines - was:+,.0f}, "
-            f"{100 * (lines / was - 1) if was else float('inf'):+.1f}%; allowed +{margin_pct:g}% or +{LINES_FLOOR}): "
-            "per-step Python (a hook, a callback, a logging helper, a library's wrapper, a part run eagerly); "
-            "lines a step by function, most grown first:\n"
-            + "\n".join(grown(now["lines"], recorded["lines"], len(recorded["lines"]) < KEPT, now.get("at"))))
+        said = (f"the host runs {lines:,.0f} Python lines a step to issue it, {was:,.0f} at {{}} ({lines - was:+,.0f}, "
+                f"{100 * (lines / was - 1) if was else float('inf'):+.1f}%; allowed +{margin_pct:g}% or +{LINES_FLOOR})")
+        problems.append(Finding(
+            FAILED, f"{said.format(compared_with)}: per-step Python (a hook, a callback, a logging helper, a library's "
+            "wrapper, a part run eagerly); lines a step by function, most grown first:\n"
+            + "\n".join(grown(now["lines"], recorded["lines"], len(recorded["lines"]) < KEPT, now.get("at"))),
+            said.format(briefly(compared_with))))
     blocks, blocked = now["blocks_per_step"], recorded["blocks_per_step"]
     if blocks > blocked + BLOCKS_MARGIN:
-        problems.append(
-            f"the host blocks {blocks:.2f} times a step while issuing it, {blocked:.2f} at {compared_with} (allowed "
-            f"+{BLOCKS_MARGIN:g}): a sleep, a lock, I/O or a wait on another thread (voluntary context switches), "
-            "at these lines, most grown first:\n"
-            + "\n".join(grown(now["blocks"], recorded["blocks"], len(recorded["blocks"]) < KEPT)))
-    return [Finding(FAILED, problem) for problem in problems]
+        said = f"the host blocks {blocks:.2f} times a step while issuing it, {blocked:.2f} at {{}}"
+        problems.append(Finding(
+            FAILED, f"{said.format(compared_with)} (allowed +{BLOCKS_MARGIN:g}): a sleep, a lock, I/O or a wait on another "
+            "thread (voluntary context switches), at these lines, most grown first:\n"
+            + "\n".join(grown(now["blocks"], recorded["blocks"], len(recorded["blocks"]) < KEPT)),
+            said.format(briefly(compared_with))))
+    return problems
 
 
 def holds_host_side(counts: dict) -> bool:

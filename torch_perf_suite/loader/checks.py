@@ -5,7 +5,9 @@ where timed against REF or this host's baseline. Plain functions that return fin
 
 from __future__ import annotations
 
-from ..findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, REPORTED, Finding
+from dataclasses import replace
+
+from ..findings import FAILED, NOT_CHECKED, NOT_COMPARED, PASSED, REPORTED, Finding, briefly
 from .cost import UnitCost, cpu_line
 from .described import BLOCKS_MARGIN
 from .instructions import Counted, InstructionsFile
@@ -27,7 +29,8 @@ def verdict(counted: Counted, file: InstructionsFile, key: str, test_id: str, ma
         if others:  # another environment's count says nothing of this one's
             return Finding(NOT_COMPARED, f"loader instructions not comparable: recorded with {', '.join(others)}; "
                                          f"this is {key}")
-        return Finding(NOT_CHECKED, f"no loader instruction count for {key} in {file.path}; {rerecord}")
+        return Finding(NOT_CHECKED, f"no loader instruction count for {key} in {file.path}; {rerecord}",
+                       f"no loader instruction count for {key} in {file.path}")
     if recorded["source"] != counted.source:
         return Finding(NOT_COMPARED, f"loader instructions not comparable: recorded for {recorded['source']}, this test "
                                      f"counts {counted.source}; {rerecord}")
@@ -35,7 +38,7 @@ def verdict(counted: Counted, file: InstructionsFile, key: str, test_id: str, ma
     if not found:
         return Finding(PASSED, of and f"loader instructions compared{of}")
     where = _changed_since(counted.read, recorded) if counted.read is not None else []
-    return Finding(FAILED, found[0].text + of + "".join(f"\n  changed since the count: {w}" for w in where))
+    return replace(found[0], text=found[0].text + of + "".join(f"\n  changed since the count: {w}" for w in where))
 
 
 def _changed_since(read, recorded: dict) -> list[str]:
@@ -65,10 +68,10 @@ def check(per_sample: float, recorded: float, margin_pct: float) -> list[Finding
     loader so light that a percent of it is the interpreter's own noise (a raw uint8 tensor a sample)."""
     if per_sample <= max(recorded * (1 + margin_pct / 100), recorded + INSTRUCTIONS_FLOOR):
         return []
+    change = f"{recorded:,.0f} recorded ({100 * (per_sample / recorded - 1):+.1f}%; allowed +{margin_pct:g}%)"
     return [Finding(FAILED, f"the loader runs {per_sample:,.0f} instructions per sample (dataset item, transforms, "
-                            f"collate; callgrind), {recorded:,.0f} recorded ({100 * (per_sample / recorded - 1):+.1f}%; "
-                            f"allowed +{margin_pct:g}%): more CPU work per sample in the dataset, its transforms or the "
-                            "collate")]
+                            f"collate; callgrind), {change}: more CPU work per sample in the dataset, its transforms or "
+                            "the collate", f"the loader runs {per_sample:,.0f} instructions per sample, {change}")]
 
 
 WAIT_FLOOR_US = 20.0  # waiting per sample below this much more is no verdict: a sleep or a read waits far longer
@@ -86,25 +89,30 @@ def unit_failure(now: dict, recorded: dict, tolerance_pct: float, *, timed: bool
     the yardsticks took out most of what the host moved, yet the first loader timed in a process still came out slower
     in yardsticks in A/A runs (docs/measurements/loader.md); the instruction count judges the CPU's work exactly, and
     against REF turns.py times it by turns with REF's."""
-    lines, workers = [], now.get("batches", 1)  # 0: a smoke run's, against a smoke run's: its blocks are made alone
+    lines, workers = [], now.get("batches", 1)  # lines: (its brief, the line); 0 batches: a smoke run's, made alone
     queue = max(now.get("shared", 0.0), recorded.get("shared", 0.0)) if workers else 0.0
     if now["blocks"] > recorded["blocks"] + BLOCKS_MARGIN + queue:
         allowed = "" if queue < 0.01 else f" (allowed +{BLOCKS_MARGIN + queue:.2f}: {queue:.2f} for the tensors the queue shares)"
-        lines.append(f"blocks {now['blocks']:.2f} times a sample {'in the workers' if workers else 'made alone'} "
-                     f"(sleep, I/O, a lock: voluntary context switches), {recorded['blocks']:.2f} at {compared_with}{allowed}")
+        said = f"blocks {now['blocks']:.2f} times a sample {'in the workers' if workers else 'made alone'}"
+        lines.append((f"{said}, {recorded['blocks']:.2f} at {briefly(compared_with)}",
+                      f"{said} (sleep, I/O, a lock: voluntary context switches), {recorded['blocks']:.2f} at "
+                      f"{compared_with}{allowed}"))
     alone = recorded.get("alone_blocks", recorded["blocks"])  # a record made before they were kept: its workers'
     if workers and now.get("alone_blocks", 0.0) > alone + BLOCKS_MARGIN:
-        lines.append(f"blocks {now['alone_blocks']:.2f} times a sample made alone (sleep, I/O, a lock: voluntary "
-                     f"context switches), {alone:.2f} at {compared_with}")
+        lines.append((f"blocks {now['alone_blocks']:.2f} times a sample made alone, {alone:.2f} at {briefly(compared_with)}",
+                      f"blocks {now['alone_blocks']:.2f} times a sample made alone (sleep, I/O, a lock: voluntary "
+                      f"context switches), {alone:.2f} at {compared_with}"))
     more = now["wait_us"] - recorded["wait_us"]
     waited = 100 * more / recorded["wall_us"]
     if timed and more > WAIT_FLOOR_US and waited > tolerance_pct:
-        lines.append(f"waiting {now['wait_us']:,.1f} µs a sample alone (wall minus CPU time), {recorded['wait_us']:,.1f} at "
-                     f"{compared_with}: +{more:,.1f} µs, {waited:.1f}% of a sample's {recorded['wall_us']:,.1f} µs (allowed "
-                     f"{tolerance_pct:g}%): sleep, I/O or a lock")
+        lines.append((f"waiting {now['wait_us']:,.1f} µs a sample alone, {recorded['wait_us']:,.1f} at {briefly(compared_with)}",
+                      f"waiting {now['wait_us']:,.1f} µs a sample alone (wall minus CPU time), {recorded['wait_us']:,.1f} "
+                      f"at {compared_with}: +{more:,.1f} µs, {waited:.1f}% of a sample's {recorded['wall_us']:,.1f} µs "
+                      f"(allowed {tolerance_pct:g}%): sleep, I/O or a lock"))
     if not lines:
         return []
-    return [Finding(FAILED, "the loader's cost per sample rose:\n" + "\n".join("  " + line for line in lines))]
+    return [Finding(FAILED, "the loader's cost per sample rose:\n" + "\n".join("  " + line for _, line in lines),
+                    f"the loader's cost per sample rose: {lines[0][0]}")]
 
 
 def unit_verdict(unit: UnitCost | None, entry: dict | None, tolerance_pct: float, *, why_not_timed: str,

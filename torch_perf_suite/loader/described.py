@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..findings import FAILED, NOT_COMPARED, PASSED, Finding
+from ..findings import FAILED, NOT_COMPARED, PASSED, Finding, briefly
 
 SCALARS = (bool, int, float, str, type(None))
 BLOCKS_MARGIN = 0.05  # blocks per sample that may appear before it counts as a new wait (a count, not a timing)
@@ -123,7 +123,8 @@ def settings_failure(found: list[tuple[str, object, object]], expected: tuple[st
     names = ", ".join(repr(name) for name, _, _ in unexpected)
     return [Finding(FAILED, f"the loader's settings changed against {compared_with}:\n{lines}\n  a change made on purpose: "
                             f"declare it (perf.assert_baseline(result, loader_changes=({names},))) and re-record the "
-                            f"baseline")]
+                            f"baseline", f"the loader's settings changed against {briefly(compared_with)}: {unexpected[0][0]} "
+                                         f"{_short(unexpected[0][1])} -> {_short(unexpected[0][2])}")]
 
 
 def settings_verdict(now: dict | None, recorded: dict | None, *, workers: int, worker_start: str | None,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import ref_imports
-from ..findings import FAILED, PASSED, Finding
+from ..findings import FAILED, PASSED, Finding, briefly
 from ..throughput.stats import median_ci
 from .instructions import STRIDE
 
@@ -91,7 +91,9 @@ def failure(turns: ByTurns, tolerance_pct: float, compared_with: str) -> list[Fi
         return []
     again = f"; measured again: {turns.again.rise_pct:+.1f}%" if turns.again is not None else ""
     return [Finding(FAILED, f"{turns.line(compared_with)}; allowed +{tolerance_pct:g}%{again}: more CPU work per sample in the "
-                            "dataset, its transforms or the collate")]
+                            "dataset, its transforms or the collate",
+                    f"loader CPU time a sample {turns.head_us:,.1f} µs, {turns.ref_us:,.1f} at {briefly(compared_with)}, timed "
+                    f"by turns: {turns.rise_pct:+.1f}%")]
 
 
 def verdict(turns: ByTurns, tolerance_pct: float, compared_with: str) -> Finding:

@@ -12,6 +12,7 @@ import math
 from bisect import bisect_left
 from dataclasses import dataclass
 
+from ..counts import registry
 from ..report.charts import Chart, mermaid
 from ..report.rows import is_number
 from . import changes
@@ -27,22 +28,24 @@ class Number:
     option: str | None  # the pytest option that sets how far a commit may move it (None: compared exactly)
 
 
-NUMBERS = {
+OWN = {  # the numbers a night keeps besides its counts' (counts/registry.py: each count's `series`)
     "host-device syncs a step": Number(("syncs_per_step",), None),
-    "kernel launches a step": Number(("kernels", "launches_per_step"), None),
     "GPU kernel ms a step": Number(("kernels", "kernel_ms_per_step"), "--perf-tolerance"),
-    "bytes copied a step": Number(("kernels", "copied_bytes_per_step"), "--perf-count-margin"),
     "peak GPU memory GB": Number(("peak_mem_gb",), "--perf-count-margin"),
-    "Python lines a step": Number(("host", "lines_per_step"), None),
     "loader instructions a sample": Number(("extra", "loader instructions/sample"), "--perf-count-margin"),
 }
+
+
+def kept() -> dict[str, Number]:
+    """Every number a night keeps of a test besides its samples/s: its own, then each count's series."""
+    return {**OWN, **{name: Number(path, option) for name, path, option in (c.series for c in registry.COUNTS if c.series)}}
 PART_OPTION = {"gpu": "--perf-tolerance"}  # the loader's and the pipeline's: --perf-host-tolerance
 
 
 def numbers(row: dict) -> dict[str, float]:
-    """A report row's numbers that a night keeps (NUMBERS), those it has."""
+    """A report row's numbers that a night keeps (`kept`), those it has."""
     found = {}
-    for name, number in NUMBERS.items():
+    for name, number in kept().items():
         value = row
         for key in number.path:
             value = value.get(key) if isinstance(value, dict) else None
@@ -60,7 +63,7 @@ def is_worse(name: str, change_pct: float) -> bool:
 def option(name: str) -> str | None:
     if name.endswith(SAMPLES):
         return PART_OPTION.get(name[: -len(SAMPLES)], "--perf-host-tolerance")
-    return NUMBERS[name].option
+    return kept()[name].option
 
 
 def series(nights: list, test: str) -> dict[str, list[tuple[int, float]]]:

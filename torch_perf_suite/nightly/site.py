@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import changes
-from .creep import NUMBERS, SAMPLES, is_worse, series
+from .creep import SAMPLES, is_worse, kept, series
 
 STATES = ("alerted", "suspicious", "improved", "passing")  # worst first
 PARTS = ("pipeline", "gpu", "loader")
@@ -46,7 +46,7 @@ def unit(number: str) -> str:
 
 
 def _order(number: str) -> tuple[int, str]:
-    names = [f"{p}{SAMPLES}" for p in PARTS] + list(NUMBERS)
+    names = [f"{p}{SAMPLES}" for p in PARTS] + list(kept())
     return (names.index(number), "") if number in names else (len(names), number)
 
 

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import store
-from ..counts import host_side
+from ..counts import host_side, registry
 from ..loader.cost import validate_unit
+from ..store import number_problem as _number
 from ..store import quoted
 from ..throughput.parts import PARTS
 
@@ -120,21 +121,6 @@ def _from_schema_1(entry: dict) -> dict:
     return {"parts": {"pipeline": part}, **rest, "env": {**entry["env"], "host": None}}
 
 
-def _number(value, *, positive: bool = False, optional: bool = False, at_most: float = math.inf) -> str | None:
-    """None if `value` is a usable number; else what is wrong with it."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"is {quoted(value)}, expected a number"
-    if not math.isfinite(value):
-        return f"is {value!r}, expected a finite number"
-    if value < 0 or (positive and value == 0):
-        return f"is {value!r}, expected a {'positive' if positive else 'non-negative'} number"
-    if value > at_most:
-        return f"is {value:g}, more than any GPU does (at most {at_most:g})"
-    return None
-
-
 
 def _validate_part(test_id: str, name: str, part) -> str | None:
     if not isinstance(part, dict):
@@ -158,8 +144,8 @@ def _validate_part(test_id: str, name: str, part) -> str | None:
 
 
 def _validate_counts(counts) -> str | None:
-    """What the profiled window counted (fixture/result.py's Result.counts): families and kinds to counts, the steps'
-    peak bytes, torch.compile's graphs."""
+    """What a test counted (fixture/result.py's Result.counts), each count's value as its line in counts/registry.py
+    says; a test over several GPUs, each rank's."""
     if counts is None:
         return None
     if not isinstance(counts, dict):
@@ -169,21 +155,7 @@ def _validate_counts(counts) -> str | None:
         if not isinstance(ranks, dict):
             return f"'counts' 'ranks' is {quoted(ranks)}, expected an object of each rank's counts"
         return next((f"rank {rank}: {p}" for rank, c in ranks.items() if (p := _validate_counts(c))), None)
-    for key in ("kernels_per_step", "copies_per_step", "allocator_per_step", "compile"):  # "host" is host_side's
-        table = counts.get(key, {})
-        if not isinstance(table, dict):
-            return f"'counts' {key!r} is {quoted(table)}, expected an object"
-        problem = next(((k, p) for k, v in table.items() if (p := _number(v))), None)
-        if problem:
-            return f"'counts' {key!r} {problem[0]!r} {problem[1]}"
-    problem = _number(counts.get("step_peak_bytes"), optional=True, at_most=MAX_MEMORY_GB * 1e9)
-    if problem:
-        return f"'counts' 'step_peak_bytes' {problem}"
-    switches = counts.get("debugging", [])
-    if not isinstance(switches, list) or not all(isinstance(name, str) for name in switches):
-        return f"'counts' 'debugging' is {quoted(switches)}, expected a list of the debugging switches that were on"
-    problem = "host" in counts and host_side.validate(counts["host"])
-    return f"'counts' 'host': {problem}" if problem else None
+    return registry.problem(counts)
 
 
 def _validate_env(env) -> str | None:

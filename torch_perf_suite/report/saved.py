@@ -74,6 +74,7 @@ def rows(results) -> list[dict]:
             "peak_mem_gb": None if r.peak_mem_gb is None else round(r.peak_mem_gb, 2),
             "mfu": r.mfu,
             "host": None if r.host is None else {k: v for k, v in r.host.entry().items() if k.endswith("_per_step")},
+            "counts": r.counts(),  # each count as the baseline entry keeps it (counts/registry.py)
             "extra": {k: round(v, 3) if isinstance(v, float) else v for k, v in r.extra.items()},
             "outcome": r.outcome,
             **({"failure": r.failure} if r.failure else {}),

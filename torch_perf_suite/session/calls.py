@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ..against import checks as ref_checks
-from ..findings import FAILED, failures
+from ..findings import FAILED, Finding, failures
 from ..report import causes
 from ..throughput import timing
 
@@ -44,7 +44,7 @@ def ended(session, item) -> None:
     if session.settings.strict and result is not None and not session.settings.update_baselines:
         found = ref_checks.holes(result.holes(), session.compared_with)
         if failure := failures(found):
-            failed.append((f"{item.nodeid}: {failure}", [f.text for f in found if f.outcome == FAILED]))
+            failed.append((f"{item.nodeid}: {failure}", [f for f in found if f.outcome == FAILED]))
     if failed:
         pytest.fail(causes.together(item.nodeid, failed), pytrace=False)
 
@@ -61,5 +61,5 @@ def raised(session, item, error: BaseException) -> None:
                  None)
     said = (str(error).strip().splitlines() or [""])[0]
     at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
-    what = type(error).__name__ + at + (f": {said}" if said else "")
+    what = Finding(FAILED, type(error).__name__ + at + (f": {said}" if said else ""), brief=type(error).__name__ + at)
     raise pytest.fail.Exception(causes.together(item.nodeid, failed, what), pytrace=False) from error

@@ -15,7 +15,7 @@ import pytest
 
 from ..against.ref import is_ref_run
 from ..against.state import RefState, check_bisect, check_ref, load_records
-from ..findings import PerfWarning
+from ..findings import Finding, PerfWarning
 from ..fixture import references
 from ..fixture.result import Result
 from ..loader import instructions
@@ -59,7 +59,7 @@ class PerfSession:
         self.perf_tests = 0  # the selected tests that ask for `perf` (tests_selected)
         self.sections: dict[str, list[dict]] = {}
         self.charts: dict[str, Chart] = {}  # section title -> how to draw it
-        self.failed: dict[str, list[tuple[str, list[str]]]] = {}  # test id -> its checks failed so far (Judge.fail)
+        self.failed: dict[str, list[tuple[str, list[Finding]]]] = {}  # test id -> its checks failed so far (Judge.fail)
         self.report_error: str | None = None
         self.records = references.Records(self.settings, self.device, config.rootpath, config.stash.get(early.COUNTER, None))
         self.loader_dir: str | None = None  # where the loaders' per-batch timings are written, made on first use

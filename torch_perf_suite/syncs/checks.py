@@ -3,8 +3,10 @@ expects, and a smoke run's reads against REF's. Plain functions that return find
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..counts import host_side
-from ..findings import FAILED, NOT_CHECKED, Finding
+from ..findings import FAILED, NOT_CHECKED, Finding, briefly
 
 
 def syncs(counted, *, per_step: float | None = None, at_least: float | None = None, at_most: float | None = None,
@@ -25,23 +27,28 @@ def syncs(counted, *, per_step: float | None = None, at_least: float | None = No
 def _expected(counted, per_step, at_least, at_most, from_library, versions, compared_with) -> list[Finding]:
     """`syncs` once a periodic phase is known not to hide per-step syncs."""
     measured = counted.per_step
-    head = f"measured {measured:.2f} host-device syncs per step ({counted.total} in {counted.steps} profiled steps)"
+    said = f"{measured:.2f} host-device syncs per step"
+    head = f"measured {said} ({counted.total} in {counted.steps} profiled steps)"
     where = f"\n{counted.describe()}"
     if per_step is not None and abs(measured - per_step) > 1e-9:
         more = "a new sync appeared" if measured > per_step else "fewer syncs than this scenario documents"
-        return [Finding(FAILED, f"{head}, expected {per_step:g} ({more}):{where}")]
+        return [Finding(FAILED, f"{head}, expected {per_step:g} ({more}):{where}", f"{said}, expected {per_step:g}",
+                        counted.where)]
     if at_least is not None and measured < at_least:
         return [Finding(FAILED, f"{head}, expected at least {at_least:g}: the pitfall this scenario documents no longer "
                                 f"syncs with {versions}. If that is an upgrade's doing, retire the workaround and this "
-                                f"expectation together.{where}")]
+                                f"expectation together.{where}", f"{said}, expected at least {at_least:g}", counted.where)]
     if at_least is not None and at_most is not None and measured > at_most + 1e-9:
         return [Finding(FAILED, f"{head}, {at_most:g} recorded by {compared_with}: the pitfall syncs more than it did "
-                                f"(a new sync beside it){where}")]
+                                f"(a new sync beside it){where}", f"{said}, {at_most:g} recorded by {briefly(compared_with)}",
+                        counted.where)]
     if from_library is not None:
         stray = [s for s in counted.sources if from_library not in s.library_line]
         if stray:
             listing = "\n".join(s.describe() for s in stray)
-            return [Finding(FAILED, f"{head}; expected every sync to come from {from_library!r}, these do not:\n{listing}")]
+            expected = f"expected every sync to come from {from_library!r}, these do not"
+            return [Finding(FAILED, f"{head}; {expected}:\n{listing}", f"{said}; {expected}",
+                            next((s.user_line.split()[0] for s in stray if s.user_line and not s.user_line.startswith("(")), ""))]
     return []
 
 
@@ -51,7 +58,7 @@ def with_switches(found: list[Finding], switched: list[str]) -> list[Finding]:
     if not switched:
         return found
     line = "\n  debugging switched on in these steps, whose checks sync too: " + "; ".join(switched)
-    return [Finding(f.outcome, f.text + line) if f.outcome == FAILED else f for f in found]
+    return [replace(f, text=f.text + line) if f.outcome == FAILED else f for f in found]
 
 
 def periodic_every_step(counted) -> list[Finding]:
@@ -63,12 +70,14 @@ def periodic_every_step(counted) -> list[Finding]:
     if every and steps == 1:
         return [Finding(NOT_CHECKED, f"a phase marked periodic ({', '.join(every)}) ran in the one profiled step: one "
                                      "step cannot tell a phase that runs every step from one that runs every k steps; "
-                                     "profile 2 or more (--perf-profile-steps)")]
+                                     "profile 2 or more (--perf-profile-steps)",
+                        "a phase marked periodic ran in the one profiled step")]
     if not every:
         return []
-    return [Finding(FAILED, f"a phase marked periodic ran in every one of the {steps} profiled steps ({', '.join(every)}): "
-                            f"its syncs are per-step syncs. Mark only what runs every k > 1 steps, or count more steps "
-                            f"(--perf-profile-steps) than its period:\n{counted.describe()}")]
+    said = f"a phase marked periodic ran in every one of the {steps} profiled steps"
+    return [Finding(FAILED, f"{said} ({', '.join(every)}): its syncs are per-step syncs. Mark only what runs every k > 1 "
+                            f"steps, or count more steps (--perf-profile-steps) than its period:\n{counted.describe()}",
+                    said, counted.where)]
 
 
 def host_reads(counted, *, per_step: float | None = None) -> list[Finding]:
@@ -82,20 +91,24 @@ def host_reads(counted, *, per_step: float | None = None) -> list[Finding]:
     return every_step + [Finding(FAILED, f"measured {counted.per_step:.2f} host reads per step ({counted.total} in "
                                          f"{counted.steps} steps) with no GPU, expected at most {per_step:g}: each reads a "
                                          f"tensor's value on the host, which on a GPU is a host-device sync:\n"
-                                         f"{counted.describe()}")]
+                                         f"{counted.describe()}",
+                                 f"{counted.per_step:.2f} host reads per step with no GPU, expected at most {per_step:g}",
+                                 counted.where)]
 
 
-def host_reads_against(now: dict, recorded: dict, compared_with: str, listing: str) -> list[Finding]:
+def host_reads_against(now: dict, recorded: dict, compared_with: str, counted) -> list[Finding]:
     """A smoke run's host reads a step (smoke_counts.reads_entry) against REF's smoke run's: more reads a step than
     REF's fails, naming the lines whose reads grew, most first (a read that an edit above it moved, with none added,
-    does not); `listing`: the head's reads as the syncs' check lists them (SyncCount.describe)."""
+    does not); `counted`: the head's reads (a SyncCount), listed as the syncs' check lists them."""
     mine, was = now["per_step"], recorded["per_step"]
     if mine <= was + 1e-9:
         return []
     rows = host_side.grown(now["lines"], recorded["lines"], complete=True)
-    return [Finding(FAILED, f"measured {mine:.2f} host reads per step with no GPU, {was:.2f} at {compared_with} "
-                            f"({mine - was:+.2f}): each reads a tensor's value on the host, which on a GPU is a host-device "
-                            "sync; reads a step by line, most grown first:\n" + "\n".join(rows) + f"\n{listing}")]
+    said = f"{mine:.2f} host reads per step with no GPU, {was:.2f} at {{}} ({mine - was:+.2f})"
+    return [Finding(FAILED, f"measured {said.format(compared_with)}: each reads a tensor's value on the host, which on a GPU "
+                            "is a host-device sync; reads a step by line, most grown first:\n" + "\n".join(rows)
+                            + f"\n{counted.describe()}",
+                    said.format(briefly(compared_with)), counted.where)]
 
 
 DTYPE_MARGIN_PCT, DTYPE_FLOOR = 1.0, 0.5  # a dtype's ops a step may grow by this much, or this many, before it counts
@@ -118,6 +131,7 @@ def dtypes_against(now: dict, recorded: dict, compared_with: str) -> list[Findin
     if not grown:
         return []
     rows = "; ".join(f"{dtype} {n:,.2f} a step, {was:,.2f} at {compared_with}" for dtype, (n, was) in sorted(grown.items()))
-    return [Finding(FAILED, f"the step computes in another dtype: ops a step by the dtype they make grew: {rows} (all "
+    said = "the step computes in another dtype"
+    return [Finding(FAILED, f"{said}: ops a step by the dtype they make grew: {rows} (all "
                             f"dtypes now: {', '.join(f'{d} {n:,.2f}' for d, n in sorted(now.items()))}): a model, a "
-                            "tensor or a loss moved to another precision (.double(), a float64 constant, autocast off)")]
+                            "tensor or a loss moved to another precision (.double(), a float64 constant, autocast off)", said)]

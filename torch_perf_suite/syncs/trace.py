@@ -60,7 +60,6 @@ class SyncSource:
         return "\n".join(lines)
 
 
-
 @dataclass
 class SyncCount:
     steps: int
@@ -79,6 +78,12 @@ class SyncCount:
     @property
     def per_step(self) -> float:
         return self.total / self.steps if self.steps else 0.0
+
+    @property
+    def where(self) -> str:
+        """The user's file:line of the first source `describe` lists that has one ("fixtures/loss_log.py:30"), else ""."""
+        listed = [s for s, _ in self.sources.most_common()] + [s for n in self.periodic_runs for p, s in self.periodic if p == n]
+        return next((s.user_line.split()[0] for s in listed if s.user_line and not s.user_line.startswith("(")), "")
 
     def describe(self) -> str:
         rows = [] if self.sources else ["no host-device syncs in the steps"]
@@ -122,9 +127,7 @@ def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise TraceError(f"{source}: no 'traceEvents' list; is this a torch.profiler Chrome trace?")
     events = [u for u in map(_usable, trace["traceEvents"]) if u is not None]
-    steps = sorted(
-        (_span(e) for e in events if e.get("cat") == "user_annotation" and e["name"].startswith(STEP_PREFIX)),
-    )
+    steps = sorted(_span(e) for e in events if e.get("cat") == "user_annotation" and e["name"].startswith(STEP_PREFIX))
     if not steps:
         raise TraceError(f"{source}: no '{STEP_PREFIX}<i>' ranges; the steps were not marked, so nothing can be counted")
     by_thread = _Threads()

@@ -4,7 +4,7 @@ they were measured on, so they are checked only against a baseline recorded on t
 from __future__ import annotations
 
 from ..findings import FAILED, Finding
-from .parts import Parts
+from .parts import Parts, parts_line
 
 
 def efficiency(p: Parts, at_least: float, in_turns: bool = False) -> list[Finding]:
@@ -13,21 +13,23 @@ def efficiency(p: Parts, at_least: float, in_turns: bool = False) -> list[Findin
     if in_turns:
         due = 1 / (1 / p.loader.median + 1 / p.gpu.median)
         if p.pipeline.median < at_least * due:
-            return [Finding(FAILED, f"the pipeline delivers {p.pipeline.median:,.0f} samples/s, {p.pipeline.median / due:.2f} "
-                                    f"of the {due:,.0f} that loading and training in turns allow, expected at least "
-                                    f"{at_least:g}. {parts_line(p)}")]
+            said = (f"the pipeline delivers {p.pipeline.median:,.0f} samples/s, {p.pipeline.median / due:.2f} of the "
+                    f"{due:,.0f} that loading and training in turns allow, expected at least {at_least:g}")
+            return [Finding(FAILED, f"{said}. {parts_line(p)}", said)]
         return []
     if p.efficiency < at_least:
-        return [Finding(FAILED, f"pipeline efficiency {p.efficiency:.2f}, expected at least {at_least:g}: the pipeline "
-                                f"delivers {p.pipeline.median:,.0f} samples/s while its bottleneck ({p.bottleneck}) allows "
-                                f"{min(t.median for t in (p.loader, p.gpu) if t is not None):,.0f}. {parts_line(p)}")]
+        said = f"pipeline efficiency {p.efficiency:.2f}, expected at least {at_least:g}"
+        return [Finding(FAILED, f"{said}: the pipeline delivers {p.pipeline.median:,.0f} samples/s while its bottleneck "
+                                f"({p.bottleneck}) allows {min(t.median for t in (p.loader, p.gpu) if t is not None):,.0f}. "
+                                f"{parts_line(p)}", said)]
     return []
 
 
 def bottleneck(p: Parts, expected: str) -> list[Finding]:
     if p.bottleneck == expected:
         return []
-    return [Finding(FAILED, f"bottleneck {p.bottleneck}, expected {expected}. {parts_line(p)}")]
+    said = f"bottleneck {p.bottleneck}, expected {expected}"
+    return [Finding(FAILED, f"{said}. {parts_line(p)}", said)]
 
 
 def host_scope(entry: dict | None, why_not_same_host: str, updating: bool, vs_ref: bool = False) -> str:
@@ -41,10 +43,3 @@ def host_scope(entry: dict | None, why_not_same_host: str, updating: bool, vs_re
     if entry is None:
         return "not checked: no baseline from this host (host-bound: a faster or slower host moves it)"
     return f"not checked: {why_not_same_host}" if why_not_same_host else ""
-
-
-def parts_line(p: Parts) -> str:
-    names = [("pipeline", p.pipeline), ("GPU-side", p.gpu), ("loader", p.loader)]
-    shown = ", ".join(f"{n} {t.median:,.0f}" for n, t in names if t is not None)
-    cpu = f"; loader {p.loader_cpu.median:,.0f} samples per worker CPU second" if p.loader_cpu is not None else ""
-    return f"parts (samples/s): {shown}; bottleneck: {p.bottleneck}{cpu}"

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..findings import FAILED, Finding
 from ..machine import host as hosts
 from ..settings import Measure
-from .parts import LAUNCH_BOUND, Parts
+from .parts import LAUNCH_BOUND, Parts, parts_line
 from .stats import Comparison, compare
+from .timing import Throughput
 
 
 @dataclass
@@ -151,3 +153,29 @@ def part_verdict(part: str, parts: Parts, entry: dict, measure: Measure, env: di
                        "judged by its Python lines and blocks a step, the loader by its settings, blocks and waiting, and "
                        "its CPU work by its instructions per sample or, against REF, its CPU time by turns)")
     return v
+
+
+def regression(failed: list[Verdict], parts: Parts, entry: dict, reference: str) -> Finding:
+    """The timed parts that fell short of the baseline entry and fell short again when measured again, as one failure."""
+    env = entry["env"]
+    brief = "; ".join(f"{v.part} {parts.get(v.part).median:,.1f} samples/s against a baseline of "
+                      f"{v.baseline_sps:,.1f} ({v.change_pct:+.1f}%)" for v in failed)
+    return Finding(FAILED, f"throughput regression in {', '.join(v.part for v in failed)}:\n"
+                   + "\n".join(_shortfall(v, parts, entry) for v in failed)
+                   + f"\n  baseline: {reference}, recorded {env.get('date')} with torch {env.get('torch')} on "
+                     f"{hosts.host_line(env.get('host'))}\n  {parts_line(parts)}", f"throughput regression: {brief}")
+
+
+def _shortfall(v: Verdict, parts: Parts, entry: dict) -> str:
+    return (f"  {v.part}: {parts.get(v.part).median:,.1f} samples/s against a baseline of {v.baseline_sps:,.1f} "
+            f"({v.change_pct:+.1f}%; allowed {100 * (v.comparison.factor - 1):+.0f}%" + (f", {v.scope}" if v.scope else "")
+            + f", {v.comparison.method}); measured again: {100 * (v.confirmation.ratio - 1):+.1f}%\n"
+            f"    this run's rounds: {rounds(parts.get(v.part))}; baseline's: {rounds_of(entry['parts'][v.part])}")
+
+
+def rounds(t: Throughput) -> str:
+    return ", ".join(f"{r:,.0f}" for r in t.rounds)
+
+
+def rounds_of(part: dict) -> str:
+    return ", ".join(f"{r:,.0f}" for r in part["rounds"]) if part.get("rounds") else f"{part['samples_per_s']:,.0f} (median only)"

@@ -3,6 +3,8 @@ shortfall's second measurement."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..findings import FAILED, NOT_CHECKED, PASSED, Finding
 
 
@@ -11,10 +13,11 @@ def verdict(util, at_least: float, part: str) -> Finding:
     with why: a warning, and a failure under --perf-strict (a GPU without NVML access measures everything else)."""
     if util is None or util.unavailable or util.gpu_util_pct is None:
         why = util.unavailable if util is not None and util.unavailable else f"no utilization sampled in the {part} window"
-        return Finding(NOT_CHECKED, f"utilization not checked: {why}")
+        return Finding(NOT_CHECKED, f"utilization not checked: {why}", "utilization not checked")
     if util.gpu_util_pct < at_least:
         return Finding(FAILED, f"GPU-Util {util.gpu_util_pct:.0f}% over the {part} rounds (NVML, {util.samples} samples), "
-                               f"expected at least {at_least:g}%: the GPU waits for the host. {util.describe()}")
+                               f"expected at least {at_least:g}%: the GPU waits for the host. {util.describe()}",
+                       f"GPU-Util {util.gpu_util_pct:.0f}% over the {part} rounds, expected at least {at_least:g}%")
     return Finding(PASSED)
 
 
@@ -29,4 +32,4 @@ def confirmed(first: Finding, again, at_least: float, part: str) -> Finding:
     said = f"measured again: GPU-Util {again.gpu_util_pct:.0f}%"
     if second.outcome == PASSED:
         return Finding(PASSED, f"{head}; {said}: not confirmed")
-    return Finding(FAILED, f"{first.text}; {said}")
+    return replace(first, text=f"{first.text}; {said}")

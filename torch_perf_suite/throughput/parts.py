@@ -210,3 +210,10 @@ class Windows:
             warmup = m.warmup if self.smoke else o.warmup_steps
             return self._time(o.loader_step, warmup, runner, cycle=cycle, cpu=o.loader_cpu_s)
         raise ValueError(f"unknown part {part!r}; expected one of {TIMED}")
+
+
+def parts_line(p: Parts) -> str:
+    names = [("pipeline", p.pipeline), ("GPU-side", p.gpu), ("loader", p.loader)]
+    shown = ", ".join(f"{n} {t.median:,.0f}" for n, t in names if t is not None)
+    cpu = f"; loader {p.loader_cpu.median:,.0f} samples per worker CPU second" if p.loader_cpu is not None else ""
+    return f"parts (samples/s): {shown}; bottleneck: {p.bottleneck}{cpu}"
