@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.against.test_against import git, repo  # noqa: F401 (the fixture)
+from tests.against.test_against import TOY, git, repo  # noqa: F401 (the fixture)
 from tests.plugin_suite import TEST_FILE
 from torch_perf_suite.counts import registry
 from torch_perf_suite.nightly import creep
@@ -35,28 +35,14 @@ if all(c.key != "toy" for c in registry.COUNTS):
                                           lambda value: None if isinstance(value, (int, float)) else " is not a number",
                                           series=("toy count", ("counts", "toy"), None)))
 '''
-TEST = '''
-import time
-import pytest
-
-class Work:
-    batch_size = 10
-    def step(self):
-        time.sleep(0.001)
-
-@pytest.mark.perf(warmup=1, rounds=3, steps=5, round_s=0)
-def test_toy(perf):
-    result = perf.measure(Work())
-    result.extra["toy"] = {toy}
-    perf.assert_baseline(result)
-'''
+def counting(toy: int, test: str = TEST_FILE, measured: str = "    result = perf.measure(Work(perf_session.device))\n") -> str:
+    """A measured test (the suite's, or the toy scenario of the runs against REF) that counts `toy`."""
+    assert measured in test
+    return test.replace(measured, f"{measured}    result.extra['toy'] = {toy}\n")
 
 
-def counting(toy: int) -> str:
-    """The suite's measured test, counting `toy`."""
-    measured = "    result = perf.measure(Work(perf_session.device))\n"
-    assert measured in TEST_FILE
-    return TEST_FILE.replace(measured, f"{measured}    result.extra['toy'] = {toy}\n")
+def toy_counting(toy: int) -> str:
+    return counting(toy, TOY.format(body="pass"), "    result = perf.measure(Work())\n")
 
 
 @pytest.fixture(autouse=True)
@@ -101,11 +87,11 @@ def test_a_toy_count_is_compared_with_refs_smoke_run_and_a_hole_under_strict_whe
         repo, at_ref):  # noqa: F811 (the fixture)
     conftest = repo.path / "conftest.py"
     conftest.write_text(TOY_COUNT if at_ref == "counted" else "")
-    repo.makepyfile(test_toy=TEST.format(toy=3))
+    repo.makepyfile(test_toy=toy_counting(3))
     git(repo.path, "add", ".")
     git(repo.path, "commit", "-qm", "the toy count at REF" if at_ref == "counted" else "no toy count at REF")
     conftest.write_text(TOY_COUNT)
-    repo.makepyfile(test_toy=TEST.format(toy=4 if at_ref == "counted" else 3))
+    repo.makepyfile(test_toy=toy_counting(4 if at_ref == "counted" else 3))
     result = repo.runpytest("-p", "no:randomly", "--perf-smoke", "--perf-against", "HEAD", "--perf-strict")
     result.assert_outcomes(failed=1)
     if at_ref == "counted":
