@@ -39,6 +39,8 @@ OWN = {  # the numbers a night keeps besides its counts' (counts/registry.py: ea
 def kept() -> dict[str, Number]:
     """Every number a night keeps of a test besides its samples/s: its own, then each count's series."""
     return {**OWN, **{name: Number(path, option) for name, path, option in (c.series for c in registry.COUNTS if c.series)}}
+
+
 PART_OPTION = {"gpu": "--perf-tolerance"}  # the loader's and the pipeline's: --perf-host-tolerance
 
 
