@@ -16,6 +16,19 @@ def counted(n, library=""):
     return c
 
 
+def test_a_failed_sync_says_in_brief_where_the_users_code_made_it_from_a_marked_site_or_the_stack():
+    """Its brief and the user's file:line (Finding.where) come from the count, in either form a source names its line:
+    a marked site's "train.py:9 in step", the profiler's stack "fixtures/training.py(109): prepare"."""
+    [found] = checks.syncs(counted(2), per_step=0)
+    assert (found.brief, found.where) == ("1.00 host-device syncs per step, expected 0", "train.py:9")
+    stack = SyncCount(steps=2)
+    stack.sources[SyncSource("cudaStreamSynchronize", "aten::copy_", "(not seen)", "")] = 4  # listed first, no line
+    stack.sources[SyncSource("cudaMemcpyAsync", "aten::copy_", "fixtures/training.py(109): prepare (line where the "
+                                                                "function starts)", "")] = 2
+    [found] = checks.syncs(stack, per_step=0)
+    assert found.where == "fixtures/training.py:109"
+
+
 def test_syncs_exact_at_least_and_from_a_library():
     assert checks.syncs(counted(0), per_step=0) == []  # nothing failed: no finding
     assert [f.outcome for f in checks.syncs(counted(2), per_step=0)] == [FAILED]

@@ -34,10 +34,9 @@ from .trace import (
     STEP_PREFIX,
     SyncCount,
     SyncSource,
-    TraceError,
     count_syncs,
-    load_trace,
 )
+from .trace_file import TraceError, load_trace
 
 __all__ = ["Advice", "BLOCKING_CALLS", "EXPLICIT_LIBRARY", "HOST_CATEGORIES", "KNOWN_SOURCES", "PAGEABLE_COPIES",
            "PERIODIC_PREFIX", "SITE_PREFIX", "STEP_PREFIX", "SyncCount", "SyncSource", "TraceError", "UNKNOWN_FIX",

@@ -48,7 +48,7 @@ def _expected(counted, per_step, at_least, at_most, from_library, versions, comp
             listing = "\n".join(s.describe() for s in stray)
             expected = f"expected every sync to come from {from_library!r}, these do not"
             return [Finding(FAILED, f"{head}; {expected}:\n{listing}", f"{said}; {expected}",
-                            next((s.user_line.split()[0] for s in stray if s.user_line and not s.user_line.startswith("(")), ""))]
+                            next((s.at for s in stray if s.at), ""))]
     return []
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .trace import TraceError, count_syncs, load_trace
+from .trace import count_syncs
+from .trace_file import TraceError, load_trace
 
 
 def main(argv: list[str] | None = None) -> int:

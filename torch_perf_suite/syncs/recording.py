@@ -11,7 +11,8 @@ import warnings
 from typing import Callable
 
 from ..counts.files import _is_harness, _is_library, _short
-from .trace import PERIODIC_PREFIX, SITE_PREFIX, STEP_PREFIX, SyncCount, count_syncs, load_trace
+from .trace import PERIODIC_PREFIX, SITE_PREFIX, STEP_PREFIX, SyncCount, count_syncs
+from .trace_file import load_trace
 
 _SYNC_WARNING = "synchronizing CUDA operation"
 _PROTOTYPE_WARNING = "Synchronization debug mode is a prototype feature"

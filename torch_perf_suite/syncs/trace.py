@@ -4,19 +4,14 @@
 from __future__ import annotations
 
 import bisect
-import gzip
-import io
-import json
-import os
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..counts.files import _is_harness, _is_library, _short
 from ..counts.kernels import KernelStats, call_name, kernel_stats
 from . import advice as known
 from .advice import PAGEABLE_COPIES
+from .trace_file import TraceError
 
 STEP_PREFIX = "perf_step_"
 PERIODIC_PREFIX = "perf_periodic:"  # a phase that runs every k steps (computing metrics, say)
@@ -24,10 +19,6 @@ SITE_PREFIX = "perf_sync_site|"
 BLOCKING_CALLS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",  # the runtime's
                   "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"}  # and the driver's twins
 HOST_CATEGORIES = {"cuda_runtime", "cuda_driver"}
-
-
-class TraceError(ValueError):
-    """A trace that cannot be analysed: the message names the file and what is missing."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +29,16 @@ class SyncSource:
     ops: str  # outermost > innermost torch op around it, "" outside any op
     user_line: str  # "fixtures/recipes.py:88 in train_step", or the best guess from the stack
     library_line: str  # "torchmetrics/aggregation.py:93 in _cast_and_nan_check_input", or ""
+
+    @property
+    def at(self) -> str:
+        """The user's file:line, "fixtures/loss_log.py:30", from either form of `user_line` (a marked site's
+        "fixtures/loss_log.py:30 in __call__", the stack's "fixtures/training.py(109): prepare"); "" where none was seen."""
+        first = self.user_line.split(" ", 1)[0]
+        if not first or first.startswith("("):
+            return ""
+        path, _, line = first.removesuffix(":").removesuffix(")").rpartition("(")
+        return f"{path}:{line}" if path and line.isdigit() else first
 
     @property
     def advice(self) -> known.Advice | None:
@@ -83,7 +84,7 @@ class SyncCount:
     def where(self) -> str:
         """The user's file:line of the first source `describe` lists that has one ("fixtures/loss_log.py:30"), else ""."""
         listed = [s for s, _ in self.sources.most_common()] + [s for n in self.periodic_runs for p, s in self.periodic if p == n]
-        return next((s.user_line.split()[0] for s in listed if s.user_line and not s.user_line.startswith("(")), "")
+        return next((s.at for s in listed if s.at), "")
 
     def describe(self) -> str:
         rows = [] if self.sources else ["no host-device syncs in the steps"]
@@ -95,28 +96,6 @@ class SyncCount:
             rows.append(f"plus {sum(n for _, n in inside)} sync(s) in {name}, which ran {runs}x in {self.steps} steps:")
             rows += [f"  {n}x  " + s.describe(fixed).replace("\n", "\n      ") for s, n in inside]
         return "\n".join(rows)
-
-
-def load_trace(path: str | os.PathLike) -> dict:
-    """Read a Chrome trace written by `prof.export_chrome_trace`, gzipped or not (told by its first bytes, not its name)."""
-    path = Path(path)
-    try:
-        with open(path, "rb") as raw:
-            gzipped = raw.read(2) == b"\x1f\x8b"
-            raw.seek(0)
-            text = gzip.open(raw, "rt", encoding="utf-8") if gzipped else io.TextIOWrapper(raw, encoding="utf-8")
-            trace = json.load(text)
-    except FileNotFoundError as e:
-        raise TraceError(f"{path}: no such file") from e
-    except IsADirectoryError as e:
-        raise TraceError(f"{path}: is a directory, not a trace file") from e
-    except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 JSON ({e}); is this a Chrome trace? record it again") from e
-    except (OSError, EOFError, zlib.error, ValueError, RecursionError) as e:  # ValueError: bad JSON
-        raise TraceError(f"{path}: not a readable Chrome trace ({e}); record it again") from e
-    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
-        raise TraceError(f"{path}: no 'traceEvents' list; is this a torch.profiler Chrome trace?")
-    return trace
 
 
 def count_syncs(trace: dict, source: str = "trace") -> SyncCount:
