@@ -164,3 +164,24 @@ def test_a_debugging_switch_on_is_named_and_anomaly_detection_is_restored_after_
     finally:
         left = torch_state.restore(saved)
     assert set(left) == {"anomaly_detection", "deterministic_algorithms"} and torch_state.debugging_on() == []
+
+
+def test_the_host_side_is_counted_with_torchs_cpu_ops_on_one_thread_and_the_pool_given_back():
+    """A CPU op that splits its work over torch's intra-op pool waits for the pool's threads, and on a loaded host that
+    wait is a block the code did not make: the counted steps run with one intra-op thread, the pool restored after."""
+    from types import SimpleNamespace
+
+    from torch_perf_suite.fixture import measuring
+
+    seen = []
+    members = SimpleNamespace(countable=True, gpu_step=lambda: seen.append(torch.get_num_threads()), loader_step=None,
+                              loader=None, gpu_cycle_steps=1, within=None)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        result = SimpleNamespace(host=None, left=lambda why: pytest.fail(why))
+        measuring.count_host(result, None, members, steps=2, smoke=False, settle=lambda: None)
+        assert seen and set(seen) == {1} and torch.get_num_threads() == 2
+        assert result.host is not None and result.host.steps == 2
+    finally:
+        torch.set_num_threads(before)

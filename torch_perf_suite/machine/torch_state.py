@@ -117,3 +117,16 @@ def torch_settings(wanted: dict):
         for name in SETTINGS:  # SETTINGS' order: the precision last, as it was read
             if name in saved:
                 SETTINGS[name][1](saved[name])
+
+
+@contextlib.contextmanager
+def one_intra_op_thread():
+    """torch's CPU ops run on the calling thread alone inside: an op that splits its work over torch's intra-op pool
+    waits for the pool's threads, and on a loaded host that wait is the load's block, not the code's (the host side's
+    count, counts/host_side.py)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
